@@ -1,0 +1,43 @@
+"""Error hierarchy of the framework (DESIGN.md section 4).
+
+Every error the library raises on purpose derives from :class:`CodesignError`.
+Bad input raises :class:`InvalidSpecError`, whose message names the field, the
+value, the rule and (where there is one) the fix.  Valid requests that cannot
+be satisfied raise :class:`InfeasibleError`.
+"""
+
+from __future__ import annotations
+
+__all__ = ["CodesignError", "InvalidSpecError", "InfeasibleError", "invalid"]
+
+
+class CodesignError(Exception):
+    """Root of every error raised on purpose by the framework."""
+
+
+class InvalidSpecError(CodesignError, ValueError):
+    """Bad input: a spec, a value or an option that breaks a documented rule."""
+
+
+class InfeasibleError(CodesignError):
+    """A valid request that cannot be satisfied (memory, budget, connectivity...)."""
+
+
+def invalid(field: str, value: object, allowed: str) -> InvalidSpecError:
+    """Build the one-line message used for bad input everywhere.
+
+    Parameters
+    ----------
+    field : str
+        Name of the offending field or option (``"bandwidth"``, ``"torus shape"``).
+    value : object
+        The value that was given.
+    allowed : str
+        What is allowed instead, phrased so the user can fix the input.
+
+    Returns
+    -------
+    InvalidSpecError
+        To be raised by the caller: ``raise invalid("degree", d, "an integer >= 1")``.
+    """
+    return InvalidSpecError(f"invalid {field} {value!r}: expected {allowed}")

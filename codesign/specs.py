@@ -1,0 +1,146 @@
+"""Strict loading of user specs (YAML files and dicts).
+
+Unknown keys are errors, never silently dropped: a typo such as ``bandwith``
+must not fall back to a default.  Every helper here raises
+:class:`~codesign.errors.InvalidSpecError` with a one-line message naming the
+field, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from codesign.errors import InvalidSpecError, invalid
+
+__all__ = ["load_yaml", "check_keys", "get_int", "get_float", "get_str", "get_bool"]
+
+T = TypeVar("T")
+
+
+def load_yaml(path: str | Path) -> Any:
+    """Read a YAML file with the safe loader.
+
+    Raises
+    ------
+    InvalidSpecError
+        If the file is missing or is not valid YAML (the message gives the line).
+    """
+    import yaml  # imported here: only the edges parse YAML
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidSpecError(f"cannot read spec file {str(p)!r}: {exc.strerror}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise InvalidSpecError(f"invalid YAML in {str(p)!r}{where}: {problem}") from None
+
+
+def check_keys(spec: object, *, allowed: Iterable[str], required: Iterable[str] = (),
+               where: str = "spec") -> Mapping[str, Any]:
+    """Check that ``spec`` is a mapping whose keys are all known.
+
+    Parameters
+    ----------
+    spec : object
+        The loaded YAML value.
+    allowed : iterable of str
+        Every key that may appear.
+    required : iterable of str, optional
+        Keys that must appear.
+    where : str, optional
+        What the mapping is, for the message (``"topology file"``, ``"links[3]"``).
+
+    Returns
+    -------
+    Mapping
+        ``spec`` itself, for chaining.
+    """
+    if not isinstance(spec, Mapping):
+        raise InvalidSpecError(f"invalid {where}: expected a mapping of keys to values, "
+                               f"got {type(spec).__name__}")
+    allowed = list(allowed)
+    unknown = [k for k in spec if k not in allowed]
+    if unknown:
+        raise InvalidSpecError(f"unknown key {unknown[0]!r} in {where}: allowed keys are "
+                               f"{', '.join(allowed)}")
+    for key in required:
+        if key not in spec:
+            raise InvalidSpecError(f"missing key {key!r} in {where}: required keys are "
+                                   f"{', '.join(required)}")
+    return spec
+
+
+def _get(spec: Mapping[str, Any], key: str, default: Any, where: str,
+         convert: Callable[[Any], T], rule: str) -> T:
+    if key not in spec:
+        if default is _REQUIRED:
+            raise InvalidSpecError(f"missing key {key!r} in {where}")
+        return default
+    value = spec[key]
+    try:
+        return convert(value)
+    except InvalidSpecError:
+        raise
+    except (TypeError, ValueError):
+        raise invalid(f"{where} key {key!r}", value, rule) from None
+
+
+_REQUIRED = object()
+
+
+def _to_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError
+    return int(value)
+
+
+def get_int(spec: Mapping[str, Any], key: str, default: Any = _REQUIRED, *, where: str = "spec",
+            minimum: int | None = None) -> int:
+    """Read an integer, optionally bounded below."""
+    value = _get(spec, key, default, where, _to_int, "an integer")
+    if minimum is not None and isinstance(value, int) and value < minimum:
+        raise invalid(f"{where} key {key!r}", value, f"an integer >= {minimum}")
+    return value
+
+
+def get_float(spec: Mapping[str, Any], key: str, default: Any = _REQUIRED, *,
+              where: str = "spec") -> float:
+    """Read a plain number."""
+    def conv(v: Any) -> float:
+        if isinstance(v, bool):
+            raise TypeError
+        return float(v)
+    return _get(spec, key, default, where, conv, "a number")
+
+
+def get_str(spec: Mapping[str, Any], key: str, default: Any = _REQUIRED, *, where: str = "spec",
+            choices: Iterable[str] | None = None) -> str:
+    """Read a string, optionally one of ``choices``."""
+    def conv(v: Any) -> str:
+        if not isinstance(v, str):
+            raise TypeError
+        return v
+    value = _get(spec, key, default, where, conv, "a string")
+    if choices is not None and value is not default:
+        choices = list(choices)
+        if value not in choices:
+            raise invalid(f"{where} key {key!r}", value, f"one of {', '.join(choices)}")
+    return value
+
+
+def get_bool(spec: Mapping[str, Any], key: str, default: Any = _REQUIRED, *,
+             where: str = "spec") -> bool:
+    """Read a boolean (YAML true/false only)."""
+    def conv(v: Any) -> bool:
+        if not isinstance(v, bool):
+            raise TypeError
+        return v
+    return _get(spec, key, default, where, conv, "true or false")

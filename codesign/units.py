@@ -1,0 +1,206 @@
+"""Parsing and formatting of physical quantities at the edges (DESIGN.md section 4).
+
+Inside the framework every quantity is a float in SI base units: bytes,
+seconds, bytes per second, US dollars.  Strings are parsed only here.
+
+Rules
+-----
+* Sizes: ``1GiB`` (2^30 bytes), ``100MB`` (10^6 bytes), ``512`` or ``512B``
+  (bytes), ``8Gb``/``8Gbit`` (bits, 10^9, divided by 8).
+* Bandwidths: ``100Gbps`` / ``100Gb/s`` (bits per second, 10^9),
+  ``50GB/s`` / ``50GBps`` (10^9 bytes per second), ``50GiB/s`` (2^30 bytes per
+  second).  A bare number is bytes per second.
+* Times: ``700ns``, ``0.5us`` (also ``µs``), ``2ms``, ``1s``, ``1min``, ``1h``.
+  A bare number is seconds.
+* Money: ``$1200``, ``1200``, ``1.2k``, ``3M`` (US dollars).
+
+Numbers may use exponents (``1e3MB``).  Negative or non-finite values are
+rejected; zero is accepted only where the caller allows it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from codesign.errors import invalid
+
+__all__ = [
+    "parse_size",
+    "parse_bandwidth",
+    "parse_time",
+    "parse_money",
+    "format_size",
+    "format_bandwidth",
+    "format_time",
+]
+
+_NUMBER = r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
+_DECIMAL = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+_BINARY = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
+
+_SIZE_RE = re.compile(rf"^\s*{_NUMBER}\s*(?:([kKMGTP]i?)?(B|b|bit|bits|byte|bytes)?)\s*$")
+_BW_RE = re.compile(
+    rf"^\s*{_NUMBER}\s*(?:([kKMGTP]i?)?(B/s|Bps|b/s|bps|bit/s))?\s*$"
+)
+_TIME_RE = re.compile(rf"^\s*{_NUMBER}\s*(ns|us|µs|ms|s|sec|min|h)?\s*$")
+_MONEY_RE = re.compile(rf"^\s*\$?\s*{_NUMBER}\s*([kKM])?\s*(?:USD|usd)?\s*$")
+_TIME_SCALE = {None: 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6,
+               "ns": 1e-9, "min": 60.0, "h": 3600.0}
+
+
+def _prefix(p: str | None, field: str, text: str) -> float:
+    if not p:
+        return 1.0
+    if p in _BINARY:
+        return _BINARY[p]
+    if p in _DECIMAL:
+        return _DECIMAL[p]
+    raise invalid(field, text, "a known prefix (k, M, G, T, P, Ki, Mi, Gi, Ti, Pi)")
+
+
+def _check(value: float, field: str, text: object, allow_zero: bool) -> float:
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        rule = "a finite value >= 0" if allow_zero else "a finite value > 0"
+        raise invalid(field, text, rule)
+    return value
+
+
+def _numeric(value: object, field: str, allow_zero: bool) -> float | None:
+    # Numbers (not bools) pass straight through as base units.
+    if isinstance(value, bool):
+        raise invalid(field, value, "a number or a string with a unit")
+    if isinstance(value, (int, float)):
+        return _check(float(value), field, value, allow_zero)
+    if not isinstance(value, str):
+        raise invalid(field, value, "a number or a string with a unit")
+    return None
+
+
+def parse_size(value: str | float, *, field: str = "size", allow_zero: bool = False) -> float:
+    """Parse a data size into bytes.
+
+    Parameters
+    ----------
+    value : str or float
+        ``"1GiB"``, ``"100MB"``, ``"8Gb"`` (bits) or a number of bytes.
+    field : str, optional
+        Field name used in the error message.
+    allow_zero : bool, optional
+        Accept zero.
+
+    Returns
+    -------
+    float
+        Bytes.
+
+    Examples
+    --------
+    >>> parse_size("1GiB")
+    1073741824.0
+    >>> parse_size("100MB")
+    100000000.0
+    """
+    num = _numeric(value, field, allow_zero)
+    if num is not None:
+        return num
+    m = _SIZE_RE.match(value)
+    if not m:
+        raise invalid(field, value, "a size such as 1GiB, 100MB, 4096 or 8Gb (bits)")
+    number, prefix, unit = m.groups()
+    scale = _prefix(prefix, field, value)
+    if unit in ("b", "bit", "bits"):
+        scale /= 8.0
+    return _check(float(number) * scale, field, value, allow_zero)
+
+
+def parse_bandwidth(value: str | float, *, field: str = "bandwidth",
+                    allow_zero: bool = False) -> float:
+    """Parse a bandwidth into bytes per second.
+
+    ``Gbps``/``Gb/s`` are bits (10^9 bits/s); ``GB/s``/``GBps`` are 10^9 bytes/s;
+    ``GiB/s`` are 2^30 bytes/s.  A bare number is bytes per second.
+
+    Examples
+    --------
+    >>> parse_bandwidth("100Gbps")
+    12500000000.0
+    >>> parse_bandwidth("50GiB/s") == 50 * 2**30
+    True
+    """
+    num = _numeric(value, field, allow_zero)
+    if num is not None:
+        return num
+    m = _BW_RE.match(value)
+    if not m:
+        raise invalid(field, value,
+                      "a bandwidth such as 100Gbps (bits), 50GB/s (10^9 bytes) or 50GiB/s")
+    number, prefix, unit = m.groups()
+    if prefix and not unit:
+        raise invalid(field, value, "a unit after the prefix: Gbps, GB/s or GiB/s")
+    scale = _prefix(prefix, field, value)
+    if unit in ("b/s", "bps", "bit/s"):
+        scale /= 8.0
+    return _check(float(number) * scale, field, value, allow_zero)
+
+
+def parse_time(value: str | float, *, field: str = "time", allow_zero: bool = True) -> float:
+    """Parse a duration into seconds (``700ns``, ``0.5us``, ``2ms``, ``1s``).
+
+    Examples
+    --------
+    >>> parse_time("0.5us")
+    5e-07
+    """
+    num = _numeric(value, field, allow_zero)
+    if num is not None:
+        return num
+    m = _TIME_RE.match(value)
+    if not m:
+        raise invalid(field, value, "a time such as 700ns, 0.5us, 2ms or 1s")
+    number, unit = m.groups()
+    return _check(float(number) * _TIME_SCALE[unit], field, value, allow_zero)
+
+
+def parse_money(value: str | float, *, field: str = "cost", allow_zero: bool = True) -> float:
+    """Parse an amount of US dollars (``$1200``, ``1.2k``, ``3M``)."""
+    num = _numeric(value, field, allow_zero)
+    if num is not None:
+        return num
+    m = _MONEY_RE.match(value)
+    if not m:
+        raise invalid(field, value, "an amount in US dollars such as 1200, $1.2k or 3M")
+    number, prefix = m.groups()
+    return _check(float(number) * _prefix(prefix, field, value), field, value, allow_zero)
+
+
+def _format(value: float, unit: str, binary: bool) -> str:
+    if binary:
+        steps = [("Pi", 2.0**50), ("Ti", 2.0**40), ("Gi", 2.0**30), ("Mi", 2.0**20), ("Ki", 2.0**10)]
+    else:
+        steps = [("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)]
+    for name, scale in steps:
+        if abs(value) >= scale:
+            return f"{value / scale:.4g}{name}{unit}"
+    return f"{value:.4g}{unit}"
+
+
+def format_size(nbytes: float, *, binary: bool = True) -> str:
+    """Format bytes for people: ``format_size(2**30) == '1GiB'``."""
+    return _format(float(nbytes), "B", binary)
+
+
+def format_bandwidth(bps: float, *, bits: bool = False) -> str:
+    """Format bytes/s as ``'50GB/s'`` or, with ``bits=True``, as ``'400Gbps'``."""
+    if bits:
+        return _format(float(bps) * 8.0, "bps", False)
+    return _format(float(bps), "B/s", False)
+
+
+def format_time(seconds: float) -> str:
+    """Format seconds as ``'1.5ms'``, ``'700ns'``..."""
+    s = float(seconds)
+    for name, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(s) >= scale:
+            return f"{s / scale:.4g}{name}"
+    return f"{s / 1e-9:.4g}ns"
