@@ -11,9 +11,16 @@ A :class:`Schedule` is a list of transfers held as parallel numpy arrays
 * ``op[i]`` - :data:`COPY` (the receiver now holds the sender's data) or
   :data:`REDUCE` (the receiver adds the sender's partial sum to its own).
 
+Optionally ``hop_start`` (aligned with ``path_links``) gives the time each hop
+of a multi-hop transfer starts on its link (store-and-forward timing, as the
+``congestion`` simulator produces).  Without it, every link of a transfer's
+path counts as occupied for the whole ``[start, end]`` interval.
+
 ``chunk_bytes`` is the size of one chunk (bytes); ``metadata`` holds the
-algorithm name, link model and anything else the synthesizer wants to keep.
-The schedule's time is ``max(end)``.
+algorithm name, the link model (``metadata["link_model"]``: ``"exclusive"``,
+one chunk per link at a time, the default; or ``"shared"``, fluid sharing of
+link bandwidth) and anything else the synthesizer wants to keep.  The
+schedule's time is ``max(end)``.
 """
 
 from __future__ import annotations
@@ -71,6 +78,7 @@ class Schedule:
     end: np.ndarray
     op: np.ndarray
     metadata: Mapping[str, Any]
+    hop_start: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = np.asarray(self.chunk).size
@@ -85,13 +93,25 @@ class Schedule:
             raise invalid("schedule path_ptr", ptr[:5].tolist(), "n+1 non-decreasing offsets from 0")
         object.__setattr__(self, "path_ptr", ptr)
         object.__setattr__(self, "path_links", _frozen(self.path_links, np.int64))
+        if self.path_links.size != (int(ptr[-1]) if n else 0):
+            raise invalid("schedule path_links length", self.path_links.size,
+                          "path_ptr[-1] (the total number of hops)")
+        if self.hop_start is not None:
+            hs = _frozen(self.hop_start, np.float64)
+            if hs.size != self.path_links.size:
+                raise invalid("schedule hop_start length", hs.size,
+                              f"{self.path_links.size} (one per hop)")
+            object.__setattr__(self, "hop_start", hs)
         object.__setattr__(self, "metadata", dict(self.metadata))
 
     # ------------------------------------------------------------ construction
     @classmethod
     def from_transfers(cls, collective: Collective, transfers: Iterable[Transfer | Sequence],
                        **metadata: Any) -> "Schedule":
-        """Build a schedule from transfers ``(chunk, src, dst, path, start, end[, op])``."""
+        """Build a schedule from transfers ``(chunk, src, dst, path, start, end[, op])``.
+
+        Keyword arguments become ``metadata`` (``algorithm=``, ``link_model=``...).
+        """
         rows = [t if isinstance(t, Transfer) else Transfer(*t) for t in transfers]
         lengths = np.array([len(t.path) for t in rows], dtype=np.int64)
         ptr = np.concatenate([[0], np.cumsum(lengths)]) if rows else np.zeros(1, np.int64)
@@ -115,6 +135,23 @@ class Schedule:
         for i in range(len(self)):
             yield Transfer(int(self.chunk[i]), int(self.src[i]), int(self.dst[i]), self.path(i),
                            float(self.start[i]), float(self.end[i]), int(self.op[i]))
+
+    def hop_starts(self, i: int) -> tuple[float, ...] | None:
+        """Start time of each hop of transfer ``i`` (None without hop timing)."""
+        if self.hop_start is None:
+            return None
+        return tuple(float(x) for x in self.hop_start[self.path_ptr[i]:self.path_ptr[i + 1]])
+
+    def retimed(self, start: Any, end: Any, hop_start: Any = None, **metadata: Any) -> "Schedule":
+        """A copy with new times (same transfers, same order) and extra metadata."""
+        meta = {**self.metadata, **metadata}
+        return Schedule(self.collective, self.chunk, self.src, self.dst, self.path_ptr,
+                        self.path_links, start, end, self.op, meta, hop_start)
+
+    @property
+    def link_model(self) -> str:
+        """``"exclusive"`` (default) or ``"shared"``."""
+        return str(self.metadata.get("link_model", "exclusive"))
 
     @property
     def time_s(self) -> float:
