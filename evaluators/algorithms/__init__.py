@@ -1,0 +1,1 @@
+"""Built-in collective algorithms; importing this package registers them all."""
