@@ -147,8 +147,17 @@ def mesh(shape: Sequence[int], *, bandwidth: float | Sequence[float] = 25e9,
 def torus(shape: Sequence[int], *, bandwidth: float | Sequence[float] = 25e9,
           latency: float | Sequence[float] = 1e-6, name: str = "") -> Topology:
     """n-D torus: a bidirectional ring per dimension (size-2 dimensions have one cable)."""
-    return multidim(_uniform("ring", shape, bandwidth, latency),
-                    name=name or "torus:" + "x".join(map(str, shape)), family="torus")
+    dims = _uniform("ring", shape, bandwidth, latency)
+    params = {}
+    sizes = [d.size for d in dims]
+    if len(set(sizes)) == 1 and sizes[0] % 2 == 0 and sizes[0] >= 4 and \
+            len({d.bandwidth_Bps for d in dims}) == 1:
+        # k-ary n-cube with even k: the bisection cuts 2 k^(n-1) cables (Dally & Towles,
+        # "Principles and Practices of Interconnection Networks", Section 3.3).
+        n = int(np.prod(sizes))
+        params["bisection_Bps"] = 2.0 * n / sizes[0] * dims[0].bandwidth_Bps
+    return multidim(dims, name=name or "torus:" + "x".join(map(str, shape)), family="torus",
+                    params=params)
 
 
 def fully_connected(n: int, *, bandwidth: float = 25e9, latency: float = 1e-6,
@@ -229,6 +238,8 @@ def _grid_spec(kind: str, family: str):
             raise invalid(f"{family} shape", shape, "at least 2 NPUs in all")
         bws = per_dim_bandwidth(options, len(dims), family)
         lats = per_dim_latency(options, len(dims), family)
+        if family == "torus":
+            return torus(dims, bandwidth=list(bws), latency=list(lats), name=f"torus:{shape}")
         return multidim(_uniform(kind, dims, list(bws), list(lats)),
                         name=f"{family}:{shape}", family=family)
     return build

@@ -1,0 +1,355 @@
+"""The ``codesign`` command line (DESIGN.md section 6): a thin front end.
+
+Every command accepts ``--json`` and then prints one JSON object on stdout.
+Bad input prints one line on stderr and exits with status 2; a valid but
+impossible request (:class:`~codesign.errors.InfeasibleError`) exits with 1.
+The library does the work; this module only parses arguments, calls it and
+prints.  Heavy packages are imported inside the command handlers so that
+``codesign --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from codesign.errors import CodesignError, InfeasibleError, InvalidSpecError
+
+__all__ = ["main", "build_parser"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """ArgumentParser whose usage errors are one line and exit 2."""
+
+    def error(self, message: str) -> None:  # noqa: D102 - argparse hook
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[], None] | None = None
+          ) -> None:
+    if args.json:
+        print(json.dumps(payload, default=_json_default))
+    elif human is not None:
+        human()
+    else:
+        for key, value in payload.items():
+            print(f"{key}: {value}")
+
+
+def _json_default(obj: Any) -> Any:
+    import numpy as np
+
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+
+# --------------------------------------------------------------------- topology
+def _cmd_topology_show(args: argparse.Namespace) -> int:
+    from topologies.registry import load_topology
+
+    topo = load_topology(args.spec)
+    _emit(args, topo.summary())
+    return 0
+
+
+def _cmd_topology_cost(args: argparse.Namespace) -> int:
+    from topologies.cost import load_catalog, topology_cost
+    from topologies.registry import load_topology
+
+    topo = load_topology(args.spec)
+    catalog = load_catalog(args.catalog) if args.catalog else None
+    cost = topology_cost(topo, catalog=catalog)
+    payload = {"name": topo.name, "npus": topo.npus, **cost.to_dict()}
+
+    def human() -> None:
+        print(f"{topo.name}: {payload['cost_usd']:,.0f} USD")
+        for item, usd in sorted(cost.items.items(), key=lambda kv: -kv[1]):
+            count = cost.counts.get(item)
+            extra = f" ({count} units)" if count is not None else ""
+            print(f"  {item:<28}{usd:>14,.0f} USD{extra}")
+
+    _emit(args, payload, human)
+    return 0
+
+
+def _cmd_topology_families(args: argparse.Namespace) -> int:
+    from topologies.registry import FAMILIES, family_names
+
+    names = family_names()
+    payload = {"families": [{"name": n, "shape": FAMILIES[n].shape, "keys": list(FAMILIES[n].keys),
+                             "example": FAMILIES[n].example, "summary": FAMILIES[n].summary}
+                            for n in names]}
+
+    def human() -> None:
+        for f in payload["families"]:
+            print(f"{f['name']:<12} {f['example']:<40} {f['summary']}")
+
+    _emit(args, payload, human)
+    return 0
+
+
+# -------------------------------------------------------------------- collectives
+def _collective(args: argparse.Namespace, topo) -> Any:
+    from codesign.units import parse_size
+    from evaluators.collectives import Collective
+
+    size = parse_size(args.size, field="--size")
+    return Collective.on(args.collective, topo.npus, size, chunks_per_npu=args.chunks,
+                         root=args.root)
+
+
+def _cmd_synth(args: argparse.Namespace) -> int:
+    from evaluators.bounds import lower_bound
+    from evaluators.registry import ALGORITHMS, synthesize
+    from evaluators.validate import validate_schedule
+    from topologies.registry import load_topology
+
+    topo = load_topology(args.spec)
+    coll = _collective(args, topo)
+    options: dict[str, Any] = {}
+    if args.seed is not None:
+        from evaluators.registry import algorithm_names
+
+        algorithm_names()  # load the registry
+        if args.algorithm in ALGORITHMS and "seed" in ALGORITHMS[args.algorithm].options:
+            options["seed"] = args.seed
+    t0 = time.perf_counter()
+    schedule = synthesize(topo, coll, args.algorithm, **options)
+    synthesis_s = time.perf_counter() - t0
+    report = validate_schedule(schedule, topo, schedule.collective)
+    bound = lower_bound(topo, coll)
+    t = schedule.time_s
+    payload = {
+        "npus": topo.npus,
+        "collective": coll.kind,
+        "algorithm": args.algorithm,
+        "size_bytes": coll.size_bytes,
+        "chunks": schedule.collective.chunks_per_npu,
+        "time_s": t,
+        "algbw_Bps": coll.algbw(t),
+        "busbw_Bps": coll.busbw(t),
+        "lower_bound_s": bound.time_s,
+        "synthesis_s": synthesis_s,
+        "valid": report.valid,
+        "transfers": len(schedule),
+    }
+    if not report.valid:
+        payload["errors"] = list(report.errors[:5])
+    if args.out:
+        from evaluators.schedule_io import save_msccl_xml, save_schedule
+
+        if str(args.out).endswith(".xml"):
+            save_msccl_xml(schedule, topo, args.out)
+        else:
+            save_schedule(schedule, args.out)
+        payload["out"] = str(args.out)
+    _emit(args, payload)
+    return 0 if report.valid else 1
+
+
+def _cmd_bound(args: argparse.Namespace) -> int:
+    from evaluators.bounds import lower_bound
+    from topologies.registry import load_topology
+
+    topo = load_topology(args.spec)
+    coll = _collective(args, topo)
+    bound = lower_bound(topo, coll)
+    payload = {"npus": topo.npus, "collective": coll.kind, "size_bytes": coll.size_bytes,
+               "lower_bound_s": bound.time_s, "algbw_Bps": coll.algbw(bound.time_s),
+               **{k: v for k, v in bound.to_dict().items() if k != "time_s"}}
+    _emit(args, payload)
+    return 0
+
+
+def _parse_send(text: str, index: int) -> tuple[int, int, float]:
+    from codesign.errors import invalid
+    from codesign.units import parse_size
+
+    parts = text.split(":")
+    if len(parts) != 3:
+        raise invalid(f"--send #{index + 1}", text, "SRC:DST:SIZE such as 0:5:1MiB")
+    try:
+        src, dst = int(parts[0]), int(parts[1])
+    except ValueError:
+        raise invalid(f"--send #{index + 1}", text, "integer SRC and DST node ids") from None
+    return src, dst, parse_size(parts[2], field=f"--send #{index + 1} size")
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from codesign.errors import invalid
+    from evaluators.netsim import replay, simulate
+    from topologies.registry import load_topology
+
+    topo = load_topology(args.spec)
+    if args.schedule:
+        from evaluators.schedule_io import load_schedule
+
+        schedule = replay(load_schedule(args.schedule), topo, model=args.model)
+        payload = {
+            "model": args.model,
+            "transfers": [{"src": int(s), "dst": int(d), "chunk": int(c), "size_bytes":
+                           schedule.chunk_bytes, "finish_s": float(e)}
+                          for s, d, c, e in zip(schedule.src, schedule.dst, schedule.chunk,
+                                                schedule.end)],
+            "makespan_s": schedule.time_s,
+        }
+    else:
+        sends = [_parse_send(text, i) for i, text in enumerate(args.send or [])]
+        if not sends:
+            raise invalid("--send", None, "at least one SRC:DST:SIZE, or --schedule FILE")
+        for i, (s, d, _) in enumerate(sends):
+            for name, node in (("SRC", s), ("DST", d)):
+                if not 0 <= node < topo.npus:
+                    raise invalid(f"--send #{i + 1} {name}", node,
+                                  f"an NPU id in 0..{topo.npus - 1}")
+        result = simulate(topo, sends, model=args.model)
+        payload = {"model": args.model, **result.to_dict()}
+    _emit(args, payload)
+    return 0
+
+
+# ---------------------------------------------------------------- pipeline
+def _cmd_quickstart(args: argparse.Namespace) -> int:
+    from codesign.report import write_report
+    from search.quickstart import QuickstartConfig, run_quickstart
+
+    config = QuickstartConfig(**{k: v for k, v in (
+        ("results_dir", args.results), ("trials", args.trials), ("seed", args.seed),
+        ("servers", args.servers)) if v is not None})
+    progress = None if args.json or args.quiet else _progress_bar(config.trials)
+    try:
+        result = run_quickstart(config, progress=progress.update if progress else None)
+    finally:
+        if progress is not None:
+            progress.close()
+    paths = write_report(result.results_dir)
+    payload = {**result.to_dict(), "report": {k: str(v) for k, v in paths.items()}}
+
+    def human() -> None:
+        print(f"{result.complete} complete, {result.pruned} pruned, {result.failed} failed trials")
+        print(f"results: {result.results_dir}")
+        for k, v in paths.items():
+            print(f"{k}: {v}")
+
+    _emit(args, payload, human)
+    return 0
+
+
+class _progress_bar:
+    """A rich progress bar on stderr, fed with one call per finished trial."""
+
+    def __init__(self, total: int) -> None:
+        from rich.console import Console
+        from rich.progress import Progress
+
+        self._progress = Progress(console=Console(stderr=True), transient=True)
+        self._progress.start()
+        self._task = self._progress.add_task("trials", total=total)
+
+    def update(self, *_: Any) -> None:
+        self._progress.advance(self._task)
+
+    def close(self) -> None:
+        self._progress.stop()
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from codesign.report import write_report
+
+    paths = write_report(args.results_dir, out_dir=args.out)
+    _emit(args, {k: str(v) for k, v in paths.items()})
+    return 0
+
+
+# --------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``codesign`` command."""
+    from codesign import __version__
+
+    parser = _Parser(prog="codesign", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"codesign {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def add(subparsers, name: str, fn, help_: str) -> argparse.ArgumentParser:
+        p = subparsers.add_parser(name, help=help_, description=help_)
+        p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+        p.set_defaults(fn=fn)
+        return p
+
+    topo = sub.add_parser("topology", help="inspect topologies").add_subparsers(
+        dest="topology_command", required=True, parser_class=_Parser)
+    p = add(topo, "show", _cmd_topology_show, "counts, diameter, injection and bisection bandwidth")
+    p.add_argument("spec", help="topology spec string (torus:4x4x4) or YAML file")
+    p = add(topo, "cost", _cmd_topology_cost, "fabric cost and its breakdown (TopoOpt Table 2 prices)")
+    p.add_argument("spec", help="topology spec string or YAML file")
+    p.add_argument("--catalog", help="component price catalog YAML replacing the built-in one")
+    add(topo, "families", _cmd_topology_families, "list the registered topology families")
+
+    def collective_args(p: argparse.ArgumentParser) -> None:
+        from evaluators.collectives import KINDS
+
+        p.add_argument("spec", help="topology spec string or YAML file")
+        p.add_argument("--collective", required=True, choices=KINDS)
+        p.add_argument("--size", required=True, help="buffer size (nccl-tests convention), e.g. 1GiB")
+        p.add_argument("--chunks", type=int, default=1, help="chunks per NPU (default 1)")
+        p.add_argument("--root", type=int, default=None, help="root NPU for rooted collectives")
+
+    p = add(sub, "synth", _cmd_synth, "synthesize a collective schedule and validate it")
+    collective_args(p)
+    p.add_argument("--algorithm", default="ring", help="algorithm name (default ring)")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--out", help="write the schedule: FILE.json, or FILE.xml (MSCCL)")
+    p = add(sub, "bound", _cmd_bound, "lower bound on the collective's time")
+    collective_args(p)
+
+    p = add(sub, "simulate", _cmd_simulate, "simulate point-to-point sends or replay a schedule")
+    p.add_argument("spec", help="topology spec string or YAML file")
+    p.add_argument("--send", action="append", metavar="SRC:DST:SIZE")
+    p.add_argument("--schedule", help="schedule JSON file to replay")
+    p.add_argument("--model", default="congestion", choices=("analytical", "congestion", "flow"))
+
+    p = add(sub, "quickstart", _cmd_quickstart,
+            "run the small built-in design study and write its report")
+    p.add_argument("--results", help="results folder (default results/)")
+    p.add_argument("--trials", type=int, help="number of trials")
+    p.add_argument("--servers", type=int, help="number of servers")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    p = add(sub, "report", _cmd_report, "write the HTML/Markdown report of a results folder")
+    p.add_argument("results_dir")
+    p.add_argument("--out", help="output folder (default: the results folder)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``codesign`` console script; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except InvalidSpecError as exc:
+        print(f"codesign: error: {exc}", file=sys.stderr)
+        return 2
+    except InfeasibleError as exc:
+        print(f"codesign: infeasible: {exc}", file=sys.stderr)
+        return 1
+    except CodesignError as exc:
+        print(f"codesign: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("codesign: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
