@@ -94,7 +94,7 @@ def parse_spec(spec: str) -> tuple[str, str, dict[str, str]]:
     family, _, rest = text.partition(":")
     if not family or "," in family or "=" in family:
         head = family.split(",")[0]
-        if "=" in family or not head:
+        if "=" in head or not head:
             raise invalid("topology spec", spec, "FAMILY:SHAPE[,key=value...], e.g. torus:4x4")
         family, rest = head, text[len(head):].lstrip(",:")
     parts = [p.strip() for p in rest.split(",")] if rest else []

@@ -1,3 +1,3 @@
 """Built-in topology families; importing this package registers them all."""
 
-from topologies.families import multidim  # noqa: F401
+from topologies.families import clos, direct, multidim, nodes  # noqa: F401
