@@ -1,0 +1,411 @@
+"""Design records: one Arrow schema, append-only Parquet parts, a pandas loader.
+
+Every evaluated design becomes one *record* (one row) of :data:`RECORD_SCHEMA`
+(DESIGN.md sections 3 and 7).  This module is the only place that defines the
+columns; search loops fill rows, reports read them.
+
+Storage layout
+--------------
+``<folder>/part-00000.parquet``, ``part-00001.parquet``, ... (the quickstart
+uses ``results/<study>/records/``; keep the folder for parts only so that
+``pandas.read_parquet(folder)`` works, it reads every file it finds): each call
+to :meth:`RecordWriter.write` adds one new part file holding one batch of rows.
+A part is written under a hidden temporary name (ignored by readers), flushed
+to disk and then linked to its final name, which fails rather than overwrites
+if the name is taken.  So a crash never leaves a half-written ``part-*`` file
+and a finished file is never rewritten (DESIGN.md section 7: "never rewrite a
+finished row").  The parts are plain Parquet: pandas, DuckDB and Polars read
+the folder directly (``duckdb.sql("select * from 'results/quickstart/records/*.parquet'")``).
+
+Columns (units in the names, DESIGN.md section 4)
+-------------------------------------------------
+* identity: ``study``, ``trial`` (the Optuna trial number), ``status``
+  (``complete`` | ``pruned`` | ``failed``), ``reason`` (why it was pruned or
+  failed; empty when complete);
+* generic design parameters: ``family``, ``servers``, ``degree``,
+  ``link_bandwidth_Bps``, ``allreduce_size_bytes``, ``topology_spec``, and
+  ``params_json`` (every parameter of the design as a JSON object, including
+  ones without a column of their own);
+* metrics: ``time_model`` (which performance model produced the times),
+  ``iteration_time_s``, ``allreduce_time_s``, ``cost_usd`` and
+  ``cost_breakdown`` (JSON object component -> USD);
+* topology summary: ``npus``, ``switches``, ``links`` (directed), ``diameter``;
+* timings: ``started_at`` (UTC), ``duration_s`` (evaluation wall time);
+* provenance: ``seed``, ``config_hash``, ``package_version``.
+
+Extending the schema
+--------------------
+Later studies (sweeps) add columns with :func:`extend_schema` and pass the
+result to :class:`RecordWriter`.  Columns are only ever added, never renamed
+or retyped, so :func:`load_records` can read old and new parts together (a
+column missing from an older part reads as null).  The schema version is kept
+in the schema metadata (``codesign.schema_version``).
+
+pyarrow and pandas are imported lazily: this module belongs to the bottom layer
+and must stay cheap to import.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from codesign.errors import InvalidSpecError, invalid
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import pandas as pd
+    import pyarrow as pa
+
+__all__ = [
+    "RECORD_SCHEMA",
+    "RECORD_COLUMNS",
+    "STATUSES",
+    "SCHEMA_VERSION",
+    "record_schema",
+    "extend_schema",
+    "RecordWriter",
+    "load_records",
+    "record_files",
+    "to_json",
+]
+
+#: Allowed values of the ``status`` column.
+STATUSES = ("complete", "pruned", "failed")
+#: Bumped when columns are added to :data:`RECORD_SCHEMA`.
+SCHEMA_VERSION = "1"
+
+_PART_RE = re.compile(r"^part-(\d+)\.parquet$")
+_REQUIRED = ("study", "trial", "status")
+
+# (name, arrow type name, nullable, description).  The single definition of a record.
+_COLUMNS: tuple[tuple[str, str, bool, str], ...] = (
+    ("study", "string", False, "study name"),
+    ("trial", "int64", False, "trial number within the study"),
+    ("status", "string", False, "complete | pruned | failed"),
+    ("family", "string", True, "topology family"),
+    ("servers", "int64", True, "number of servers (endpoints)"),
+    ("degree", "int64", True, "links (NICs) per server"),
+    ("link_bandwidth_Bps", "float64", True, "bandwidth of one link, bytes/s"),
+    ("allreduce_size_bytes", "float64", True, "all-reduce buffer per rank, bytes"),
+    ("topology_spec", "string", True, "topology spec string that was built"),
+    ("params_json", "string", True, "every design parameter, JSON object"),
+    ("time_model", "string", True, "performance model that produced the times"),
+    ("iteration_time_s", "float64", True, "training-iteration time, s (objective 1)"),
+    ("allreduce_time_s", "float64", True, "all-reduce time, s"),
+    ("cost_usd", "float64", True, "network cost, USD (objective 2)"),
+    ("cost_breakdown", "string", True, "cost per component, JSON object of USD"),
+    ("npus", "int64", True, "endpoints in the topology"),
+    ("switches", "int64", True, "switches in the topology"),
+    ("links", "int64", True, "directed links in the topology"),
+    ("diameter", "int64", True, "largest NPU-to-NPU hop count"),
+    ("reason", "string", True, "why the trial was pruned or failed"),
+    ("started_at", "timestamp[us, UTC]", True, "evaluation start, UTC"),
+    ("duration_s", "float64", True, "evaluation wall time, s"),
+    ("seed", "int64", True, "study seed"),
+    ("config_hash", "string", True, "hash of the study configuration"),
+    ("package_version", "string", True, "codesign version that wrote the row"),
+)
+
+#: Column names of :data:`RECORD_SCHEMA`, in order.
+RECORD_COLUMNS: tuple[str, ...] = tuple(c[0] for c in _COLUMNS)
+
+
+def _arrow_type(name: str) -> "pa.DataType":
+    import pyarrow as pa
+
+    if name == "timestamp[us, UTC]":
+        return pa.timestamp("us", tz="UTC")
+    return {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(),
+            "bool": pa.bool_()}[name]
+
+
+def record_schema() -> "pa.Schema":
+    """Build the Arrow schema of a design record (see the module docstring)."""
+    import pyarrow as pa
+
+    fields = [pa.field(name, _arrow_type(type_), nullable=nullable,
+                       metadata={"description": desc})
+              for name, type_, nullable, desc in _COLUMNS]
+    return pa.schema(fields, metadata={"codesign.schema": "design-record",
+                                       "codesign.schema_version": SCHEMA_VERSION})
+
+
+def __getattr__(name: str) -> Any:
+    # RECORD_SCHEMA is built on first use so that importing this module does not
+    # import pyarrow (bottom layer, DESIGN.md section 2).
+    if name == "RECORD_SCHEMA":
+        schema = record_schema()
+        globals()["RECORD_SCHEMA"] = schema
+        return schema
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def extend_schema(fields: Iterable["pa.Field"], *, base: "pa.Schema | None" = None
+                  ) -> "pa.Schema":
+    """Return ``base`` (default :data:`RECORD_SCHEMA`) with extra nullable columns appended.
+
+    Parameters
+    ----------
+    fields : iterable of pyarrow.Field
+        New columns.  Names must carry their unit (``bisection_Bps``) and must
+        not clash with existing columns.
+    base : pyarrow.Schema, optional
+        Schema to extend.
+
+    Raises
+    ------
+    InvalidSpecError
+        If a name is already a column or a field is declared non-nullable (old
+        parts have no value for it).
+    """
+    schema = base if base is not None else record_schema()
+    for f in fields:
+        if f.name in schema.names:
+            raise invalid("record column", f.name, "a name that is not already a column")
+        if not f.nullable:
+            raise invalid(f"record column {f.name!r} nullable", False,
+                          "nullable=True (older parts have no value for it)")
+        schema = schema.append(f)
+    return schema
+
+
+def to_json(value: Any) -> str:
+    """Serialise a parameter or breakdown mapping to the JSON stored in string columns.
+
+    Keys are sorted so that equal mappings give equal strings; numpy scalars
+    become plain numbers.
+    """
+    def default(obj: Any) -> Any:
+        if hasattr(obj, "item"):
+            return obj.item()
+        if isinstance(obj, (set, frozenset, tuple)):
+            return list(obj)
+        raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
+
+    return json.dumps(value, sort_keys=True, default=default)
+
+
+def record_files(directory: str | Path) -> list[Path]:
+    """The finished part files under ``directory`` (recursively), in write order.
+
+    Hidden files and folders (temporary parts start with ``.``) are skipped.
+    """
+    root = Path(directory)
+    files = []
+    for path in root.rglob("part-*.parquet"):
+        rel = path.relative_to(root).parts
+        if any(p.startswith((".", "_")) for p in rel) or not _PART_RE.match(path.name):
+            continue
+        files.append(path)
+    return sorted(files, key=lambda p: (str(p.parent), int(_PART_RE.match(p.name).group(1))))
+
+
+class RecordWriter:
+    """Append batches of records to a folder as new Parquet part files.
+
+    Parameters
+    ----------
+    directory : str or pathlib.Path
+        The folder of part files (``results/<study>/records/``); created if missing.
+    schema : pyarrow.Schema, optional
+        :data:`RECORD_SCHEMA` (default) or an :func:`extend_schema` of it.
+
+    Notes
+    -----
+    Each :meth:`write` creates ``part-<n>.parquet`` with ``n`` one more than
+    the largest existing part number.  The bytes go to a hidden temporary file
+    first, are fsynced, and are then hard-linked to the final name; the link
+    fails if another writer took the name, in which case the next number is
+    tried.  Finished parts are never modified.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> w = RecordWriter(tempfile.mkdtemp())
+    >>> w.write([{"study": "s", "trial": 0, "status": "complete", "cost_usd": 1.0}]).name
+    'part-00000.parquet'
+    """
+
+    def __init__(self, directory: str | Path, *, schema: "pa.Schema | None" = None) -> None:
+        self.directory = Path(directory)
+        self.schema = schema if schema is not None else record_schema()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InvalidSpecError(f"cannot create results folder {str(self.directory)!r}: "
+                                   f"{exc.strerror}") from None
+
+    def _next_number(self) -> int:
+        numbers = [int(m.group(1)) for p in self.directory.iterdir()
+                   if (m := _PART_RE.match(p.name))]
+        return max(numbers, default=-1) + 1
+
+    def to_table(self, rows: Sequence[Mapping[str, Any]]) -> "pa.Table":
+        """Convert rows (mappings column -> value) into a table of the writer's schema.
+
+        Missing nullable columns become null.  Unknown columns, a missing or
+        null required column (``study``, ``trial``, ``status``), an unknown
+        status or a value of the wrong type raise :class:`InvalidSpecError`.
+        """
+        import pyarrow as pa
+
+        names = self.schema.names
+        for i, row in enumerate(rows):
+            unknown = [k for k in row if k not in names]
+            if unknown:
+                raise invalid(f"record #{i} column", unknown[0],
+                              f"one of the schema columns ({', '.join(names)})")
+            for key in _REQUIRED:
+                if row.get(key) is None:
+                    raise invalid(f"record #{i} {key}", row.get(key), "a value (required column)")
+            if row["status"] not in STATUSES:
+                raise invalid(f"record #{i} status", row["status"], f"one of {', '.join(STATUSES)}")
+        arrays = []
+        for f in self.schema:
+            values = [row.get(f.name) for row in rows]
+            bad = next((v for v in values if v is not None and not _fits(v, f.type)), _OK)
+            if bad is not _OK:
+                raise invalid(f"record column {f.name!r} value", bad,
+                              f"a value of type {f.type}, or None")
+            arrays.append(pa.array(values, type=f.type))
+        return pa.Table.from_arrays(arrays, schema=self.schema)
+
+    def write(self, rows: Sequence[Mapping[str, Any]]) -> Path | None:
+        """Write one batch of rows as a new part file.
+
+        Parameters
+        ----------
+        rows : sequence of mapping
+            One mapping per record, keys from the schema.
+
+        Returns
+        -------
+        pathlib.Path or None
+            The new part file, or ``None`` if ``rows`` is empty (nothing written).
+        """
+        import pyarrow.parquet as pq
+
+        rows = list(rows)
+        if not rows:
+            return None
+        table = self.to_table(rows)
+        tmp = self.directory / f".part-{uuid.uuid4().hex}.parquet.tmp"
+        try:
+            pq.write_table(table, tmp)
+            with open(tmp, "rb+") as fh:
+                os.fsync(fh.fileno())
+            n = self._next_number()
+            while True:
+                final = self.directory / f"part-{n:05d}.parquet"
+                try:
+                    os.link(tmp, final)  # atomic; never replaces an existing part
+                    break
+                except FileExistsError:
+                    n += 1
+                except OSError as exc:
+                    if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP,
+                                         errno.EXDEV, errno.EMLINK):
+                        raise
+                    # File systems without hard links: rename is still atomic; the
+                    # existence check narrows (but cannot close) the race with
+                    # another writer.
+                    if final.exists():
+                        n += 1
+                        continue
+                    os.rename(tmp, final)
+                    break
+        finally:
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(self.directory)
+        return final
+
+
+_OK = object()
+
+
+def _fits(value: Any, type_: "pa.DataType") -> bool:
+    import numbers
+
+    import pyarrow as pa
+
+    # pyarrow silently truncates 2.5 into an int64 column and turns True into
+    # 1.0 in a float column; records must not change values on the way in.
+    if pa.types.is_integer(type_) or pa.types.is_floating(type_):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return False
+        if pa.types.is_integer(type_) and not isinstance(value, numbers.Integral):
+            return False
+    try:
+        pa.array([value], type=type_)
+        return True
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        return False
+
+
+def _fsync_dir(directory: Path) -> None:
+    # Make the new directory entry durable; not supported everywhere (Windows).
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def load_records(directory: str | Path, *, schema: "pa.Schema | None" = None
+                 ) -> "pd.DataFrame":
+    """Read every record under ``directory`` into a pandas DataFrame.
+
+    Parameters
+    ----------
+    directory : str or pathlib.Path
+        A folder of part files or any folder above them (``results/<study>/``,
+        ``results/``); part files are found recursively.
+    schema : pyarrow.Schema, optional
+        Expected schema (default :data:`RECORD_SCHEMA`); columns that parts add
+        beyond it are kept, columns missing from older parts read as null.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per record, sorted by ``study`` then ``trial`` (then write
+        order); integer columns use pandas' nullable ``Int64``.  Empty (with
+        the schema's columns) if the folder holds no part files.
+
+    Raises
+    ------
+    InvalidSpecError
+        If ``directory`` is not a folder, or parts disagree on a column's type.
+    """
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    root = Path(directory)
+    if not root.is_dir():
+        raise invalid("results folder", str(root), "an existing folder of part-*.parquet files")
+    base = schema if schema is not None else record_schema()
+    files = record_files(root)
+    try:
+        unified = pa.unify_schemas([base, *(pq.read_schema(f) for f in files)])
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise InvalidSpecError(f"invalid results folder {str(root)!r}: parts disagree on "
+                               f"column types ({exc}); keep one schema per folder") from None
+    table = (ds.dataset([str(f) for f in files], schema=unified, format="parquet").to_table()
+             if files else unified.empty_table())
+    mapper = {pa.int64(): pd.Int64Dtype()}.get
+    frame = table.to_pandas(types_mapper=mapper)
+    if len(frame):
+        frame = frame.sort_values(["study", "trial"], kind="stable").reset_index(drop=True)
+    return frame

@@ -1,0 +1,339 @@
+"""The report of a results folder: cost-vs-time Pareto front, plot, Markdown and HTML.
+
+``codesign report RESULTS_DIR`` calls :func:`write_report`.  It reads the
+records (:func:`codesign.records.load_records`), finds, per study, the designs
+that no other design beats on both iteration time and network cost (both
+minimised, :func:`pareto_mask`), and writes next to the records (or into
+``out_dir``):
+
+* ``pareto.png`` -- every complete design, cost (x) against iteration time (y),
+  coloured by topology family, the front joined by a step line;
+* ``report.md`` and ``report.html`` -- the same content: summary, the plot,
+  the Pareto front, every trial (pruned and failed ones with their reason) and
+  the provenance (seed, configuration hash, package version, time range).
+
+This is a top-layer front end (DESIGN.md section 2): it only reads records.
+matplotlib is driven through its object API with the Agg canvas, so no global
+backend is changed.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from codesign.errors import InvalidSpecError, invalid
+
+__all__ = ["pareto_mask", "write_report"]
+
+#: Objective columns of the front: (x, y) = (cost, time), both minimised.
+OBJECTIVES = ("cost_usd", "iteration_time_s")
+
+
+def pareto_mask(points: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
+    """Which points are Pareto-optimal when both coordinates are minimised.
+
+    Point ``a`` dominates ``b`` if ``a <= b`` in both coordinates and ``a < b``
+    in at least one.  A point is on the front if no point dominates it; equal
+    points do not dominate each other, so duplicates on the front are all kept.
+    Rows with a non-finite coordinate are never on the front (and dominate
+    nothing).
+
+    Parameters
+    ----------
+    points : array_like, shape (n, 2)
+        For example ``(cost_usd, iteration_time_s)`` per design.
+
+    Returns
+    -------
+    numpy.ndarray of bool, shape (n,)
+        True for the non-dominated points.
+
+    Notes
+    -----
+    Exact, O(n log n): sort by x then y; a point is dominated iff some point
+    with a strictly smaller x has y <= its y (prefix minimum) or a point with
+    the same x has a strictly smaller y.
+
+    Examples
+    --------
+    >>> pareto_mask([[1, 5], [2, 2], [3, 3], [2, 2], [0, 9]]).tolist()
+    [True, True, False, True, True]
+    """
+    pts = np.asarray(points, dtype=np.float64)
+    if pts.ndim != 2 or pts.shape[1] != 2:
+        raise invalid("points shape", pts.shape, "(n, 2): one (x, y) pair per design")
+    mask = np.zeros(len(pts), dtype=bool)
+    ok = np.flatnonzero(np.isfinite(pts).all(axis=1))
+    if ok.size == 0:
+        return mask
+    x, y = pts[ok, 0], pts[ok, 1]
+    order = np.lexsort((y, x))
+    xs, ys = x[order], y[order]
+    new_group = np.r_[True, xs[1:] != xs[:-1]]
+    group_start = np.maximum.accumulate(np.where(new_group, np.arange(xs.size), 0))
+    group_min_y = ys[group_start]  # sorted by y within equal x: first is the minimum
+    prefix_min = np.minimum.accumulate(ys)
+    # Minimum y over points with strictly smaller x: the prefix minimum just before the group.
+    before = np.where(group_start > 0, prefix_min[np.maximum(group_start - 1, 0)], np.inf)
+    dominated = (before <= ys) | (ys > group_min_y)
+    mask[ok[order]] = ~dominated
+    return mask
+
+
+# ---------------------------------------------------------------- formatting
+def _fmt_time(v: Any) -> str:
+    from codesign.units import format_time
+
+    return format_time(v) if _finite(v) else ""
+
+
+def _fmt_usd(v: Any) -> str:
+    return f"${v:,.0f}" if _finite(v) else ""
+
+
+def _fmt_rate(v: Any) -> str:
+    from codesign.units import format_bandwidth
+
+    return format_bandwidth(v, bits=True) if _finite(v) else ""
+
+
+def _finite(v: Any) -> bool:
+    try:
+        return v is not None and math.isfinite(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    try:
+        import pandas as pd
+
+        if pd.isna(v):
+            return ""
+    except (TypeError, ValueError):
+        pass
+    return str(v)
+
+
+_FRONT_COLUMNS = [("trial", "trial", _cell), ("family", "family", _cell),
+                  ("degree", "degree", _cell), ("link rate", "link_bandwidth_Bps", _fmt_rate),
+                  ("topology", "topology_spec", _cell),
+                  ("iteration time", "iteration_time_s", _fmt_time),
+                  ("cost", "cost_usd", _fmt_usd), ("switches", "switches", _cell),
+                  ("links", "links", _cell), ("diameter", "diameter", _cell)]
+_ALL_COLUMNS = [("trial", "trial", _cell), ("status", "status", _cell),
+                ("family", "family", _cell), ("degree", "degree", _cell),
+                ("link rate", "link_bandwidth_Bps", _fmt_rate),
+                ("topology", "topology_spec", _cell),
+                ("iteration time", "iteration_time_s", _fmt_time),
+                ("cost", "cost_usd", _fmt_usd), ("Pareto", "pareto", lambda v: "yes" if v else ""),
+                ("reason", "reason", _cell)]
+
+
+def _rows(frame, columns) -> tuple[list[str], list[list[str]]]:
+    head = [c[0] for c in columns]
+    body = [[fmt(rec.get(col)) for _, col, fmt in columns] for rec in frame.to_dict("records")]
+    return head, body
+
+
+def _md_table(head: list[str], body: list[list[str]]) -> str:
+    def esc(s: str) -> str:
+        return s.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
+    lines += ["| " + " | ".join(esc(c) for c in row) + " |" for row in body]
+    return "\n".join(lines)
+
+
+def _html_table(head: list[str], body: list[list[str]]) -> str:
+    th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
+    trs = "\n".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                    for row in body)
+    return f"<table>\n<thead><tr>{th}</tr></thead>\n<tbody>\n{trs}\n</tbody>\n</table>"
+
+
+# ---------------------------------------------------------------------- plot
+def _usd_tick(value: float, _pos: object = None) -> str:
+    for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"${value / scale:g}{suffix}"
+    return f"${value:g}"
+
+
+def _plot(frame, path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
+
+    fig = Figure(figsize=(7.5, 5.0), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    done = frame[frame["status"] == "complete"]
+    if len(done) == 0:
+        ax.text(0.5, 0.5, "no complete trials", ha="center", va="center", transform=ax.transAxes)
+    else:
+        cmap = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                "#7f7f7f", "#bcbd22", "#17becf"]
+        for i, (family, group) in enumerate(sorted(done.groupby("family"), key=lambda g: g[0])):
+            ax.scatter(group["cost_usd"], group["iteration_time_s"], s=36, alpha=0.85,
+                       color=cmap[i % len(cmap)], label=str(family), zorder=3)
+        for study, group in done.groupby("study"):
+            front = group[group["pareto"]].sort_values(["cost_usd", "iteration_time_s"])
+            ax.step(front["cost_usd"], front["iteration_time_s"], where="post", color="black",
+                    linewidth=1.0, zorder=2, label=f"Pareto front ({study})")
+            ax.scatter(front["cost_usd"], front["iteration_time_s"], s=90, facecolors="none",
+                       edgecolors="black", linewidths=1.2, zorder=4)
+        costs = done["cost_usd"].astype(float)
+        times = done["iteration_time_s"].astype(float)
+        if costs.min() > 0 and costs.max() / costs.min() > 20:
+            ax.set_xscale("log")
+        if times.min() > 0 and times.max() / times.min() > 20:
+            ax.set_yscale("log")
+        ax.legend(fontsize=8, loc="best")
+        ax.xaxis.set_major_formatter(FuncFormatter(_usd_tick))
+    ax.set_xlabel("network cost (USD)")
+    ax.set_ylabel("iteration time (s)")
+    ax.set_title("cost vs iteration time (both minimised)")
+    ax.grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+# -------------------------------------------------------------------- report
+def _provenance(frame, results_dir: Path) -> list[tuple[str, str]]:
+    from codesign import __version__
+
+    def values(col: str) -> str:
+        if col not in frame:
+            return ""
+        return ", ".join(sorted({_cell(v) for v in frame[col] if _cell(v)}))
+
+    started = frame["started_at"].dropna() if "started_at" in frame else []
+    span = (f"{started.min().isoformat()} .. {started.max().isoformat()}" if len(started) else "")
+    return [("results folder", str(results_dir)), ("studies", values("study")),
+            ("seeds", values("seed")), ("config hashes", values("config_hash")),
+            ("package versions (records)", values("package_version")),
+            ("time models", values("time_model")), ("evaluations (UTC)", span),
+            ("report written", f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} "
+                               f"by codesign {__version__}")]
+
+
+def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> dict[str, Path]:
+    """Write the report of a results folder.
+
+    Parameters
+    ----------
+    results_dir : str or pathlib.Path
+        A study folder (``results/quickstart``) or a folder of study folders.
+    out_dir : str or pathlib.Path, optional
+        Where to write; created if missing.  Default: ``results_dir``, or its
+        parent when ``results_dir`` itself holds part files (a records folder
+        stays pure Parquet so that ``pandas.read_parquet`` can read it).
+
+    Returns
+    -------
+    dict of str to pathlib.Path
+        ``{"markdown": .../report.md, "html": .../report.html, "plot": .../pareto.png}``.
+
+    Raises
+    ------
+    InvalidSpecError
+        If ``results_dir`` is not a folder or holds no records.
+
+    Notes
+    -----
+    The front is computed per study (designs of different studies are not
+    comparable in general: other servers, message size or time model).
+    """
+    from codesign.records import load_records
+
+    src = Path(results_dir)
+    frame = load_records(src)
+    if len(frame) == 0:
+        raise InvalidSpecError(f"invalid results folder {str(src)!r}: it holds no records "
+                               f"(part-*.parquet files); run `codesign quickstart` or a sweep first")
+    if out_dir is not None:
+        out = Path(out_dir)
+    else:
+        out = src.parent if any(src.glob("part-*.parquet")) else src
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidSpecError(f"cannot create report folder {str(out)!r}: {exc.strerror}") from None
+
+    frame = frame.copy()
+    frame["pareto"] = False
+    done = frame["status"] == "complete"
+    for _, idx in frame[done].groupby("study").groups.items():
+        sub = frame.loc[idx, list(OBJECTIVES)].astype(float).to_numpy()
+        frame.loc[idx, "pareto"] = pareto_mask(sub)
+    paths = {"markdown": out / "report.md", "html": out / "report.html", "plot": out / "pareto.png"}
+    _plot(frame, paths["plot"])
+
+    counts = frame["status"].value_counts().to_dict()
+    studies = sorted(frame["study"].unique())
+    summary = [("records", str(len(frame)))] + [
+        (status, str(counts.get(status, 0))) for status in ("complete", "pruned", "failed")]
+    summary.append(("designs on the Pareto front", str(int(frame["pareto"].sum()))))
+    from codesign.units import format_size
+
+    for col, label, fmt in (("servers", "servers", _cell),
+                            ("allreduce_size_bytes", "all-reduce size per server", format_size)):
+        vals = sorted(set(frame[col].dropna())) if col in frame else []
+        if vals:
+            summary.append((label, ", ".join(fmt(v) for v in vals)))
+    front = frame[frame["pareto"]].sort_values(["study", "cost_usd", "iteration_time_s"])
+    prov = _provenance(frame, src)
+    title = f"codesign report: {', '.join(studies)}"
+    rel_plot = paths["plot"].name if out == paths["plot"].parent else str(paths["plot"])
+
+    sections: list[tuple[str, str, str]] = []  # (heading, markdown, html)
+    head, body = ["quantity", "value"], [[k, v] for k, v in summary]
+    sections.append(("Summary", _md_table(head, body), _html_table(head, body)))
+    sections.append(("Cost vs iteration time",
+                     f"![Pareto plot: cost vs iteration time]({rel_plot})",
+                     f'<img src="{html.escape(rel_plot)}" alt="Pareto plot: cost vs iteration '
+                     f'time" width="720">'))
+    for study in studies:
+        head, body = _rows(front[front["study"] == study], _FRONT_COLUMNS)
+        note = ("Designs that no other design of the study beats on both iteration time and "
+                "cost, cheapest first.")
+        if not body:
+            md = htm = "No complete trials: no front."
+        else:
+            md, htm = f"{note}\n\n{_md_table(head, body)}", \
+                f"<p>{note}</p>\n{_html_table(head, body)}"
+        sections.append((f"Pareto front ({study})", md, htm))
+    for study in studies:
+        sub = frame[frame["study"] == study]
+        head, body = _rows(sub, _ALL_COLUMNS)
+        sections.append((f"All trials ({study})", _md_table(head, body), _html_table(head, body)))
+    head, body = ["item", "value"], [[k, v] for k, v in prov]
+    sections.append(("Provenance", _md_table(head, body), _html_table(head, body)))
+
+    md = [f"# {title}", ""]
+    for heading, text, _ in sections:
+        md += [f"## {heading}", "", text, ""]
+    paths["markdown"].write_text("\n".join(md), encoding="utf-8")
+
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+             "table{border-collapse:collapse;margin:1em 0;font-size:0.9em}"
+             "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}"
+             "th{background:#f3f3f3}")
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f"<title>{html.escape(title)}</title><style>{style}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>"]
+    for heading, _, text in sections:
+        parts += [f"<h2>{html.escape(heading)}</h2>", text]
+    parts.append("</body></html>")
+    paths["html"].write_text("\n".join(parts), encoding="utf-8")
+    return paths

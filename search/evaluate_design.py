@@ -1,0 +1,320 @@
+"""Evaluation of one cluster design: a pure function from :class:`DesignPoint` to :class:`DesignResult`.
+
+Search proposes, evaluation never searches (DESIGN.md section 3).  A design
+point names a topology family, the number of servers, the server degree ``d``
+(links or NICs per server) and the rate ``B`` of one link; :func:`evaluate_design`
+
+1. turns it into a topology spec string (:func:`topology_spec_for`),
+2. builds the topology (:func:`topologies.registry.from_spec`),
+3. times a ring all-reduce of ``allreduce_size_bytes`` on it with the
+   alpha-beta stand-in :func:`evaluators.alpha_beta.ring_allreduce_estimate`,
+4. prices it with :func:`topologies.cost.topology_cost`.
+
+The iteration time of the walking skeleton *is* that all-reduce time
+(communication only, no compute model yet; ``time_model`` says so in every
+record).  Later issues replace the metric; the structure stays.
+
+How ``(family, servers, d, B)`` becomes a fabric follows TopoOpt (NSDI'23,
+Section 5.1), which compares architectures at equal ``d`` and ``B``:
+
+* ``fattree``: full-bisection k-ary fat-tree with links of ``d x B`` ("each
+  server has one NIC and the bandwidth of each link is d x B"); needs
+  ``servers = k^3/4`` for an even ``k`` (16, 54, 128, 250, 432, ...).
+* ``leafspine``: the "Oversub. Fat-tree": a two-tier leaf-spine, links of
+  ``d x B``, oversubscription ``oversub`` (default 2:1); each leaf holds the
+  largest divisor of ``servers`` that is at most ``servers / 2`` and a whole
+  multiple of the ratio's numerator, so there are at least two leaves and the
+  oversubscription is felt.
+* ``ideal``: TopoOpt's Ideal Switch, one switch, each server attached with
+  ``d x B``.
+* ``expander``: a random ``d``-regular graph of links ``B`` (seeded with the
+  design's seed).
+* ``torus``: a ``d/2``-dimensional torus of links ``B`` (``d`` even), the most
+  balanced factorisation of ``servers`` into ``d/2`` sizes >= 3 (a size-2
+  dimension would have one cable, not two, and so not give degree ``d``).
+* ``perms``: a TopoOpt-style direct-connect fabric of ``d`` ring permutations
+  ``i -> i+p mod n`` with ``gcd(p, n) = 1`` (TotientPerms, Algorithm 2),
+  ``p = 1`` always included and the others chosen closest to the geometric
+  sequence ``n^(i/d)`` (a simplified SelectPermutations, Algorithm 3 line 7;
+  the full TopologyFinder is a later issue).
+
+A design that cannot be built (e.g. a torus of odd degree, a fat-tree of 20
+servers) or priced is *pruned*: the result has ``status="pruned"`` and a
+one-line ``reason``.  Unexpected exceptions propagate (the caller records the
+trial as failed).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from fractions import Fraction
+
+from codesign.errors import CodesignError, InfeasibleError, invalid
+
+__all__ = [
+    "TIME_MODEL",
+    "DESIGN_FAMILIES",
+    "DesignPoint",
+    "DesignResult",
+    "topology_spec_for",
+    "evaluate_design",
+]
+
+#: Name of the performance model recorded with every result (``time_model`` column).
+TIME_MODEL = "alpha-beta-ring-allreduce"
+
+
+@dataclass(frozen=True)
+class DesignPoint:
+    """One candidate cluster design (the input of :func:`evaluate_design`).
+
+    Attributes
+    ----------
+    family : str
+        One of :data:`DESIGN_FAMILIES`.
+    servers : int
+        Number of servers (the topology's NPUs).
+    degree : int
+        Links (NICs) per server, ``d``.
+    link_bandwidth_Bps : float
+        Rate ``B`` of one link, bytes/s per direction.
+    allreduce_size_bytes : float
+        All-reduce buffer per server, bytes.
+    seed : int, optional
+        Seed of randomized families (expander).
+    oversub : float, optional
+        Oversubscription ratio of the ``leafspine`` family.
+    """
+
+    family: str
+    servers: int
+    degree: int
+    link_bandwidth_Bps: float
+    allreduce_size_bytes: float
+    seed: int = 0
+    oversub: float = 2.0
+
+    def to_dict(self) -> dict[str, object]:
+        """The parameters as a JSON-ready dict (stored as ``params_json``)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class DesignResult:
+    """What :func:`evaluate_design` returns.
+
+    Attributes
+    ----------
+    status : str
+        ``"complete"`` or ``"pruned"`` (the design cannot be built or priced).
+    topology_spec : str
+        The spec string that was (or would have been) built; ``""`` if none.
+    iteration_time_s, allreduce_time_s : float or None
+        Seconds (``None`` unless complete).
+    cost_usd : float or None
+        Network cost, US dollars.
+    cost_breakdown : dict of str to float
+        Cost per component, US dollars.
+    npus, switches, links, diameter : int or None
+        Topology summary (directed links; diameter in hops between NPUs).
+    reason : str
+        Why the design was pruned; ``""`` when complete.
+    started_at : datetime
+        Start of the evaluation, UTC.
+    duration_s : float
+        Wall time of the evaluation, seconds.
+    time_model : str
+        :data:`TIME_MODEL`.
+    """
+
+    status: str
+    topology_spec: str = ""
+    iteration_time_s: float | None = None
+    allreduce_time_s: float | None = None
+    cost_usd: float | None = None
+    cost_breakdown: dict[str, float] = field(default_factory=dict)
+    npus: int | None = None
+    switches: int | None = None
+    links: int | None = None
+    diameter: int | None = None
+    reason: str = ""
+    started_at: datetime | None = None
+    duration_s: float | None = None
+    time_model: str = TIME_MODEL
+
+
+# ------------------------------------------------------------- design -> spec
+def _rate(bps: float) -> str:
+    """Spec-string bandwidth: ``100Gbps`` when exact, else bytes/s as a plain number."""
+    gbps = bps * 8 / 1e9
+    if gbps > 0 and float(f"{gbps:g}") * 1e9 / 8 == bps:
+        return f"{gbps:g}Gbps"
+    return repr(float(bps))
+
+
+def _fattree(p: DesignPoint) -> str:
+    k = round((4 * p.servers) ** (1 / 3))
+    k += k % 2  # fat-trees need an even k
+    if k < 2 or k ** 3 // 4 != p.servers or k ** 3 % 4:
+        sizes = ", ".join(str(j ** 3 // 4) for j in range(2, 12, 2))
+        raise InfeasibleError(f"fattree needs k^3/4 servers for an even k ({sizes}, ...), "
+                              f"not {p.servers}")
+    return f"fattree:k={k},bw={_rate(p.degree * p.link_bandwidth_Bps)}"
+
+
+def _leafspine(p: DesignPoint) -> str:
+    ratio = Fraction(p.oversub).limit_denominator(64)
+    num = ratio.numerator
+    per_leaf = [m for m in range(p.servers // 2, 0, -1) if p.servers % m == 0 and m % num == 0]
+    if not per_leaf:
+        raise InfeasibleError(f"leafspine of {p.servers} servers at oversub {p.oversub:g}: no "
+                              f"leaf size <= {p.servers // 2} dividing {p.servers} is a multiple "
+                              f"of {num}")
+    return (f"leafspine:{p.servers},oversub={p.oversub:g},hosts_per_leaf={per_leaf[0]},"
+            f"bw={_rate(p.degree * p.link_bandwidth_Bps)}")
+
+
+def _ideal(p: DesignPoint) -> str:
+    return f"ideal:{p.servers},degree={p.degree},bw={_rate(p.link_bandwidth_Bps)}"
+
+
+def _expander(p: DesignPoint) -> str:
+    return (f"expander:{p.servers},degree={p.degree},seed={p.seed},"
+            f"bw={_rate(p.link_bandwidth_Bps)}")
+
+
+def _factorisations(n: int, parts: int, minimum: int) -> list[tuple[int, ...]]:
+    """All non-decreasing tuples of ``parts`` integers >= ``minimum`` whose product is ``n``."""
+    if parts == 1:
+        return [(n,)] if n >= minimum else []
+    out = []
+    for f in range(minimum, math.isqrt(n) + 1):
+        if n % f == 0:
+            out += [(f, *rest) for rest in _factorisations(n // f, parts - 1, f)]
+    return out
+
+
+def _torus(p: DesignPoint) -> str:
+    if p.degree % 2:
+        raise InfeasibleError(f"a torus has an even degree (2 per dimension), not {p.degree}")
+    shapes = _factorisations(p.servers, p.degree // 2, 3)
+    if not shapes:
+        raise InfeasibleError(f"no {p.degree // 2}-dimensional torus of {p.servers} servers with "
+                              f"every size >= 3 (degree {p.degree})")
+    # Most balanced shape: smallest largest/smallest ratio, then lexicographic.
+    shape = min(shapes, key=lambda s: (s[-1] / s[0], s))
+    return f"torus:{'x'.join(map(str, shape))},bw={_rate(p.link_bandwidth_Bps)}"
+
+
+def _perms(p: DesignPoint) -> str:
+    n = p.servers
+    candidates = [g for g in range(1, n) if math.gcd(g, n) == 1]
+    if p.degree > len(candidates):
+        raise InfeasibleError(f"perms on {n} servers has only {len(candidates)} ring permutations "
+                              f"(generators coprime with {n}), fewer than degree {p.degree}")
+    chosen: list[int] = []
+    for i in range(p.degree):
+        target = n ** (i / p.degree)
+        free = [g for g in candidates if g not in chosen]
+        chosen.append(min(free, key=lambda g: (abs(g - target), g)))
+    gens = ":".join(str(g) for g in sorted(chosen))
+    return f"perms:{n},p={gens},bw={_rate(p.link_bandwidth_Bps)}"
+
+
+#: Families a design may use, and how a point becomes a spec string.
+DESIGN_FAMILIES: dict[str, Callable[[DesignPoint], str]] = {
+    "fattree": _fattree,
+    "leafspine": _leafspine,
+    "ideal": _ideal,
+    "expander": _expander,
+    "torus": _torus,
+    "perms": _perms,
+}
+
+
+def topology_spec_for(point: DesignPoint) -> str:
+    """The topology spec string of a design point (rules in the module docstring).
+
+    Raises
+    ------
+    InvalidSpecError
+        Unknown family or out-of-range numbers.
+    InfeasibleError
+        The family has no member with these servers and degree.
+
+    Examples
+    --------
+    >>> topology_spec_for(DesignPoint("torus", 16, 4, 12.5e9, 2**30))
+    'torus:4x4,bw=100Gbps'
+    >>> topology_spec_for(DesignPoint("fattree", 16, 2, 12.5e9, 2**30))
+    'fattree:k=4,bw=200Gbps'
+    """
+    build = DESIGN_FAMILIES.get(point.family)
+    if build is None:
+        raise invalid("design family", point.family, f"one of {', '.join(DESIGN_FAMILIES)}")
+    if isinstance(point.servers, bool) or not isinstance(point.servers, int) or point.servers < 2:
+        raise invalid("design servers", point.servers, "an integer >= 2")
+    if isinstance(point.degree, bool) or not isinstance(point.degree, int) or point.degree < 1:
+        raise invalid("design degree", point.degree, "an integer >= 1")
+    if not math.isfinite(point.link_bandwidth_Bps) or point.link_bandwidth_Bps <= 0:
+        raise invalid("design link_bandwidth_Bps", point.link_bandwidth_Bps,
+                      "a finite bandwidth > 0 bytes/s")
+    if not math.isfinite(point.allreduce_size_bytes) or point.allreduce_size_bytes < 0:
+        raise invalid("design allreduce_size_bytes", point.allreduce_size_bytes,
+                      "a finite size >= 0 bytes")
+    return build(point)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def evaluate_design(point: DesignPoint) -> DesignResult:
+    """Build, time and price one design (pure: same point, same result but for timings).
+
+    Parameters
+    ----------
+    point : DesignPoint
+        The design.
+
+    Returns
+    -------
+    DesignResult
+        ``status="complete"`` with ``iteration_time_s`` = ``allreduce_time_s``
+        (seconds, alpha-beta ring stand-in) and ``cost_usd``; or
+        ``status="pruned"`` with the reason when the design cannot be built
+        or priced (:class:`~codesign.errors.CodesignError`).
+
+    Notes
+    -----
+    Runs as a Ray task in :func:`search.quickstart.run_quickstart`; cheap for
+    the quickstart sizes (tens of servers: milliseconds).  The topology
+    summary is computed directly rather than with ``Topology.summary()``,
+    whose exact bisection would dominate the run time.
+    """
+    from evaluators.alpha_beta import ring_allreduce_estimate
+    from topologies.cost import topology_cost
+    from topologies.registry import from_spec
+
+    started = datetime.now(timezone.utc)
+    t0 = time.perf_counter()
+    spec = ""
+    try:
+        spec = topology_spec_for(point)
+        topo = from_spec(spec)
+        t_ar = float(ring_allreduce_estimate(topo, point.allreduce_size_bytes))
+        cost = topology_cost(topo)
+        breakdown = {str(k): float(v) for k, v in cost.items.items()}
+        result = dict(status="complete", iteration_time_s=t_ar, allreduce_time_s=t_ar,
+                      cost_usd=float(cost.total_usd), cost_breakdown=breakdown,
+                      npus=topo.npus, switches=topo.switches, links=topo.n_links,
+                      diameter=int(topo.diameter))
+    except CodesignError as exc:
+        result = dict(status="pruned", reason=f"{type(exc).__name__}: {_one_line(exc)}")
+    return DesignResult(topology_spec=spec, started_at=started,
+                        duration_s=time.perf_counter() - t0, **result)

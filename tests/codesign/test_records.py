@@ -1,0 +1,216 @@
+"""Design records: pinned schema, append-only atomic Parquet parts, the pandas loader."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import codesign.records as records
+from codesign.errors import InvalidSpecError
+from codesign.records import (
+    RECORD_SCHEMA,
+    RecordWriter,
+    extend_schema,
+    load_records,
+    record_files,
+)
+
+PINNED = [
+    ("study", "string", False), ("trial", "int64", False), ("status", "string", False),
+    ("family", "string", True), ("servers", "int64", True), ("degree", "int64", True),
+    ("link_bandwidth_Bps", "double", True), ("allreduce_size_bytes", "double", True),
+    ("topology_spec", "string", True), ("params_json", "string", True),
+    ("time_model", "string", True), ("iteration_time_s", "double", True),
+    ("allreduce_time_s", "double", True), ("cost_usd", "double", True),
+    ("cost_breakdown", "string", True), ("npus", "int64", True), ("switches", "int64", True),
+    ("links", "int64", True), ("diameter", "int64", True), ("reason", "string", True),
+    ("started_at", "timestamp[us, tz=UTC]", True), ("duration_s", "double", True),
+    ("seed", "int64", True), ("config_hash", "string", True),
+    ("package_version", "string", True),
+]
+
+
+def _row(number: int, **extra):
+    row = {"study": "s", "trial": number, "status": "complete", "family": "torus",
+           "servers": 16, "degree": 4, "link_bandwidth_Bps": 12.5e9,
+           "iteration_time_s": 0.25 + number, "cost_usd": 1000.0 * (number + 1),
+           "started_at": datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=timezone.utc)}
+    row.update(extra)
+    return row
+
+
+def test_schema_is_pinned():
+    got = [(f.name, str(f.type), f.nullable) for f in RECORD_SCHEMA]
+    assert got == PINNED
+    assert RECORD_SCHEMA.metadata[b"codesign.schema_version"] == b"1"
+    assert tuple(records.RECORD_COLUMNS) == tuple(name for name, *_ in PINNED)
+
+
+def test_import_does_not_load_pyarrow():
+    import subprocess
+    import sys
+
+    code = "import sys, codesign.records; print('pyarrow' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_append_twice_gives_two_files_and_all_rows(tmp_path):
+    w = RecordWriter(tmp_path / "s")
+    first = w.write([_row(2), _row(0)])
+    second = w.write([_row(1, status="pruned", reason="no torus", iteration_time_s=None,
+                           cost_usd=None)])
+    assert first.name == "part-00000.parquet" and second.name == "part-00001.parquet"
+    assert sorted(p.name for p in (tmp_path / "s").iterdir()) == [
+        "part-00000.parquet", "part-00001.parquet"]
+    df = load_records(tmp_path / "s")
+    assert df["trial"].tolist() == [0, 1, 2]
+    assert df["status"].tolist() == ["complete", "pruned", "complete"]
+    assert df.loc[1, "reason"] == "no torus" and pd.isna(df.loc[1, "cost_usd"])
+    assert df["cost_usd"].tolist()[::2] == [1000.0, 3000.0]
+    assert str(df["trial"].dtype) == "Int64" and str(df["degree"].dtype) == "Int64"
+    assert df.loc[0, "started_at"] == pd.Timestamp("2025-01-02 03:04:05.678901", tz="UTC")
+    # Plain pandas reads the folder too (it holds nothing but parts).
+    assert len(pd.read_parquet(tmp_path / "s")) == 3
+    # The loader also finds parts below a parent folder.
+    assert len(load_records(tmp_path)) == 3
+
+
+def test_empty_batch_writes_nothing(tmp_path):
+    assert RecordWriter(tmp_path).write([]) is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_empty_folder_loads_empty_frame_with_columns(tmp_path):
+    df = load_records(tmp_path)
+    assert len(df) == 0 and list(df.columns) == [name for name, *_ in PINNED]
+
+
+def test_missing_folder_raises(tmp_path):
+    with pytest.raises(InvalidSpecError, match="results folder"):
+        load_records(tmp_path / "nope")
+
+
+def test_crash_while_writing_leaves_no_part_and_keeps_finished_parts(tmp_path, monkeypatch):
+    w = RecordWriter(tmp_path)
+    done = w.write([_row(0)])
+    before = done.read_bytes()
+
+    def broken(table, where, *a, **k):
+        with open(where, "wb") as fh:  # a half-written file, then the "crash"
+            fh.write(b"PAR1 half")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pq, "write_table", broken)
+    with pytest.raises(OSError, match="disk full"):
+        w.write([_row(1)])
+    assert [p.name for p in tmp_path.iterdir()] == ["part-00000.parquet"]  # no temp left
+    assert done.read_bytes() == before
+    monkeypatch.undo()
+    assert load_records(tmp_path)["trial"].tolist() == [0]
+
+
+def test_never_overwrites_a_part_taken_by_another_writer(tmp_path, monkeypatch):
+    w = RecordWriter(tmp_path)
+    first = w.write([_row(0)])
+    before = first.read_bytes()
+    # Another writer raced us: we computed n = 0 although part-00000 now exists.
+    monkeypatch.setattr(RecordWriter, "_next_number", lambda self: 0)
+    second = w.write([_row(1)])
+    assert second.name == "part-00001.parquet"
+    assert first.read_bytes() == before
+    assert load_records(tmp_path)["trial"].tolist() == [0, 1]
+
+
+def test_hidden_and_foreign_files_are_ignored(tmp_path):
+    w = RecordWriter(tmp_path)
+    w.write([_row(0)])
+    (tmp_path / ".part-abc.parquet.tmp").write_bytes(b"garbage")
+    (tmp_path / "notes.txt").write_text("hello")
+    assert [p.name for p in record_files(tmp_path)] == ["part-00000.parquet"]
+    assert len(load_records(tmp_path)) == 1
+
+
+def test_part_numbers_sort_numerically(tmp_path):
+    w = RecordWriter(tmp_path)
+    for i in range(3):
+        w.write([_row(i)])
+    (tmp_path / "part-00002.parquet").rename(tmp_path / "part-100000.parquet")
+    assert w.write([_row(3)]).name == "part-100001.parquet"
+    assert [p.name for p in record_files(tmp_path)][-2:] == ["part-100000.parquet",
+                                                             "part-100001.parquet"]
+
+
+@pytest.mark.parametrize("bad, match", [
+    ({"bogus": 1}, "column 'bogus'"),
+    ({"status": "done"}, "status"),
+    ({"study": None}, "study"),
+    ({"trial": "3"}, "trial"),
+    ({"degree": 2.5}, "degree"),
+    ({"cost_usd": True}, "cost_usd"),
+    ({"family": 3}, "family"),
+])
+def test_bad_rows_raise_one_line_invalid_spec(tmp_path, bad, match):
+    with pytest.raises(InvalidSpecError, match=match) as info:
+        RecordWriter(tmp_path).write([_row(0, **bad)])
+    assert "\n" not in str(info.value)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_required_column_raises(tmp_path):
+    row = _row(0)
+    del row["trial"]
+    with pytest.raises(InvalidSpecError, match="trial"):
+        RecordWriter(tmp_path).write([row])
+
+
+def test_extended_schema_reads_old_parts_with_nulls(tmp_path):
+    RecordWriter(tmp_path).write([_row(0)])
+    wider = extend_schema([pa.field("bisection_Bps", pa.float64())])
+    RecordWriter(tmp_path, schema=wider).write([_row(1, bisection_Bps=5e11)])
+    df = load_records(tmp_path)
+    assert df["trial"].tolist() == [0, 1]
+    assert pd.isna(df.loc[0, "bisection_Bps"]) and df.loc[1, "bisection_Bps"] == 5e11
+    with pytest.raises(InvalidSpecError):
+        extend_schema([pa.field("cost_usd", pa.float64())])
+    with pytest.raises(InvalidSpecError):
+        extend_schema([pa.field("x_s", pa.float64(), nullable=False)])
+
+
+def test_conflicting_column_types_raise(tmp_path):
+    RecordWriter(tmp_path).write([_row(0)])
+    bad = pa.table({"study": ["s"], "trial": pa.array([1]), "status": ["complete"],
+                    "cost_usd": ["expensive"]})
+    pq.write_table(bad, tmp_path / "part-00001.parquet")
+    with pytest.raises(InvalidSpecError, match="disagree"):
+        load_records(tmp_path)
+
+
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=20)
+_float = st.floats(allow_nan=False, allow_infinity=True) | st.none()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.fixed_dictionaries({
+    "trial": st.integers(0, 2 ** 62), "status": st.sampled_from(["complete", "pruned", "failed"]),
+    "family": _text | st.none(), "degree": st.integers(-2 ** 63, 2 ** 63 - 1) | st.none(),
+    "cost_usd": _float, "iteration_time_s": _float, "reason": _text,
+}), min_size=1, max_size=5))
+def test_rows_round_trip_exactly(tmp_path_factory, rows):
+    folder = tmp_path_factory.mktemp("rt")
+    rows = [{"study": "s", **r} for r in rows]
+    RecordWriter(folder).write(rows)
+    df = load_records(folder)
+    expected = sorted(rows, key=lambda r: r["trial"])
+    for (_, got), want in zip(df.iterrows(), expected):
+        for key, value in want.items():
+            if value is None:
+                assert pd.isna(got[key]), key
+            else:
+                assert got[key] == value, key
