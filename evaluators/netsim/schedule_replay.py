@@ -1,0 +1,126 @@
+"""Re-timing a :class:`~evaluators.schedule.Schedule` under a network model.
+
+A schedule's transfers are replayed as messages of ``schedule.chunk_bytes``
+bytes along their own paths.  Data dependencies come from the transfer order:
+transfer ``i`` waits for every *earlier* transfer ``j < i`` that delivers the
+same chunk to the node ``i`` sends from (``dst[j] == src[i]`` and
+``chunk[j] == chunk[i]``): it forwards (or, for a reduce, adds to) what
+arrived there.  Synthesizers list transfers so that index order is a valid
+causal order, so transfers without such predecessors send data the node held
+from the start and are ready at time 0.  Each transfer then starts as early as
+the model lets it; the original start/end times are ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from codesign.errors import invalid
+from evaluators.netsim.core import Messages
+from evaluators.netsim.simulator import get_model
+from evaluators.schedule import Schedule
+
+__all__ = ["transfer_dependencies", "schedule_messages", "replay", "replay_time"]
+
+
+def transfer_dependencies(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """Data dependencies of a schedule's transfers, in CSR form.
+
+    Returns
+    -------
+    dep_ptr, dep_idx : ndarray of int64
+        Transfer ``i`` depends on ``dep_idx[dep_ptr[i]:dep_ptr[i+1]]``
+        (ascending): all ``j < i`` with ``dst[j] == src[i]`` and
+        ``chunk[j] == chunk[i]``.
+
+    Notes
+    -----
+    O(n log n) with numpy sorting and searching; the output size is the number
+    of dependency pairs (one per transfer for store-and-forward pipelines).
+    """
+    n = len(schedule)
+    if n == 0:
+        return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    idx = np.arange(n, dtype=np.int64)
+    width = int(schedule.chunk.max()) + 1
+    # Compress (node, chunk) keys to ranks < 2n so that rank * n + index fits in int64.
+    _, inv = np.unique(np.concatenate([schedule.dst * width + schedule.chunk,
+                                       schedule.src * width + schedule.chunk]),
+                       return_inverse=True)
+    arrive, leave = inv[:n].astype(np.int64), inv[n:].astype(np.int64)
+    keyed = arrive * n + idx
+    order = np.argsort(keyed, kind="stable")
+    keyed = keyed[order]
+    lo = np.searchsorted(keyed, leave * n, side="left")
+    hi = np.searchsorted(keyed, leave * n + idx, side="left")     # only j < i
+    counts = hi - lo
+    ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    pos = np.arange(int(ptr[-1]), dtype=np.int64) - np.repeat(ptr[:-1] - lo, counts)
+    return ptr, order[pos].astype(np.int64)
+
+
+def schedule_messages(schedule: Schedule, topology) -> Messages:
+    """The schedule's transfers as a validated :class:`Messages` batch with dependencies.
+
+    Raises
+    ------
+    InvalidSpecError
+        If a transfer's path is empty or does not lead from its ``src`` to its
+        ``dst`` over links of ``topology``.
+    """
+    empty = np.flatnonzero(np.diff(schedule.path_ptr) == 0)
+    if empty.size:
+        i = int(empty[0])
+        raise invalid(f"schedule transfer {i} path", (),
+                      f"the link ids from NPU {schedule.src[i]} to NPU {schedule.dst[i]}")
+    dep_ptr, dep_idx = transfer_dependencies(schedule)
+    return Messages.from_arrays(topology, schedule.src, schedule.dst, schedule.chunk_bytes,
+                                ready=0.0, path_ptr=schedule.path_ptr,
+                                path_links=schedule.path_links, dep_ptr=dep_ptr, dep_idx=dep_idx)
+
+
+def replay(schedule: Schedule, topology, *, model: str = "congestion", **options: Any) -> Schedule:
+    """Re-time ``schedule`` under a network model.
+
+    Parameters
+    ----------
+    schedule : Schedule
+        Transfers in a causal index order (module docstring).
+    topology : topologies.Topology
+        The network the paths refer to.
+    model : str
+        ``"analytical"``, ``"congestion"`` (default) or ``"flow"``.
+    **options
+        Model options (see :func:`evaluators.netsim.simulate`).
+
+    Returns
+    -------
+    Schedule
+        The same transfers in the same order with new ``start``/``end`` (s),
+        ``hop_start`` for ``congestion`` (None otherwise), and metadata
+        ``link_model`` (``"exclusive"`` for congestion, ``"shared"`` for flow,
+        ``"none"`` for analytical) and ``network_model``.
+
+    Examples
+    --------
+    >>> from topologies.registry import from_spec
+    >>> from evaluators.collectives import Collective
+    >>> t = from_spec("ring:3,bw=1GB/s,lat=0")
+    >>> c = Collective.on("allgather", 3, 3e6)            # 1 MB chunks
+    >>> l01, l12 = t.route(0, 1)[0], t.route(1, 2)[0]
+    >>> s = Schedule.from_transfers(c, [(0, 0, 1, (l01,), 0, 0), (0, 1, 2, (l12,), 0, 0)])
+    >>> [round(x * 1e3, 6) for x in replay(s, t).end.tolist()]   # 1 -> 2 waits for 0 -> 1
+    [1.0, 2.0]
+    """
+    m = get_model(model, options)
+    result = m.run(topology, schedule_messages(schedule, topology), **options)
+    return schedule.retimed(result.start_s, result.finish_s, result.hop_start,
+                            link_model=m.link_model, network_model=model)
+
+
+def replay_time(schedule: Schedule, topology, model: str = "congestion", **options: Any) -> float:
+    """Completion time of ``schedule`` replayed under ``model``, seconds."""
+    m = get_model(model, options)
+    return m.run(topology, schedule_messages(schedule, topology), **options).makespan_s
