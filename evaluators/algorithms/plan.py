@@ -1,0 +1,219 @@
+"""Building the logical transfers of a baseline algorithm and timing them.
+
+Every baseline (ring, direct, rhd, dbt, hierarchical, multiring...) is written
+the same way:
+
+1. a *pattern* (see :mod:`evaluators.algorithms.patterns`) produces **steps**:
+   a step is a list of :data:`Send` ``(chunks, src, dst, op)`` - one transfer
+   per chunk id in ``chunks`` from NPU ``src`` to NPU ``dst``;
+2. patterns that run at the same time are merged step by step with
+   :func:`concurrent`, patterns that run one after the other are joined with
+   :func:`sequence`;
+3. a :class:`Plan` collects the steps in that order, routes every transfer over
+   ``topology.route(src, dst)`` (minimum hop; neighbours that are not adjacent
+   are reached over shortest paths) and :meth:`Plan.finish` re-times the
+   schedule with the ``congestion`` network model (DESIGN.md section 5).
+
+The order of the transfers is their causal order: the simulator makes
+transfer ``i`` wait for every earlier transfer ``j`` that delivered the same
+chunk to ``src[i]`` (``evaluators.netsim.replay``), so a pattern must list a
+transfer after the arrivals whose data it forwards.  Times start as
+placeholders (0) and are filled by the replay.
+
+The replay only orders a send after the arrivals it forwards (read after
+write).  The patterns never deliver a new value of a chunk to a node that
+still has to send its old value of that chunk, except along a causal chain
+that passes through that send (e.g. a ring all-gather returns to a node only
+after its reduce-scatter send), so every send carries exactly the data the
+pattern means; :func:`evaluators.validate.validate_schedule` checks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from codesign.errors import invalid
+from evaluators.collectives import Collective
+from evaluators.schedule import COPY, REDUCE, Schedule
+
+__all__ = ["Send", "Step", "Plan", "concurrent", "sequence", "as_chunks", "shard_chunks",
+           "ordered_members", "COPY", "REDUCE"]
+
+#: One send of a step: ``(chunk ids, src NPU, dst NPU, op)`` - one transfer per chunk.
+Send = tuple[np.ndarray, int, int, int]
+#: A step: sends that are logically simultaneous (listed in this order).
+Step = list[Send]
+
+
+def as_chunks(values: Any) -> np.ndarray:
+    """Chunk ids as a 1-D ``int64`` array."""
+    return np.atleast_1d(np.asarray(values, dtype=np.int64)).ravel()
+
+
+def concurrent(*step_lists: Sequence[Step]) -> list[Step]:
+    """Merge patterns that run at the same time: step ``s`` of the result is
+    step ``s`` of each input, in argument order.
+
+    The inputs must not depend on each other (disjoint chunks or disjoint
+    NPUs); each stays in causal order, so the merge is causal too.
+    """
+    length = max((len(s) for s in step_lists), default=0)
+    merged: list[Step] = []
+    for s in range(length):
+        step: Step = []
+        for steps in step_lists:
+            if s < len(steps):
+                step.extend(steps[s])
+        merged.append(step)
+    return merged
+
+
+def sequence(*step_lists: Sequence[Step]) -> list[Step]:
+    """Join patterns that run one after the other (later ones may use the
+    data earlier ones delivered)."""
+    out: list[Step] = []
+    for steps in step_lists:
+        out.extend(steps)
+    return out
+
+
+class Plan:
+    """Accumulates the logical transfers of one schedule.
+
+    Parameters
+    ----------
+    topology : topologies.Topology
+        The network; paths come from ``topology.route``.
+    collective : Collective
+        The collective the schedule implements (possibly with more chunks per
+        NPU than the user asked for, e.g. ``with_chunks(2*c)`` for two
+        directions).
+
+    Examples
+    --------
+    >>> from topologies.registry import from_spec
+    >>> plan = Plan(from_spec("ring:4"), Collective.on("allgather", 4, 4e6))
+    >>> plan.add_steps([[(as_chunks([0]), 0, 1, COPY)]])
+    >>> len(plan)
+    1
+    """
+
+    def __init__(self, topology, collective: Collective) -> None:
+        self.topology = topology
+        self.collective = collective
+        # One entry per send (not per transfer): plain lists are cheapest to append to.
+        self._chunks: list[np.ndarray] = []
+        self._src: list[int] = []
+        self._dst: list[int] = []
+        self._op: list[int] = []
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def send(self, chunks: Any, src: int, dst: int, op: int = COPY) -> None:
+        """Append one transfer per chunk id in ``chunks`` from ``src`` to ``dst``."""
+        ids = chunks if isinstance(chunks, np.ndarray) and chunks.ndim == 1 \
+            and chunks.dtype == np.int64 else as_chunks(chunks)
+        if ids.size == 0:
+            return
+        if src == dst:
+            raise invalid("transfer", f"{src}->{dst}", "two different NPUs")
+        self._chunks.append(ids)
+        self._src.append(src)
+        self._dst.append(dst)
+        self._op.append(op)
+        self._count += ids.size
+
+    def add_steps(self, steps: Iterable[Step]) -> None:
+        """Append every send of every step, in order."""
+        for step in steps:
+            for chunks, src, dst, op in step:
+                self.send(chunks, src, dst, op)
+
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        if not self._chunks:
+            return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+                    np.zeros(0, np.int8))
+        counts = np.fromiter((a.size for a in self._chunks), dtype=np.int64,
+                             count=len(self._chunks))
+        return (np.concatenate(self._chunks),
+                np.repeat(np.asarray(self._src, dtype=np.int64), counts),
+                np.repeat(np.asarray(self._dst, dtype=np.int64), counts),
+                np.repeat(np.asarray(self._op, dtype=np.int8), counts))
+
+    def _paths(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """CSR paths (``path_ptr``, ``path_links``) from one route per distinct NPU pair."""
+        if src.size == 0:
+            return np.zeros(1, np.int64), np.zeros(0, np.int64)
+        n_nodes = self.topology.n_nodes
+        keys = src * n_nodes + dst
+        pairs, inverse = np.unique(keys, return_inverse=True)
+        routes = [self.topology.route(int(k // n_nodes), int(k % n_nodes)) for k in pairs]
+        pair_len = np.array([len(r) for r in routes], dtype=np.int64)
+        pair_off = np.concatenate([[0], np.cumsum(pair_len)[:-1]])
+        flat = np.fromiter((l for r in routes for l in r), dtype=np.int64,
+                           count=int(pair_len.sum()))
+        lengths = pair_len[inverse]
+        ptr = np.concatenate([[0], np.cumsum(lengths)])
+        # Gather each transfer's route: offset of its pair plus the position in the route.
+        within = np.arange(int(ptr[-1]), dtype=np.int64) - np.repeat(ptr[:-1], lengths)
+        links = flat[np.repeat(pair_off[inverse], lengths) + within]
+        return ptr, links
+
+    def schedule(self, **metadata: Any) -> Schedule:
+        """The untimed schedule (all times 0), in the order the transfers were added."""
+        chunk, src, dst, op = self._arrays()
+        ptr, links = self._paths(src, dst)
+        zeros = np.zeros(chunk.size)
+        return Schedule(self.collective, chunk, src, dst, ptr, links, zeros, zeros, op,
+                        metadata)
+
+    def finish(self, algorithm: str, **metadata: Any) -> Schedule:
+        """Route, time under the ``congestion`` model and return the schedule.
+
+        ``metadata`` gets ``algorithm``, ``link_model="exclusive"`` (one chunk
+        per link at a time), ``network_model="congestion"`` and the extra
+        keyword arguments.
+        """
+        sched = self.schedule(algorithm=algorithm, link_model="exclusive",
+                              network_model="congestion", **metadata)
+        timed = _replay(sched, self.topology)
+        return timed.retimed(timed.start, timed.end, timed.hop_start, algorithm=algorithm,
+                             link_model="exclusive")
+
+
+def _replay(schedule: Schedule, topology) -> Schedule:
+    # Imported lazily: the simulator is a sibling package of the algorithms.
+    from evaluators.netsim import replay
+
+    return replay(schedule, topology, model="congestion")
+
+
+def shard_chunks(collective: Collective, shard: int, pieces: Any = None) -> np.ndarray:
+    """Chunk ids of ``shard`` (``shard * c + k`` for ``k`` in ``pieces``, default all ``c``)."""
+    c = collective.chunks_per_npu
+    ks = np.arange(c) if pieces is None else as_chunks(pieces)
+    return shard * c + ks
+
+
+def ordered_members(collective: Collective, order: Any, field: str) -> list[int]:
+    """Validate an ``order`` option: a permutation of the participating NPU ids.
+
+    ``None`` gives the participants in rank order.
+    """
+    if order is None:
+        return list(collective.npus)
+    if isinstance(order, (str, bytes)):
+        raise invalid(field, order, "a list of the participating NPU ids")
+    try:
+        members = [int(x) for x in order]
+    except (TypeError, ValueError):
+        raise invalid(field, order, "a list of the participating NPU ids") from None
+    if sorted(members) != sorted(collective.npus) or any(
+            isinstance(x, bool) for x in order):
+        raise invalid(field, order, f"a permutation of the participants {list(collective.npus)}")
+    return members

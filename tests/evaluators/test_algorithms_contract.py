@@ -1,0 +1,138 @@
+"""Contract tests over every registered algorithm x collective kind x topology.
+
+Parametrised over ``evaluators.registry.ALGORITHMS`` after import, so that
+algorithms registered later (TACOS, MCF, Themis...) are covered too.  A
+schedule must be accepted by the independent validator (data, postcondition,
+links, link occupancy), take a positive finite time and describe the same
+collective (possibly split into more chunks).  An algorithm that does not
+apply must raise InvalidSpecError: for the baselines written here the only
+such case is ``hierarchical`` on a network without dimensions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from codesign.errors import InvalidSpecError
+from evaluators.collectives import KINDS, Collective
+from evaluators.registry import ALGORITHMS, algorithm_names, synthesize
+from evaluators.validate import validate_schedule
+from topologies.builder import LinkBuilder
+from topologies.registry import from_spec
+
+algorithm_names()  # import the built-in algorithms so that ALGORITHMS is complete
+
+BASELINES = {"ring", "bidir-ring", "direct", "rhd", "dbt", "hierarchical", "multiring"}
+
+SPECS = ["ring:2", "ring:4", "ring:5", "fc:4", "switch:4", "torus:3x3", "hypercube:3", "mesh:2x3",
+         "hier:ring2_fc2_switch2,bw=50GB/s:25GB/s:10GB/s", "uniring:3"]
+
+
+def _irregular():
+    # Two triangles joined by one slow cable plus a chord through a switch:
+    # no dims, unequal bandwidths, multi-hop routes.
+    b = LinkBuilder(6, 1)
+    b.cable([0, 1, 2, 3, 4, 5], [1, 2, 0, 4, 5, 3], 25e9, 1e-6)
+    b.cable(2, 3, 10e9, 2e-6)
+    b.cable([0, 5], [6, 6], 40e9, 0.5e-6)
+    return b.build(name="irregular")
+
+
+_TOPOLOGIES: dict = {}
+
+
+def topology(name):
+    if name not in _TOPOLOGIES:
+        _TOPOLOGIES[name] = _irregular() if name == "irregular" else from_spec(name)
+    return _TOPOLOGIES[name]
+
+
+def _expected_invalid(alg: str, topo) -> bool:
+    return alg == "hierarchical" and not topo.dims
+
+
+def _check(alg, topo, coll):
+    if coll.kind not in ALGORITHMS[alg].kinds:
+        with pytest.raises(InvalidSpecError, match="expected one of"):
+            synthesize(topo, coll, alg)
+        return None
+    try:
+        sched = synthesize(topo, coll, alg)
+    except InvalidSpecError:
+        if alg in BASELINES and not _expected_invalid(alg, topo):
+            raise
+        return None
+    assert not _expected_invalid(alg, topo), f"{alg} should reject {topo.name}"
+    s = sched.collective
+    assert (s.kind, s.npus, s.size_bytes, s.root) == (coll.kind, coll.npus, coll.size_bytes,
+                                                      coll.root)
+    assert s.chunks_per_npu % coll.chunks_per_npu == 0
+    assert sched.algorithm == alg
+    if alg in BASELINES:   # timed by the congestion model: one chunk per link, hop times
+        assert sched.link_model == "exclusive" and sched.hop_start is not None
+        assert sched.metadata["network_model"] == "congestion"
+    assert math.isfinite(sched.time_s) and sched.time_s > 0
+    report = validate_schedule(sched, topo)
+    assert report.valid, report.errors[:3]
+    return sched
+
+
+@pytest.mark.parametrize("chunks", [1, 2])
+@pytest.mark.parametrize("spec", SPECS + ["irregular"])
+@pytest.mark.parametrize("alg", sorted(ALGORITHMS))
+def test_every_algorithm_kind_topology(alg, spec, chunks):
+    topo = topology(spec)
+    for kind in KINDS:
+        coll = Collective.on(kind, topo.npus, 3e6, chunks_per_npu=chunks)
+        _check(alg, topo, coll)
+
+
+@pytest.mark.parametrize("alg", sorted(ALGORITHMS))
+def test_subset_of_npus_and_other_root(alg):
+    """Participants that are not all NPUs, in a scrambled rank order, root not first."""
+    topo = topology("irregular")
+    for kind in KINDS:
+        root = 4 if kind in ("broadcast", "reduce", "scatter", "gather") else None
+        coll = Collective(kind, (3, 1, 4, 0, 5), 5e6, 2, root)
+        if alg == "hierarchical":
+            if kind in ALGORITHMS[alg].kinds:
+                with pytest.raises(InvalidSpecError):
+                    synthesize(topo, coll, alg)
+            continue
+        _check(alg, topo, coll)
+
+
+@pytest.mark.parametrize("alg", sorted(BASELINES - {"hierarchical"}))
+def test_permuted_participants_on_torus(alg):
+    topo = topology("torus:3x3")
+    order = tuple(np.random.default_rng(7).permutation(9).tolist())
+    for kind in ALGORITHMS[alg].kinds:
+        root = order[3] if kind in ("broadcast", "reduce", "scatter", "gather") else None
+        _check(alg, topo, Collective(kind, order, 9e6, 1, root))
+
+
+def test_hierarchical_accepts_all_npus_in_any_order():
+    topo = topology("hier:ring2_fc2_switch2,bw=50GB/s:25GB/s:10GB/s")
+    order = tuple(np.random.default_rng(3).permutation(8).tolist())
+    for kind in ("allreduce", "reducescatter", "allgather"):
+        _check("hierarchical", topo, Collective(kind, order, 8e6, 2))
+
+
+def test_unknown_algorithm_and_option_list_valid_ones():
+    topo = topology("ring:4")
+    coll = Collective.on("allreduce", 4, 1e6)
+    with pytest.raises(InvalidSpecError) as err:
+        synthesize(topo, coll, "rign")
+    for name in BASELINES:
+        assert name in str(err.value)
+    with pytest.raises(InvalidSpecError, match="order"):
+        synthesize(topo, coll, "ring", ordr=[0, 1, 2, 3])
+    with pytest.raises(InvalidSpecError, match="generators, rings"):
+        synthesize(topo, coll, "multiring", ring=2)
+    with pytest.raises(InvalidSpecError, match="none"):
+        synthesize(topo, coll, "rhd", seed=1)
+    with pytest.raises(InvalidSpecError, match="allreduce, broadcast, reduce"):
+        synthesize(topo, Collective.on("alltoall", 4, 1e6), "dbt")
