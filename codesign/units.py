@@ -159,7 +159,10 @@ def parse_time(value: str | float, *, field: str = "time", allow_zero: bool = Tr
     if not m:
         raise invalid(field, value, "a time such as 700ns, 0.5us, 2ms or 1s")
     number, unit = m.groups()
-    return _check(float(number) * _TIME_SCALE[unit], field, value, allow_zero)
+    scale = _TIME_SCALE[unit]
+    # Divide by the inverse for sub-second units: 5 / 1e6 is exactly 5e-06, 5 * 1e-6 is not.
+    seconds = float(number) / round(1.0 / scale) if scale < 1.0 else float(number) * scale
+    return _check(seconds, field, value, allow_zero)
 
 
 def parse_money(value: str | float, *, field: str = "cost", allow_zero: bool = True) -> float:

@@ -377,6 +377,11 @@ class Topology:
         best = np.inf
         # Fix NPU 0 on side S when the halves have equal size to skip mirror splits;
         # both directions of the cut are still evaluated below.
+        is_sw_src, is_sw_dst = self.src >= n, self.dst >= n
+        star_switches = not np.any(is_sw_src & is_sw_dst)
+        direct = ~is_sw_src & ~is_sw_dst
+        to_sw, from_sw = ~is_sw_src & is_sw_dst, is_sw_src & ~is_sw_dst
+        src_c, dst_c = np.minimum(self.src, n - 1), np.minimum(self.dst, n - 1)
         for chosen in itertools.combinations(range(n), half):
             if n % 2 == 0 and 0 not in chosen:
                 continue
@@ -385,22 +390,36 @@ class Topology:
             if self.switches == 0:
                 best = min(best, self._cut(side), self._cut(~side))
                 continue
+            if star_switches:
+                # No switch-to-switch links: each switch independently joins the side
+                # that cuts less, min(bandwidth from S into it, bandwidth out of it to T).
+                for s_side in (side[:n], ~side[:n]):
+                    npu_cut = self.bandwidth[direct & s_side[src_c] & ~s_side[dst_c]].sum()
+                    into = np.bincount(self.dst[to_sw] - n,
+                                       weights=self.bandwidth[to_sw] * s_side[self.src[to_sw]],
+                                       minlength=self.switches)
+                    out = np.bincount(self.src[from_sw] - n,
+                                      weights=self.bandwidth[from_sw] * ~s_side[self.dst[from_sw]],
+                                      minlength=self.switches)
+                    best = min(best, float(npu_cut + np.minimum(into, out).sum()))
+                continue
             # Switches go wherever the cut is smallest: an s-t min cut with the two
-            # NPU halves contracted into a super source and a super sink.
+            # NPU halves contracted into a super source (label 0) and a super sink
+            # (label 1); switch i keeps its own label 2 + i - npus.
             for forward in (True, False):
+                labels = np.empty(self.n_nodes, dtype=np.int64)
+                labels[:n] = np.where(side[:n] == forward, 0, 1)
+                labels[n:] = np.arange(2, 2 + self.switches)
+                a, c = labels[self.src], labels[self.dst]
+                keep = (a != c) & (a != 1) & (c != 0)
+                width = self.switches + 2
+                keys, inverse = np.unique(a[keep] * width + c[keep], return_inverse=True)
+                caps = np.bincount(inverse, weights=self.bandwidth[keep])
                 g = nx.DiGraph()
-                s_nodes = set(chosen) if forward else set(range(n)) - set(chosen)
-                for u, v, b in zip(self.src, self.dst, self.bandwidth):
-                    a = "s" if u in s_nodes else ("t" if u < n else int(u))
-                    c = "s" if v in s_nodes else ("t" if v < n else int(v))
-                    if a == c or a == "t" or c == "s":
-                        continue
-                    cap = g.get_edge_data(a, c, {"capacity": 0.0})["capacity"] + float(b)
-                    g.add_edge(a, c, capacity=cap)
-                if "s" not in g or "t" not in g:
-                    best = min(best, 0.0)
-                    continue
-                best = min(best, nx.maximum_flow_value(g, "s", "t"))
+                g.add_nodes_from((0, 1))
+                g.add_edges_from((int(k // width), int(k % width), {"capacity": float(w)})
+                                 for k, w in zip(keys, caps))
+                best = min(best, nx.maximum_flow_value(g, 0, 1))
         return float(best)
 
     def _bisection_kl(self, seeds: int = 4) -> float:
