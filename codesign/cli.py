@@ -76,6 +76,8 @@ def _cmd_topology_cost(args: argparse.Namespace) -> int:
             count = cost.counts.get(item)
             extra = f" ({count} units)" if count is not None else ""
             print(f"  {item:<28}{usd:>14,.0f} USD{extra}")
+        for note in cost.notes:
+            print(f"  note: {note}")
 
     _emit(args, payload, human)
     return 0
