@@ -109,6 +109,25 @@ def _collective(args: argparse.Namespace, topo) -> Any:
                          root=args.root)
 
 
+def _parse_options(items: Sequence[str]) -> dict[str, Any]:
+    """``--option key=value`` pairs; values are read as YAML (``rings=2``, ``order=[3,1,2,0]``)."""
+    import yaml
+
+    from codesign.errors import invalid
+
+    options: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise invalid("--option", item, "KEY=VALUE, e.g. rings=2 or order=[0,2,1,3]")
+        try:
+            options[key.strip()] = yaml.safe_load(text)
+        except yaml.YAMLError:
+            raise invalid(f"--option {key.strip()}", text, "a YAML value (number, list, string)") \
+                from None
+    return options
+
+
 def _cmd_synth(args: argparse.Namespace) -> int:
     from evaluators.bounds import lower_bound
     from evaluators.registry import ALGORITHMS, synthesize
@@ -124,6 +143,7 @@ def _cmd_synth(args: argparse.Namespace) -> int:
         algorithm_names()  # load the registry
         if args.algorithm in ALGORITHMS and "seed" in ALGORITHMS[args.algorithm].options:
             options["seed"] = args.seed
+    options.update(_parse_options(args.option or []))
     t0 = time.perf_counter()
     schedule = synthesize(topo, coll, args.algorithm, **options)
     synthesis_s = time.perf_counter() - t0
@@ -309,6 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     collective_args(p)
     p.add_argument("--algorithm", default="ring", help="algorithm name (default ring)")
     p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="algorithm option, repeatable (e.g. rings=2, order=[0,2,1,3])")
     p.add_argument("--out", help="write the schedule: FILE.json, or FILE.xml (MSCCL)")
     p = add(sub, "bound", _cmd_bound, "lower bound on the collective's time")
     collective_args(p)

@@ -50,3 +50,59 @@ def test_console_script_runs():
     proc = subprocess.run([sys.executable, "-m", "codesign", "topology", "show", "ring:4",
                            "--json"], capture_output=True, text=True, check=True)
     assert json.loads(proc.stdout)["links"] == 8
+
+
+SYNTH_FIELDS = {"npus", "collective", "algorithm", "size_bytes", "chunks", "time_s", "algbw_Bps",
+                "busbw_Bps", "lower_bound_s", "synthesis_s", "valid"}
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "bidir-ring", "direct", "rhd", "dbt",
+                                       "hierarchical", "multiring"])
+def test_synth_json_fields_and_validity(capsys, algorithm):
+    code, out, _ = run(capsys, "synth", "torus:3x3", "--collective", "allreduce", "--size",
+                       "64MiB", "--algorithm", algorithm, "--json")
+    data = json.loads(out)
+    assert code == 0 and SYNTH_FIELDS <= set(data)
+    assert data["valid"] is True
+    assert data["time_s"] >= data["lower_bound_s"] > 0
+    assert data["algbw_Bps"] == pytest.approx(64 * 2**20 / data["time_s"])
+    assert data["busbw_Bps"] == pytest.approx(data["algbw_Bps"] * 2 * 8 / 9)
+
+
+def test_synth_options_and_schedule_replay(capsys, tmp_path):
+    path = tmp_path / "s.json"
+    code, out, _ = run(capsys, "synth", "ring:4", "--collective", "allgather", "--size", "4MiB",
+                       "--option", "order=[0,2,1,3]", "--out", str(path), "--json")
+    assert code == 0 and json.loads(out)["valid"]
+    code, out, _ = run(capsys, "simulate", "ring:4", "--schedule", str(path), "--json")
+    data = json.loads(out)
+    assert code == 0 and len(data["transfers"]) == 12 and data["makespan_s"] > 0
+    code, _, err = run(capsys, "synth", "ring:4", "--collective", "allgather", "--size", "4MiB",
+                       "--option", "colour=1")
+    assert code == 2 and "one of: order" in err
+
+
+def test_bound_and_simulate_match_hand_values(capsys):
+    # ring:8 allgather, 25GB/s per direction: (N-1)M/N / (2B)
+    code, out, _ = run(capsys, "bound", "ring:8", "--collective", "allgather", "--size", "8GB",
+                       "--json")
+    assert code == 0
+    assert json.loads(out)["lower_bound_s"] == pytest.approx(7e9 / 50e9)
+    # one hop of 1MB at 25GB/s plus 1us
+    code, out, _ = run(capsys, "simulate", "ring:8", "--send", "0:1:1MB", "--json")
+    data = json.loads(out)
+    assert data["makespan_s"] == pytest.approx(1e6 / 25e9 + 1e-6)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["simulate", "ring:4", "--send", "0:9:1MB"], "DST"),
+    (["simulate", "ring:4", "--send", "0-1-1MB"], "SRC:DST:SIZE"),
+    (["simulate", "ring:4"], "--send"),
+    (["synth", "ring:4", "--collective", "allgather", "--size=-1MB"], "--size"),
+    (["synth", "ring:4", "--collective", "allgather", "--size", "1MB", "--algorithm", "nope"],
+     "algorithm"),
+    (["synth", "ring:4", "--collective", "alltoall", "--size", "1MB"], "collective"),
+])
+def test_bad_command_input_exits_2(capsys, argv, needle):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == "" and needle in err and err.count("\n") == 1
