@@ -20,9 +20,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import os
-import platform
+import sys
 import time
 from pathlib import Path
 
@@ -34,11 +32,8 @@ from evaluators.netsim import replay, schedule_messages, simulate
 from evaluators.schedule import COPY, Schedule
 from topologies.registry import from_spec
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
-HEADER = ("# Benchmark results\n\n"
-          "Appended by the scripts in `experiments/benchmarks/` (newest last); "
-          "never edit past entries.\n")
-
+sys.path.insert(0, str(Path(__file__).parent))
+from results_file import append_result, markdown_table, print_rows  # noqa: E402
 
 def ring_allgather(topology, size_bytes: float) -> Schedule:
     """Ring allgather over NPUs 0..n-1 in id order (transfers listed step by step)."""
@@ -59,11 +54,6 @@ def ring_allgather(topology, size_bytes: float) -> Schedule:
     zeros = np.zeros(r.size)
     return Schedule(coll, chunk=chunk, src=r, dst=dst, path_ptr=ptr, path_links=links,
                     start=zeros, end=zeros, op=np.full(r.size, COPY), metadata={"algorithm": "ring"})
-
-
-def machine() -> str:
-    return (f"{platform.node() or 'unknown host'}, {platform.processor() or platform.machine()}, "
-            f"{os.cpu_count()} CPUs, Python {platform.python_version()}, numpy {np.__version__}")
 
 
 def main() -> None:
@@ -119,23 +109,11 @@ def main() -> None:
         ("replayed time s", f"{replayed.time_s:.6g} ({check})"),
         ("max link utilisation", f"{result.link_utilization.max():.4f}"),
     ]
-    width = max(len(k) for k, _ in rows)
-    table = "\n".join(["| metric | value |", "| --- | --- |"]
-                      + [f"| {k} | {v} |" for k, v in rows])
-    for k, v in rows:
-        print(f"{k:<{width}}  {v}")
+    print_rows(rows)
     if not args.no_append:
-        stamp = dt.datetime.now().astimezone().isoformat(timespec="seconds")
-        entry = (f"\n## netsim congestion replay: ring allgather, {args.topology} ({stamp})\n\n"
-                 f"Machine: {machine()}.\n"
-                 f"Command: `python experiments/benchmarks/bench_netsim_congestion.py "
-                 f"--topology {args.topology} --size {args.size}`\n\n{table}\n")
-        if not RESULTS.exists():
-            RESULTS.write_text(HEADER)
-        with RESULTS.open("a") as fh:
-            fh.write(entry)
-        print(f"appended to {RESULTS}")
-
+        append_result(f"netsim congestion replay: ring allgather, {args.topology}",
+                      f"python experiments/benchmarks/bench_netsim_congestion.py "
+                      f"--topology {args.topology} --size {args.size}", markdown_table(rows))
 
 if __name__ == "__main__":
     main()
