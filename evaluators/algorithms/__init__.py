@@ -11,3 +11,4 @@ and tree patterns over blocks of chunks); closed-form times are in
 from evaluators.algorithms import (  # noqa: F401
     bidir_ring, dbt, direct, hierarchical, multiring, rhd, ring,
 )
+from evaluators.algorithms import tacos  # noqa: F401  (TACOS-GREEDY synthesizer)
