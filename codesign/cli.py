@@ -239,6 +239,19 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_reorder(args: argparse.Namespace) -> int:
+    from search.rank_order import load_cost_matrix, reorder
+
+    matrix = load_cost_matrix(args.matrix)
+    result = reorder(matrix.costs, args.algorithm, seed=args.seed, time_limit_s=args.time_limit)
+    payload = {"algorithm": args.algorithm, "order": list(result.order),
+               "names": [matrix.names[i] for i in result.order] if matrix.names else None,
+               "cost_s": result.cost_s, "baseline_cost_s": result.baseline_cost_s,
+               "method": result.method}
+    _emit(args, payload)
+    return 0
+
+
 # ---------------------------------------------------------------- pipeline
 def _cmd_quickstart(args: argparse.Namespace) -> int:
     from codesign.report import write_report
@@ -340,6 +353,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--send", action="append", metavar="SRC:DST:SIZE")
     p.add_argument("--schedule", help="schedule JSON file to replay")
     p.add_argument("--model", default="congestion", choices=("analytical", "congestion", "flow"))
+
+    p = add(sub, "reorder", _cmd_reorder,
+            "rank order minimising a collective's cost over a pairwise latency matrix")
+    p.add_argument("matrix", help="square CSV of one-way costs in seconds (optional header row)")
+    p.add_argument("--algorithm", required=True, choices=("ring", "hd", "dbt", "bcube"))
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-limit", type=float, default=10.0, help="seconds (default 10)")
 
     p = add(sub, "quickstart", _cmd_quickstart,
             "run the small built-in design study and write its report")

@@ -106,3 +106,23 @@ def test_bound_and_simulate_match_hand_values(capsys):
 def test_bad_command_input_exits_2(capsys, argv, needle):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == "" and needle in err and err.count("\n") == 1
+
+
+def test_reorder_finds_the_planted_ring(capsys, tmp_path):
+    # two racks {0, 2} and {1, 3}: 1us inside a rack, 100us across; the identity ring crosses
+    # racks four times, the best ring twice.
+    inside, across = 1e-6, 100e-6
+    rack = [0, 1, 0, 1]
+    rows = [",".join("0" if i == j else str(inside if rack[i] == rack[j] else across)
+                     for j in range(4)) for i in range(4)]
+    path = tmp_path / "m.csv"
+    path.write_text("a,b,c,d\n" + "\n".join(rows) + "\n")
+    code, out, _ = run(capsys, "reorder", str(path), "--algorithm", "ring", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["baseline_cost_s"] == pytest.approx(4 * across)
+    assert data["cost_s"] == pytest.approx(2 * inside + 2 * across)
+    assert sorted(data["order"]) == [0, 1, 2, 3]
+    path.write_text("0,1\n1,0,3\n")
+    code, _, err = run(capsys, "reorder", str(path), "--algorithm", "ring")
+    assert code == 2 and err.count("\n") == 1
