@@ -20,8 +20,7 @@ from codesign.errors import InvalidSpecError
 from evaluators.collectives import KINDS, Collective
 from evaluators.registry import ALGORITHMS, algorithm_names, synthesize
 from evaluators.validate import validate_schedule
-from topologies.builder import LinkBuilder
-from topologies.registry import from_spec
+from topology_cases import cached_topology
 
 algorithm_names()  # import the built-in algorithms so that ALGORITHMS is complete
 
@@ -31,23 +30,8 @@ SPECS = ["ring:2", "ring:4", "ring:5", "fc:4", "switch:4", "torus:3x3", "hypercu
          "hier:ring2_fc2_switch2,bw=50GB/s:25GB/s:10GB/s", "uniring:3"]
 
 
-def _irregular():
-    # Two triangles joined by one slow cable plus a chord through a switch:
-    # no dims, unequal bandwidths, multi-hop routes.
-    b = LinkBuilder(6, 1)
-    b.cable([0, 1, 2, 3, 4, 5], [1, 2, 0, 4, 5, 3], 25e9, 1e-6)
-    b.cable(2, 3, 10e9, 2e-6)
-    b.cable([0, 5], [6, 6], 40e9, 0.5e-6)
-    return b.build(name="irregular")
+topology = cached_topology
 
-
-_TOPOLOGIES: dict = {}
-
-
-def topology(name):
-    if name not in _TOPOLOGIES:
-        _TOPOLOGIES[name] = _irregular() if name == "irregular" else from_spec(name)
-    return _TOPOLOGIES[name]
 
 
 def _expected_invalid(alg: str, topo) -> bool:

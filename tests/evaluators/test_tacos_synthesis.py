@@ -21,24 +21,11 @@ from evaluators.schedule import COPY, REDUCE
 from evaluators.validate import validate_schedule
 from topologies.builder import LinkBuilder
 from topologies.registry import from_spec
+from topology_cases import cached_topology
 
 
-def _irregular():
-    # Two triangles joined by one slow cable and a chord through a 2-port switch.
-    b = LinkBuilder(6, 1)
-    b.cable([0, 1, 2, 3, 4, 5], [1, 2, 0, 4, 5, 3], 25e9, 1e-6)
-    b.cable(2, 3, 10e9, 2e-6)
-    b.cable([0, 5], [6, 6], 40e9, 0.5e-6)
-    return b.build(name="irregular")
+topo = cached_topology
 
-
-_CACHE: dict = {}
-
-
-def topo(spec):
-    if spec not in _CACHE:
-        _CACHE[spec] = _irregular() if spec == "irregular" else from_spec(spec)
-    return _CACHE[spec]
 
 
 SPECS = ["ring:5", "torus:3x3", "mesh:3x4", "fc:4", "switch:4", "dgx1", "irregular",
