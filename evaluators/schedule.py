@@ -18,8 +18,9 @@ path counts as occupied for the whole ``[start, end]`` interval.
 
 ``chunk_bytes`` is the size of one chunk (bytes); ``metadata`` holds the
 algorithm name, the link model (``metadata["link_model"]``: ``"exclusive"``,
-one chunk per link at a time, the default; or ``"shared"``, fluid sharing of
-link bandwidth) and anything else the synthesizer wants to keep.  The
+one chunk per link at a time, the default; ``"shared"``, fluid sharing of
+link bandwidth; or ``"none"``, no contention, as the ``analytical`` network
+model times transfers) and anything else the synthesizer wants to keep.  The
 schedule's time is ``max(end)``.
 """
 
@@ -150,7 +151,7 @@ class Schedule:
 
     @property
     def link_model(self) -> str:
-        """``"exclusive"`` (default) or ``"shared"``."""
+        """``"exclusive"`` (default), ``"shared"`` or ``"none"``."""
         return str(self.metadata.get("link_model", "exclusive"))
 
     @property
