@@ -252,6 +252,21 @@ def _cmd_reorder(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_probe(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from search.probe import probe_latencies, save_cost_matrix
+
+    result = probe_latencies(nodes=args.nodes, rounds=args.rounds, ray_address=args.ray_address,
+                             seed=args.seed)
+    path = save_cost_matrix(args.out, result.matrix_s, result.names)
+    off = result.matrix_s[~np.eye(len(result.names), dtype=bool)] if len(result.names) > 1 else []
+    payload = {"nodes": list(result.names), "matrix": str(path),
+               "min_s": float(min(off)), "max_s": float(max(off))}
+    _emit(args, payload)
+    return 0
+
+
 # ---------------------------------------------------------------- pipeline
 def _cmd_quickstart(args: argparse.Namespace) -> int:
     from codesign.report import write_report
@@ -360,6 +375,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--algorithm", required=True, choices=("ring", "hd", "dbt", "bcube"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--time-limit", type=float, default=10.0, help="seconds (default 10)")
+
+    p = add(sub, "probe", _cmd_probe,
+            "measure pairwise one-way latencies between Ray nodes (UDP echo) into a CSV")
+    p.add_argument("--out", required=True, help="CSV file to write (read by `codesign reorder`)")
+    p.add_argument("--nodes", type=int, help="actors on the local machine, or first N cluster nodes")
+    p.add_argument("--rounds", type=int, default=20, help="round trips per pair (default 20)")
+    p.add_argument("--ray-address", help="join an existing Ray cluster (default: local Ray)")
+    p.add_argument("--seed", type=int, default=0)
 
     p = add(sub, "quickstart", _cmd_quickstart,
             "run the small built-in design study and write its report")

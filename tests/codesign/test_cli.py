@@ -126,3 +126,14 @@ def test_reorder_finds_the_planted_ring(capsys, tmp_path):
     path.write_text("0,1\n1,0,3\n")
     code, _, err = run(capsys, "reorder", str(path), "--algorithm", "ring")
     assert code == 2 and err.count("\n") == 1
+
+
+def test_probe_writes_a_matrix_that_reorder_reads(capsys, tmp_path):
+    path = tmp_path / "lat.csv"
+    code, out, _ = run(capsys, "probe", "--nodes", "3", "--rounds", "3", "--out", str(path),
+                       "--json")
+    data = json.loads(out)
+    assert code == 0 and len(data["nodes"]) == 3
+    assert 0 < data["min_s"] <= data["max_s"] < 0.01
+    code, out, _ = run(capsys, "reorder", str(path), "--algorithm", "ring", "--json")
+    assert code == 0 and sorted(json.loads(out)["order"]) == [0, 1, 2]
