@@ -12,3 +12,4 @@ from evaluators.algorithms import (  # noqa: F401
     bidir_ring, dbt, direct, hierarchical, multiring, rhd, ring,
 )
 from evaluators.algorithms import tacos  # noqa: F401  (TACOS-GREEDY synthesizer)
+from evaluators.algorithms import themis  # noqa: F401  (Themis ISCA'22 scheduler)
