@@ -83,7 +83,7 @@ def test_planted_ring_closed_form(racks, size, seed):
     r = reorder(c, "ring", seed=seed)
     expected = racks * B + (n - racks) * A if racks > 1 else n * A
     assert r.cost_s == pytest.approx(expected, rel=1e-9)
-    assert r.method == ("held-karp" if n <= 12 else "2opt+oropt")
+    assert r.method.startswith("held-karp" if n <= 12 else "2opt+oropt")
 
 
 @pytest.mark.parametrize("algorithm,m,k", [("hd", 4, 2), ("hd", 4, 1), ("bcube", 4, 3), ("hd", 5, 3)])
