@@ -1,0 +1,12 @@
+"""Optimal collectives via multicommodity flow (thesis Chapters 2-4): the fluid LPs.
+
+Modules: :mod:`~evaluators.mcf.ten` (time-expanded networks, switch copies),
+:mod:`~evaluators.mcf.fluid` (LP 4.2 / 3.16 blocks and their assembly),
+:mod:`~evaluators.mcf.switches` (realisability check), :mod:`~evaluators.mcf.problem`
+(solve at one step count with refinement), :mod:`~evaluators.mcf.alltoall`,
+:mod:`~evaluators.mcf.allreduce`, and the front door :mod:`~evaluators.mcf.api`.
+"""
+
+from evaluators.mcf.api import McfResult, OriginFlow, fluid_optimum
+
+__all__ = ["fluid_optimum", "McfResult", "OriginFlow"]

@@ -1,0 +1,111 @@
+"""Input validation and result fields of evaluators.mcf.fluid_optimum."""
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codesign.errors import InfeasibleError, InvalidSpecError
+from evaluators.collectives import Collective
+from evaluators.mcf import fluid_optimum
+from topologies.builder import LinkBuilder
+from topology_cases import cached_topology
+
+M = 1e9
+
+
+def ring4():
+    return cached_topology("ring:4")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.one_of(st.integers(max_value=0), st.floats(allow_nan=True), st.text(max_size=3),
+                 st.booleans()))
+def test_bad_steps_rejected(value):
+    with pytest.raises(InvalidSpecError, match="steps"):
+        fluid_optimum(ring4(), Collective.on("allgather", 4, M), steps=value)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.text(max_size=8).filter(lambda s: s not in ("3.13", "3.14", "exact", "multicast")))
+def test_bad_switch_model_rejected(value):
+    with pytest.raises(InvalidSpecError, match="switch_model"):
+        fluid_optimum(ring4(), Collective.on("allgather", 4, M), switch_model=value)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.one_of(st.integers(min_value=-50, max_value=-1), st.integers(min_value=4, max_value=99)))
+def test_memory_node_out_of_range_rejected(node):
+    with pytest.raises(InvalidSpecError, match="memory node"):
+        fluid_optimum(ring4(), Collective.on("allgather", 3, M), memory_nodes=(node,))
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"memory_nodes": (0,)}, "memory node"),
+    ({"link_groups": [([0, 99], 1e9)]}, "link group links"),
+    ({"link_groups": [([0], -1.0)]}, "link group bandwidth"),
+    ({"link_groups": [5]}, "link group"),
+    ({"link_costs": [1.0, 2.0]}, "link_costs"),
+    ({"shares": "random"}, "shares"),
+    ({"method": "simplex"}, "method"),
+    ({"max_rounds": -1}, "max_rounds"),
+    ({"patience": 0}, "patience"),
+    ({"secondary": "yes"}, "secondary"),
+])
+def test_bad_options_name_the_field(kwargs, field):
+    with pytest.raises(InvalidSpecError, match=field):
+        fluid_optimum(ring4(), Collective.on("allgather", 4, M), **kwargs)
+
+
+def test_participant_outside_topology():
+    with pytest.raises(InvalidSpecError, match="participant"):
+        fluid_optimum(ring4(), Collective.on("allgather", (0, 7), M))
+
+
+def test_unreachable_participant_is_infeasible():
+    lb = LinkBuilder(3)
+    lb.links([0, 1], [1, 2], 1e9, 0.0)
+    topo = lb.build(require_connected=False)
+    with pytest.raises(InfeasibleError, match="cannot be reached"):
+        fluid_optimum(topo, Collective.on("allgather", 3, M))
+
+
+def test_memory_attribute_marks_memory():
+    # NPU 3 flagged as memory by node_attrs: it copies for the others and is
+    # not charged as a GPU, exactly like memory_nodes=(3,).
+    lb = LinkBuilder(4)
+    lb.cable([0, 1, 2], [3, 3, 3], 1e9, 0.0)
+    flagged = lb.build(node_attrs={"memory": [False, False, False, True]})
+    plain = lb.build()
+    coll = Collective("broadcast", (0, 1, 2), M, root=0)
+    a = fluid_optimum(flagged, coll)
+    b = fluid_optimum(plain, coll, memory_nodes=(3,))
+    assert a.time_s == pytest.approx(b.time_s) and a.secondary_cost_bytes == pytest.approx(3 * M)
+    with pytest.raises(InvalidSpecError, match="memory node"):
+        fluid_optimum(flagged, Collective.on("allgather", 4, M))
+
+
+def test_custom_link_costs():
+    # Cost only on link 0: at the optimum every in-link of the ring is full
+    # (each NPU takes 3 shards over two links in R = 1.5 shard-times), so the
+    # cost is exactly that link's load, b * R.
+    topo = ring4()
+    costs = [0.0] * topo.n_links
+    costs[0] = 1.0
+    r = fluid_optimum(topo, Collective.on("allgather", 4, M), link_costs=costs)
+    assert r.secondary_cost_bytes == pytest.approx(float(topo.bandwidth[0]) * r.time_s, rel=1e-6)
+
+
+def test_result_fields_and_json():
+    r = fluid_optimum(ring4(), Collective.on("allgather", 4, M))
+    d = r.to_dict()
+    json.dumps(d)
+    assert d["time_s"] == r.time_s and d["steps"] == 2 and d["optimal"] is True
+    assert r.algbw_Bps == pytest.approx(M / r.time_s)
+    assert r.dual_gap < 1e-8
+    assert "Optimal" in r.solver_status
+    assert len(r.flows) == 4 and {f.origin for f in r.flows} == {0, 1, 2, 3}
+    assert r.lp_shape[0] > 0 and r.lp_shape[1] > 0
+    assert fluid_optimum(ring4(), Collective.on("allgather", 4, M),
+                         secondary=False).secondary_cost_bytes is None
