@@ -212,10 +212,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from topologies.registry import load_topology
 
     topo = load_topology(args.spec)
+    options = _parse_options(args.option or [])
     if args.schedule:
         from evaluators.schedule_io import load_schedule
 
-        schedule = replay(load_schedule(args.schedule), topo, model=args.model)
+        schedule = replay(load_schedule(args.schedule), topo, model=args.model, **options)
         payload = {
             "model": args.model,
             "transfers": [{"src": int(s), "dst": int(d), "chunk": int(c), "size_bytes":
@@ -233,7 +234,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                 if not 0 <= node < topo.npus:
                     raise invalid(f"--send #{i + 1} {name}", node,
                                   f"an NPU id in 0..{topo.npus - 1}")
-        result = simulate(topo, sends, model=args.model)
+        result = simulate(topo, sends, model=args.model, **options)
         payload = {"model": args.model, **result.to_dict()}
     _emit(args, payload)
     return 0
@@ -264,6 +265,49 @@ def _cmd_probe(args: argparse.Namespace) -> int:
     payload = {"nodes": list(result.names), "matrix": str(path),
                "min_s": float(min(off)), "max_s": float(max(off))}
     _emit(args, payload)
+    return 0
+
+
+# --------------------------------------------------------------------- workloads
+def _cmd_workload_show(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from codesign.units import format_size
+    from codesign.workloads import get_workload, load_workload
+
+    options = _parse_options(args.option or [])
+    looks_like_file = args.name.endswith((".yaml", ".yml")) or Path(args.name).is_file()
+    if looks_like_file:
+        if args.config or options:
+            from codesign.errors import invalid
+
+            raise invalid("--config/--option", args.config or options,
+                          "nothing with a model file (put overrides in the file)")
+        workload = load_workload(args.name)
+    else:
+        workload = get_workload(args.name, args.config, **options)
+    payload = workload.to_dict()
+
+    def human() -> None:
+        mem = workload.memory
+        print(f"{workload.name} [{workload.config or workload.builder}]: {workload.description}")
+        print(f"  parameters      {workload.parameters:,}"
+              + (f" ({workload.active_parameters:,.0f} active per token)"
+                 if workload.active_parameters != workload.parameters else ""))
+        print(f"  flops/sample    {workload.flops_per_sample:.4g} (forward "
+              f"{workload.fwd_flops_per_sample:.4g})")
+        print(f"  batch           {workload.batch_size}"
+              + (f" (seq_len {workload.seq_len})" if workload.seq_len else ""))
+        print(f"  memory          weights {format_size(mem.weights_bytes)}, gradients "
+              f"{format_size(mem.gradients_bytes)}, optimizer {format_size(mem.optimizer_bytes)}"
+              f", activations {format_size(mem.activation_bytes_per_sample)}/sample")
+        print(f"  {'layer':<24}{'kind':<12}{'params':>16}{'fwd GFLOP':>14}{'activation':>14}")
+        for layer in workload.layers:
+            print(f"  {layer.name:<24}{layer.kind:<12}{layer.params:>16,}"
+                  f"{layer.fwd_flops / 1e9:>14.4g}{format_size(layer.activation_bytes):>14}")
+        print(f"  source: {workload.source}")
+
+    _emit(args, payload, human)
     return 0
 
 
@@ -368,6 +412,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--send", action="append", metavar="SRC:DST:SIZE")
     p.add_argument("--schedule", help="schedule JSON file to replay")
     p.add_argument("--model", default="congestion", choices=("analytical", "congestion", "flow"))
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="network model option, repeatable (congestion: order=fifo|schedule)")
 
     p = add(sub, "reorder", _cmd_reorder,
             "rank order minimising a collective's cost over a pairwise latency matrix")
@@ -383,6 +429,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rounds", type=int, default=20, help="round trips per pair (default 20)")
     p.add_argument("--ray-address", help="join an existing Ray cluster (default: local Ray)")
     p.add_argument("--seed", type=int, default=0)
+
+    workload = sub.add_parser("workload", help="inspect training workloads").add_subparsers(
+        dest="workload_command", required=True, parser_class=_Parser)
+    p = add(workload, "show", _cmd_workload_show,
+            "layers, parameter and FLOP totals, memory of a zoo model or model YAML file")
+    p.add_argument("name", help="zoo name (resnet50, gpt3-175b, ...) or a model YAML file")
+    p.add_argument("--config", help="zoo configuration (e.g. simulation, testbed, 5.6)")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="override a hyper-parameter or setting, repeatable "
+                        "(e.g. seq_len=4096, batch_size=512)")
 
     p = add(sub, "quickstart", _cmd_quickstart,
             "run the small built-in design study and write its report")

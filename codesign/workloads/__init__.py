@@ -1,0 +1,40 @@
+"""Training workloads: the model zoo, the hardware catalog and per-layer compute time.
+
+Bottom layer of the framework (DESIGN.md section 2): imports nothing from
+``topologies``, ``evaluators`` or ``search``.
+
+* :mod:`~codesign.workloads.model` -- :class:`Layer`, :class:`Workload` and the
+  counting conventions (FLOPs, bytes, tensor/expert parallel sizes).
+* :mod:`~codesign.workloads.registry` -- the zoo (:func:`get_workload`,
+  :func:`workload_names`) and user model files (:func:`load_workload`).
+* :mod:`~codesign.workloads.hardware` -- GPUs (:func:`get_hardware`,
+  :func:`load_hardware_catalog`).
+* :mod:`~codesign.workloads.compute` -- roofline :func:`layer_time`;
+  :mod:`~codesign.workloads.profile` -- measured times (:func:`load_profile`).
+
+Example
+-------
+>>> from codesign.workloads import get_workload, get_hardware, layer_times
+>>> w = get_workload("resnet50")
+>>> round(w.parameters / 1e6, 1)
+25.6
+>>> t = layer_times(w, get_hardware("A100-80"), batch=128, efficiency=0.5)
+"""
+
+from codesign.workloads.compute import DEFAULT_EFFICIENCY, LayerTime, layer_time, layer_times
+from codesign.workloads.hardware import (
+    Hardware, HardwareCatalog, get_hardware, hardware_names, load_hardware_catalog)
+from codesign.workloads.model import KINDS, Layer, MemorySummary, Workload
+from codesign.workloads.profile import Profile, load_profile
+from codesign.workloads.registry import (
+    BUILDERS, get_workload, load_workload, workload_configs, workload_from_dict,
+    workload_names)
+
+__all__ = [
+    "KINDS", "Layer", "Workload", "MemorySummary",
+    "BUILDERS", "get_workload", "workload_names", "workload_configs", "load_workload",
+    "workload_from_dict",
+    "Hardware", "HardwareCatalog", "get_hardware", "hardware_names", "load_hardware_catalog",
+    "DEFAULT_EFFICIENCY", "LayerTime", "layer_time", "layer_times",
+    "Profile", "load_profile",
+]

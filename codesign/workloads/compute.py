@@ -1,0 +1,152 @@
+"""Compute time of layers on a GPU: a roofline with a stated efficiency, or a profile.
+
+Roofline (Williams et al., CACM 2009), per layer and pass, for a batch of ``B`` samples
+on one GPU::
+
+    forward  = max(B fwd_flops / (peak x efficiency),
+                   (W + B io_bytes) / (memory_bandwidth x memory_efficiency))
+    backward = max(B bwd_flops / (peak x efficiency),
+                   (2 W + 2 B io_bytes) / (memory_bandwidth x memory_efficiency))
+
+*Bytes moved* are HBM traffic: ``W`` the layer's weights read once per pass
+(``weight_bytes``; backward reads the weights and writes their gradients, 2 W), and
+the activations read and written (``io_bytes`` per sample; backward reads the saved
+inputs and output gradients and writes input gradients, about twice the forward
+traffic).  Embedding tables are not read whole: only the gathered rows, already in
+their ``io_bytes``, so ``W = 0`` for them.  Caches are ignored (no reuse across layers).
+
+``peak`` is the GPU's dense peak for the layer's number format: 1-byte layers use
+``fp8``, 2-byte ``fp16``/``bf16``, 4-byte ``fp32`` (pass ``dtype="tf32"`` for tensor
+cores on 4-byte data).  ``efficiency`` (default :data:`DEFAULT_EFFICIENCY` = 0.5) is the
+fraction of peak large matmuls reach in training; Megatron-LM reports 44-52 % of A100
+peak end to end for GPT models (Narayanan et al. SC'21, Table 1), and Themis assumes
+roofline peak (efficiency 1).  A measured :class:`~codesign.workloads.profile.Profile`
+replaces the roofline for every layer it names.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from codesign.errors import invalid
+from codesign.workloads.hardware import Hardware, get_hardware
+from codesign.workloads.model import Layer, Workload
+
+__all__ = ["DEFAULT_EFFICIENCY", "LayerTime", "layer_time", "layer_times", "dtype_name"]
+
+#: Fraction of peak FLOP/s assumed for compute-bound layers (see the module docstring).
+DEFAULT_EFFICIENCY = 0.5
+
+_DTYPE_BY_BYTES = {1: "fp8", 2: "fp16", 4: "fp32", 8: "fp64"}
+
+
+@dataclass(frozen=True)
+class LayerTime:
+    """Forward and backward time of one layer on one GPU for a batch.
+
+    ``bound`` says what set each time: ``"compute"`` or ``"memory"`` (roofline), or
+    ``"profile"`` (measured).
+    """
+
+    name: str
+    batch: float
+    fwd_s: float
+    bwd_s: float
+    fwd_bound: str
+    bwd_bound: str
+
+    @property
+    def total_s(self) -> float:
+        return self.fwd_s + self.bwd_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "batch": self.batch, "fwd_s": self.fwd_s,
+                "bwd_s": self.bwd_s, "fwd_bound": self.fwd_bound, "bwd_bound": self.bwd_bound}
+
+
+def dtype_name(dtype_bytes: int) -> str:
+    """The number format the roofline assumes for ``dtype_bytes``-byte data."""
+    return _DTYPE_BY_BYTES[dtype_bytes]
+
+
+def _fraction(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or not 0 < value <= 1:
+        raise invalid(name, value, "a number in (0, 1]")
+    return float(value)
+
+
+def _batch(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value) or value <= 0:
+        raise invalid("batch", value, "a number of samples > 0")
+    return float(value)
+
+
+def layer_time(layer: Layer, hardware: Hardware | str, batch: float, *,
+               efficiency: float = DEFAULT_EFFICIENCY, memory_efficiency: float = 1.0,
+               dtype: str | None = None) -> LayerTime:
+    """Roofline forward and backward time of ``layer`` for ``batch`` samples.
+
+    Parameters
+    ----------
+    layer : Layer
+    hardware : Hardware or str
+        A catalog entry or its name (``"A100-80"``).
+    batch : float
+        Samples this GPU processes (may be fractional after tensor splitting).
+    efficiency : float, optional
+        Fraction of peak FLOP/s reached, in (0, 1].
+    memory_efficiency : float, optional
+        Fraction of HBM bandwidth reached, in (0, 1].
+    dtype : str, optional
+        Number format whose peak applies; default from ``layer.dtype_bytes``.
+
+    Returns
+    -------
+    LayerTime
+        Seconds, and which roof bounds each pass.
+
+    Examples
+    --------
+    A 4096 x 4096 fp16 dense layer, 1024 samples, on an A100 at 50 %:
+    ``2 * 4096**2 * 1024 / (312e12 * 0.5)`` = 0.22 ms forward.
+    """
+    hw = get_hardware(hardware)
+    b = _batch(batch)
+    peak = hw.peak_flops(dtype or dtype_name(layer.dtype_bytes)) \
+        * _fraction("efficiency", efficiency)
+    bandwidth = hw.memory_bandwidth_Bps * _fraction("memory_efficiency", memory_efficiency)
+    weights = 0.0 if layer.kind == "embedding" else layer.weight_bytes
+    times = []
+    for flops, moved in ((layer.fwd_flops, weights + b * layer.io_bytes),
+                         (layer.bwd_flops, 2.0 * weights + 2.0 * b * layer.io_bytes)):
+        compute, memory = b * flops / peak, moved / bandwidth
+        times.append((compute, "compute") if compute >= memory else (memory, "memory"))
+    (fwd, fb), (bwd, bb) = times
+    return LayerTime(layer.name, b, fwd, bwd, fb, bb)
+
+
+def layer_times(workload: Workload, hardware: Hardware | str, batch: float, *,
+                efficiency: float = DEFAULT_EFFICIENCY, memory_efficiency: float = 1.0,
+                dtype: str | None = None, profile: Any = None) -> tuple[LayerTime, ...]:
+    """Per-layer times of ``workload`` for ``batch`` samples per GPU.
+
+    Layers named in ``profile`` (a :class:`~codesign.workloads.profile.Profile`) take
+    its measured times, scaled to ``batch`` as the profile documents; the rest use
+    :func:`layer_time`.
+    """
+    hw = get_hardware(hardware)
+    b = _batch(batch)
+    out = []
+    for layer in workload.layers:
+        measured = profile.time(layer, b) if profile is not None else None
+        if measured is not None:
+            out.append(LayerTime(layer.name, b, measured[0], measured[1],
+                                 "profile", "profile"))
+        else:
+            out.append(layer_time(layer, hw, b, efficiency=efficiency,
+                                  memory_efficiency=memory_efficiency, dtype=dtype))
+    return tuple(out)

@@ -1,0 +1,225 @@
+"""The hardware catalog: GPU peak FLOP/s, memory, servers and intra-server fabric.
+
+The built-in catalog is ``codesign/workloads/data/hardware.yaml`` (V100, A100-40,
+A100-80, H100, H200, B200, from NVIDIA's datasheets; dense tensor-core peaks).  A user
+file of the same shape replaces it: :func:`load_hardware_catalog`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from codesign.errors import invalid
+from codesign.specs import check_keys, get_int, load_yaml
+from codesign.units import parse_bandwidth, parse_size
+
+__all__ = ["Hardware", "HardwareCatalog", "DTYPES", "get_hardware", "hardware_names",
+           "load_hardware_catalog", "catalog_from_dict", "parse_flops"]
+
+#: Number formats a catalog may give a peak for (``bf16`` reads the ``fp16`` peak).
+DTYPES = ("fp8", "fp16", "bf16", "tf32", "fp32", "fp64")
+
+_FLOPS_RE = re.compile(r"^\s*([+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*"
+                       r"([kKMGTPE])?\s*(?:FLOP/s|FLOPS|flop/s|flops)?\s*$")
+_SCALE = {None: 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
+
+
+def parse_flops(value: Any, *, field: str = "peak_flops") -> float:
+    """Parse a FLOP rate: a number (FLOP/s) or a string such as ``312TFLOP/s``.
+
+    Raises
+    ------
+    InvalidSpecError
+        Not a positive finite rate.
+    """
+    if isinstance(value, bool):
+        raise invalid(field, value, "a rate such as 312TFLOP/s")
+    if isinstance(value, (int, float)):
+        v = float(value)
+    elif isinstance(value, str) and (m := _FLOPS_RE.match(value)):
+        v = float(m.group(1)) * _SCALE[m.group(2)]
+    else:
+        raise invalid(field, value, "a rate such as 312TFLOP/s or 3.12e14")
+    if not math.isfinite(v) or v <= 0:
+        raise invalid(field, value, "a positive rate such as 312TFLOP/s")
+    return v
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """One accelerator model and its reference server.
+
+    Parameters
+    ----------
+    name : str
+        Catalog name (``"H100"``).
+    peak : tuple of (str, float)
+        Dense peak FLOP/s per number format (see :meth:`peak_flops`).
+    memory_bytes : float
+        HBM capacity, bytes.
+    memory_bandwidth_Bps : float
+        HBM bandwidth, bytes/s.
+    gpus_per_server : int
+        GPUs in the reference server.
+    fabric : str
+        Intra-server fabric.
+    fabric_bandwidth_Bps : float
+        Intra-server fabric bandwidth per GPU per direction, bytes/s.
+    nic_bandwidth_Bps : float or None
+        Scale-out bandwidth per GPU per direction, bytes/s.
+    description, source : str
+        What it is; where the numbers come from.
+    """
+
+    name: str
+    peak: tuple[tuple[str, float], ...]
+    memory_bytes: float
+    memory_bandwidth_Bps: float
+    gpus_per_server: int
+    fabric: str
+    fabric_bandwidth_Bps: float
+    nic_bandwidth_Bps: float | None = None
+    description: str = ""
+    source: str = ""
+
+    def peak_flops(self, dtype: str = "fp16") -> float:
+        """Dense peak FLOP/s for number format ``dtype`` (``bf16`` reads ``fp16``).
+
+        Raises
+        ------
+        InvalidSpecError
+            The catalog gives no peak for ``dtype``; the message lists those it gives.
+        """
+        table = dict(self.peak)
+        key = "fp16" if dtype == "bf16" and "bf16" not in table else dtype
+        if key not in table:
+            raise invalid(f"{self.name} dtype", dtype, f"one of {', '.join(table)}")
+        return table[key]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "description": self.description,
+                "peak_flops": dict(self.peak), "memory_bytes": self.memory_bytes,
+                "memory_bandwidth_Bps": self.memory_bandwidth_Bps,
+                "gpus_per_server": self.gpus_per_server, "fabric": self.fabric,
+                "fabric_bandwidth_Bps": self.fabric_bandwidth_Bps,
+                "nic_bandwidth_Bps": self.nic_bandwidth_Bps, "source": self.source}
+
+
+@dataclass(frozen=True)
+class HardwareCatalog:
+    """Named :class:`Hardware` entries and where they came from."""
+
+    gpus: tuple[Hardware, ...]
+    description: str = ""
+    source: str = ""
+
+    def names(self) -> list[str]:
+        return [g.name for g in self.gpus]
+
+    def get(self, name: str) -> Hardware:
+        """The entry called ``name`` (case-insensitive)."""
+        for g in self.gpus:
+            if isinstance(name, str) and g.name.lower() == name.lower():
+                return g
+        raise invalid("hardware", name, f"one of {', '.join(self.names())}")
+
+
+_GPU_KEYS = ("description", "source", "peak_flops", "memory", "memory_bandwidth",
+             "gpus_per_server", "fabric", "fabric_bandwidth", "nic_bandwidth")
+_GPU_REQUIRED = ("peak_flops", "memory", "memory_bandwidth", "gpus_per_server",
+                 "fabric_bandwidth")
+
+
+def catalog_from_dict(spec: Any, *, source: str = "") -> HardwareCatalog:
+    """Build a catalog from the YAML structure of ``hardware.yaml``.
+
+    Raises
+    ------
+    InvalidSpecError
+        Unknown or missing keys, a bad rate, size or count; the message names the field.
+    """
+    where = f"hardware catalog {source}".strip()
+    check_keys(spec, allowed=("description", "gpus"), required=("gpus",), where=where)
+    gpus_spec = spec["gpus"]
+    if not isinstance(gpus_spec, Mapping) or not gpus_spec:
+        raise invalid(f"{where} gpus", gpus_spec, "a non-empty mapping of GPU names to specs")
+    gpus = []
+    for name, g in gpus_spec.items():
+        gw = f"{where} gpus[{name!r}]"
+        if not isinstance(name, str) or not name:
+            raise invalid(f"{where} gpu name", name, "a non-empty string")
+        check_keys(g, allowed=_GPU_KEYS, required=_GPU_REQUIRED, where=gw)
+        peaks = g["peak_flops"]
+        if not isinstance(peaks, Mapping) or not peaks:
+            raise invalid(f"{gw} peak_flops", peaks, "a mapping such as {fp16: 312TFLOP/s}")
+        peak = []
+        for dtype, rate in peaks.items():
+            if dtype not in DTYPES:
+                raise invalid(f"{gw} peak_flops key", dtype, f"one of {', '.join(DTYPES)}")
+            peak.append((dtype, parse_flops(rate, field=f"{gw} peak_flops.{dtype}")))
+        texts = {}
+        for key in ("description", "source", "fabric"):
+            texts[key] = g.get(key, "")
+            if not isinstance(texts[key], str):
+                raise invalid(f"{gw} {key}", texts[key], "a string")
+        nic = g.get("nic_bandwidth")
+        gpus.append(Hardware(
+            name=name, peak=tuple(peak),
+            memory_bytes=parse_size(g["memory"], field=f"{gw} memory"),
+            memory_bandwidth_Bps=parse_bandwidth(g["memory_bandwidth"],
+                                                 field=f"{gw} memory_bandwidth"),
+            gpus_per_server=get_int(g, "gpus_per_server", where=gw, minimum=1),
+            fabric=texts["fabric"],
+            fabric_bandwidth_Bps=parse_bandwidth(g["fabric_bandwidth"],
+                                                 field=f"{gw} fabric_bandwidth"),
+            nic_bandwidth_Bps=None if nic is None else parse_bandwidth(
+                nic, field=f"{gw} nic_bandwidth"),
+            description=texts["description"], source=texts["source"]))
+    description = spec.get("description", "")
+    if not isinstance(description, str):
+        raise invalid(f"{where} description", description, "a string")
+    return HardwareCatalog(tuple(gpus), description=description, source=source)
+
+
+@lru_cache(maxsize=1)
+def _default_catalog() -> HardwareCatalog:
+    from importlib.resources import as_file, files
+
+    with as_file(files("codesign.workloads") / "data" / "hardware.yaml") as path:
+        return catalog_from_dict(load_yaml(path), source="codesign/workloads/data/hardware.yaml")
+
+
+def load_hardware_catalog(path: str | Path | None = None) -> HardwareCatalog:
+    """Load a hardware catalog; ``None`` gives the built-in one.
+
+    A user file replaces the built-in catalog entirely (same keys as
+    ``codesign/workloads/data/hardware.yaml``).
+    """
+    if path is None:
+        return _default_catalog()
+    return catalog_from_dict(load_yaml(path), source=str(path))
+
+
+def hardware_names() -> list[str]:
+    """Names in the built-in catalog."""
+    return _default_catalog().names()
+
+
+def get_hardware(name: str | Hardware, catalog: HardwareCatalog | None = None) -> Hardware:
+    """Look up ``name`` in ``catalog`` (default: the built-in one); a Hardware passes through.
+
+    Raises
+    ------
+    InvalidSpecError
+        Unknown name; the message lists the catalog's names.
+    """
+    if isinstance(name, Hardware):
+        return name
+    return (catalog or _default_catalog()).get(name)
+

@@ -1,0 +1,258 @@
+"""Constructors of common layers: parameters, FLOPs and bytes per sample.
+
+The counting conventions are those of :mod:`codesign.workloads.model` (2 FLOPs per
+MAC, backward = 2 x forward for weight layers, element-wise work not counted).
+``tokens`` is the number of positions one sample feeds through the layer (1 for an
+image classifier's fully connected layer, ``seq_len`` for a transformer).
+Normalisation layers are folded into the weight layer that follows them (pre-norm)
+or precedes them (conv + batch norm), so a transformer block is two layers
+(attention, MLP) and a bottleneck convolution with its batch norm is one.
+"""
+
+from __future__ import annotations
+
+from codesign.workloads.model import Layer
+
+__all__ = [
+    "dense", "conv2d", "pool2d", "embedding_bag", "token_embedding", "attention", "mlp",
+    "moe", "lstm", "concat", "norm_params",
+]
+
+
+def norm_params(kind: str, width: int) -> int:
+    """Parameters of a normalisation over ``width`` features.
+
+    ``layernorm`` has a gain and a bias (2 per feature), ``rmsnorm`` only a gain
+    (Zhang & Sennrich 2019), ``batchnorm`` a gain and a bias (running statistics are
+    buffers, not parameters), ``none`` nothing.
+    """
+    return {"layernorm": 2, "batchnorm": 2, "rmsnorm": 1, "none": 0}[kind] * width
+
+
+def dense(name: str, in_features: int, out_features: int, *, dtype_bytes: int,
+          tokens: int = 1, bias: bool = True, kind: str = "dense") -> Layer:
+    """A fully connected layer ``y = x W (+ b)`` applied at ``tokens`` positions.
+
+    Forward FLOPs ``2 in out tokens``; output ``out tokens`` elements; saved for
+    backward: the input.
+    """
+    d = dtype_bytes
+    return Layer(
+        name=name, kind=kind,
+        params=in_features * out_features + (out_features if bias else 0),
+        fwd_flops=2.0 * in_features * out_features * tokens,
+        bwd_flops=4.0 * in_features * out_features * tokens,
+        activation_bytes=float(out_features) * tokens * d, dtype_bytes=d,
+        io_bytes=float(in_features + out_features) * tokens * d,
+        saved_bytes=float(in_features) * tokens * d,
+        signature=f"Dense_{in_features}_{out_features}",
+    )
+
+
+def conv2d(name: str, in_channels: int, out_channels: int, kernel: int, *, height: int,
+           width: int, stride: int = 1, padding: int = 0, bias: bool = False,
+           batchnorm: bool = True, dtype_bytes: int) -> tuple[Layer, int, int]:
+    """A 2-D convolution (square kernel), optionally followed by batch norm and ReLU.
+
+    Returns ``(layer, out_height, out_width)``.  MACs ``k^2 c_in c_out h_out w_out``;
+    saved: the input, plus the convolution output when batch norm follows.
+    """
+    h_out = (height + 2 * padding - kernel) // stride + 1
+    w_out = (width + 2 * padding - kernel) // stride + 1
+    macs = float(kernel * kernel * in_channels * out_channels) * h_out * w_out
+    d = dtype_bytes
+    x_in = float(in_channels) * height * width
+    y_out = float(out_channels) * h_out * w_out
+    params = kernel * kernel * in_channels * out_channels + (out_channels if bias else 0) \
+        + (norm_params("batchnorm", out_channels) if batchnorm else 0)
+    layer = Layer(
+        name=name, kind="convolution", params=params,
+        fwd_flops=2.0 * macs, bwd_flops=4.0 * macs,
+        activation_bytes=y_out * d, dtype_bytes=d,
+        io_bytes=(x_in + y_out) * d,
+        saved_bytes=(x_in + (2.0 if batchnorm else 1.0) * y_out) * d,
+        signature=f"Conv2D_{in_channels}_{out_channels}_{kernel}x{kernel}_s{stride}",
+    )
+    return layer, h_out, w_out
+
+
+def pool2d(name: str, channels: int, *, height: int, width: int, kernel: int, stride: int,
+           padding: int = 0, dtype_bytes: int) -> tuple[Layer, int, int]:
+    """Max or average pooling: no parameters, no counted FLOPs.  Returns the output size."""
+    h_out = (height + 2 * padding - kernel) // stride + 1
+    w_out = (width + 2 * padding - kernel) // stride + 1
+    d = dtype_bytes
+    x_in = float(channels) * height * width
+    y_out = float(channels) * h_out * w_out
+    layer = Layer(name=name, kind="other", params=0, fwd_flops=0.0, bwd_flops=0.0,
+                  activation_bytes=y_out * d, dtype_bytes=d, io_bytes=(x_in + y_out) * d,
+                  saved_bytes=x_in * d)
+    return layer, h_out, w_out
+
+
+def embedding_bag(name: str, rows: int, dim: int, *, lookups: int, dtype_bytes: int) -> Layer:
+    """A sum-pooled embedding table (DLRM / NCF sparse feature).
+
+    ``lookups`` rows are gathered and summed per sample; the output is one row.
+    FLOPs are the pooling adds (``lookups x dim``), backward the same (scatter-add).
+    Bytes moved per sample: the gathered rows plus the output.  Saved for backward:
+    the indices (8-byte integers).
+    """
+    d = dtype_bytes
+    return Layer(
+        name=name, kind="embedding", params=rows * dim,
+        fwd_flops=float(lookups) * dim, bwd_flops=float(lookups) * dim,
+        activation_bytes=float(dim) * d, dtype_bytes=d,
+        io_bytes=float(lookups + 1) * dim * d, saved_bytes=8.0 * lookups,
+        table_rows=rows, table_dim=dim, lookups=lookups,
+        signature=f"Embed_{rows}x{dim}",
+    )
+
+
+def token_embedding(name: str, vocab: int, dim: int, *, tokens: int, dtype_bytes: int,
+                    extra_params: int = 0, tp_allreduce: bool = True) -> Layer:
+    """A token embedding: one row per token, no pooling, no FLOPs.
+
+    ``extra_params`` adds learned position / segment embeddings and a folded norm.
+    With Megatron's vocabulary-parallel embedding the TP group all-reduces the output
+    in the forward pass (``tokens x dim x dtype_bytes`` per sample).
+    """
+    d = dtype_bytes
+    out = float(tokens) * dim * d
+    return Layer(
+        name=name, kind="embedding", params=vocab * dim + extra_params,
+        fwd_flops=0.0, bwd_flops=0.0, activation_bytes=out, dtype_bytes=d,
+        io_bytes=2.0 * out, saved_bytes=8.0 * tokens,
+        table_rows=vocab, table_dim=dim, lookups=tokens,
+        tp_shardable=tp_allreduce, tp_allreduce_bytes=out if tp_allreduce else 0.0,
+        signature=f"Embed_{vocab}x{dim}",
+    )
+
+
+def _block(name: str, kind: str, params: int, fwd: float, out: float, d: int, io: float,
+           saved: float, tp: bool, **extra) -> Layer:
+    """A transformer sub-layer: backward 2 x forward, Megatron TP all-reduces of its output
+    (``g`` forward after the row-parallel matmul, ``f`` backward before the
+    column-parallel one), each ``out`` bytes per sample."""
+    return Layer(name=name, kind=kind, params=params, fwd_flops=fwd, bwd_flops=2.0 * fwd,
+                 activation_bytes=out, dtype_bytes=d, io_bytes=io, saved_bytes=saved,
+                 tp_shardable=tp, tp_allreduce_bytes=out if tp else 0.0,
+                 tp_bwd_allreduce_bytes=out if tp else 0.0, **extra)
+
+
+def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
+              dtype_bytes: int, bias: bool = True, norm: str = "layernorm",
+              dropout: bool = True, flash: bool = False, tp: bool = True) -> Layer:
+    """Multi-head (or grouped-query) self-attention with its pre-norm, as one layer.
+
+    Weights: ``Q`` and the output projection ``hidden x hidden``; ``K`` and ``V``
+    ``hidden x kv_heads*head_dim`` (GQA, Ainslie et al. 2023; ``kv_heads = heads`` is
+    plain MHA).  Forward FLOPs per sample: the four projections plus ``2 s^2 h``
+    for the scores and ``2 s^2 h`` for the context.  Saved bytes follow Korthikanti et
+    al. 2022 Sec. 4.1 (norm input, QKV input, Q, K, V, softmax output, dropout mask
+    and output, projection input, output dropout mask); with ``flash`` the
+    ``s x s`` tensors are recomputed (Dao et al. 2022) and not saved or moved.
+    """
+    d = dtype_bytes
+    head_dim = hidden // heads
+    kv_dim = kv_heads * head_dim
+    proj_macs = float(hidden * hidden * 2 + hidden * kv_dim * 2)  # Q, O, K, V per token
+    params = hidden * hidden * 2 + hidden * kv_dim * 2 + norm_params(norm, hidden)
+    if bias:
+        params += hidden * 2 + kv_dim * 2
+    s, h, a = float(seq), float(hidden), float(heads)
+    score_macs = 2.0 * s * s * h  # Q K^T and softmax(.) V, full s x s (no causal halving)
+    fwd = 2.0 * (proj_macs * s + score_macs)
+    sh = s * h
+    skv = s * kv_dim
+    # Saved for backward (Korthikanti et al. 2022, Sec. 4.1), in elements then bytes.
+    saved = (sh * (2 if norm != "none" else 1) + sh + 2 * skv + sh) * d
+    saved += (sh * 1.0 if dropout else 0.0)  # output dropout mask, 1 byte per element
+    io = (sh * (2 if norm != "none" else 0) + sh + (sh + 2 * skv) + (sh + 2 * skv) + sh
+          + 2 * sh) * d
+    if not flash:
+        ss = a * s * s
+        saved += ss * d + (ss * (1.0 + d) if dropout else 0.0)
+        io += 4.0 * ss * d  # scores written, read by softmax, written, read by context
+    return _block(name, "attention", params, fwd, sh * d, d, io, saved, tp)
+
+
+def mlp(name: str, *, hidden: int, ffn: int, seq: int, dtype_bytes: int, bias: bool = True,
+        norm: str = "layernorm", gated: bool = False, dropout: bool = True,
+        activation: bool = True, tp: bool = True) -> Layer:
+    """A transformer feed-forward block with its pre-norm, as one layer.
+
+    Two matrices ``hidden x ffn`` and ``ffn x hidden``; ``gated`` (SwiGLU, Shazeer
+    2020) adds the gate matrix.  Saved bytes: norm input, first input, activation
+    input(s), second input, dropout mask -- ``21 s h`` bytes for GPT (ffn = 4h, 2-byte).
+    """
+    d = dtype_bytes
+    mats = 3 if gated else 2
+    params = mats * hidden * ffn + norm_params(norm, hidden)
+    if bias:
+        params += (mats - 1) * ffn + hidden
+    s = float(seq)
+    sh, sf = s * hidden, s * ffn
+    fwd = 2.0 * mats * hidden * ffn * s
+    n_norm = 1 if norm != "none" else 0
+    saved = (sh * n_norm + sh + (2 * sf if gated else (sf if activation else 0)) + sf) * d
+    saved += sh if dropout else 0.0
+    io = (2 * sh * n_norm + sh + (mats - 1) * sf + (3 * sf if gated else 2 * sf)
+          + sf + sh) * d
+    return _block(name, "dense", params, fwd, sh * d, d, io, saved, tp)
+
+
+def moe(name: str, *, hidden: int, ffn: int, experts: int, top_k: int, seq: int,
+        dtype_bytes: int, norm: str = "rmsnorm", gated: bool = True, bias: bool = False,
+        tp: bool = True) -> Layer:
+    """A mixture-of-experts feed-forward block (router + ``experts`` MLPs), one layer.
+
+    Each token goes to ``top_k`` experts (Shazeer et al. 2017; Mixtral, Jiang et al.
+    2024).  FLOPs count the router and ``top_k`` expert MLPs per token; parameters
+    count every expert.  The dispatch all-to-all sends each token's hidden vector to
+    its ``top_k`` experts.
+    """
+    d = dtype_bytes
+    dense_block = mlp(name, hidden=hidden, ffn=ffn, seq=seq, dtype_bytes=d, bias=bias,
+                      norm="none", gated=gated, dropout=False, tp=tp)
+    expert_params = experts * dense_block.params
+    router = hidden * experts
+    s = float(seq)
+    fwd = 2.0 * router * s + top_k * dense_block.fwd_flops
+    sh = s * hidden
+    saved = (2 * sh + s * experts) * d + top_k * (dense_block.saved_bytes)
+    io = (2 * sh + sh + s * experts) * d + top_k * dense_block.io_bytes
+    return _block(name, "expert", expert_params + router + norm_params(norm, hidden), fwd,
+                  sh * d, d, io, saved, tp, experts=experts, top_k=top_k,
+                  expert_params=expert_params, ep_alltoall_bytes=sh * d * top_k)
+
+
+def lstm(name: str, in_features: int, hidden: int, *, seq: int, dtype_bytes: int,
+         bidirectional: bool = False) -> Layer:
+    """An LSTM layer over ``seq`` steps (one bias vector per gate, as in TensorFlow).
+
+    Per direction: ``4 h (in + h) + 4 h`` parameters and ``2 x 4 h (in + h)`` FLOPs
+    per step.  Bidirectional layers concatenate both directions (output ``2 h``).
+    Saved per step: the input, the previous hidden state and the four gates plus the
+    cell state.
+    """
+    d = dtype_bytes
+    dirs = 2 if bidirectional else 1
+    per_dir = 4 * hidden * (in_features + hidden) + 4 * hidden
+    s = float(seq)
+    fwd = dirs * 2.0 * 4 * hidden * (in_features + hidden) * s
+    out = dirs * hidden * s * d
+    saved = dirs * s * (in_features + hidden + 5 * hidden) * d
+    return Layer(name=name, kind="dense", params=dirs * per_dir, fwd_flops=fwd,
+                 bwd_flops=2.0 * fwd, activation_bytes=out, dtype_bytes=d,
+                 io_bytes=dirs * s * (in_features + 2 * hidden + 8 * hidden) * d,
+                 saved_bytes=saved, signature=f"LSTM_{in_features}_{hidden}")
+
+
+def concat(name: str, in_elements: float, out_elements: float, *, dtype_bytes: int,
+           kind: str = "other") -> Layer:
+    """A parameter-free joining layer (concatenation, element-wise product...)."""
+    d = dtype_bytes
+    return Layer(name=name, kind=kind, params=0, fwd_flops=0.0, bwd_flops=0.0,
+                 activation_bytes=float(out_elements) * d, dtype_bytes=d,
+                 io_bytes=float(in_elements + out_elements) * d, saved_bytes=0.0)

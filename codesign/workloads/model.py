@@ -1,0 +1,358 @@
+"""The workload data model: :class:`Layer`, :class:`Workload` and :class:`MemorySummary`.
+
+A workload is an ordered tuple of layers (forward order) plus the training settings
+that the papers fix (batch size, sequence length, number format, optimizer).  Every
+per-layer quantity is **per sample**: one image, one recommendation query, one
+sequence of ``seq_len`` tokens.  Strategies, demand and the iteration model (in
+``evaluators``) multiply by the batch a device processes.
+
+Conventions (stated once, used by every builder in this package)
+----------------------------------------------------------------
+* **FLOPs** count 2 floating-point operations per multiply-accumulate (MAC) of the
+  matrix products and convolutions, including the two attention matmuls (scores
+  ``Q K^T`` and context ``softmax(.) V``) over the *full* ``seq x seq`` matrix (no
+  causal halving: the Megatron-LM / PaLM convention).  Element-wise work (norms,
+  activations, softmax, residual adds, pooling, bias adds) is not counted; its cost
+  appears in the roofline through ``io_bytes``.  So ResNet-50 is 4.09 G MACs =
+  8.2 GFLOP per image forward.
+* **Backward** = 2 x forward for layers with weights and for the attention matmuls
+  (one product for the input gradient, one for the weight / other-operand gradient).
+  The first layer's unneeded input gradient is still counted.  Embedding bags:
+  backward = forward (the gradient is scattered back to the same rows).
+* **activation_bytes**: the layer's output per sample, i.e. what a pipeline-stage
+  boundary after this layer would send forward (and receive as gradient backward).
+* **io_bytes**: activation bytes read plus written per sample in the forward pass
+  (HBM traffic model of the roofline, see :mod:`codesign.workloads.compute`).
+* **saved_bytes**: activations kept per sample for the backward pass (for
+  transformer blocks this reproduces Korthikanti et al. 2022, "Reducing activation
+  recomputation in large transformer models", Eq. 1: ``s h (34 + 5 a s / h)`` bytes
+  per layer with 16-bit activations and dropout).
+* Weights are ``params x dtype_bytes`` bytes; gradients have the same size.
+  ``Workload.optimizer_bytes_per_param`` counts the optimizer *state only*: 12 for
+  Adam in mixed precision (fp32 master copy, momentum and variance; ZeRO, Rajbhandari
+  et al. SC'20 Sec. 3.1), so weights + gradients + state = 2 + 2 + 12 = 16 bytes per
+  parameter; 0 for plain SGD (FlexFlow's ``SGDOptimizer`` in TopoOpt's runs).
+* Tensor parallelism (Megatron-LM, Shoeybi et al. 2019, Sec. 3): a layer with
+  ``tp_shardable`` splits its parameters and FLOPs evenly over the TP group;
+  ``tp_allreduce_bytes`` is the all-reduce a TP group runs per sample in the forward
+  pass after the layer (the ``g`` operator), ``tp_bwd_allreduce_bytes`` the one in the
+  backward pass (the ``f`` operator).  For an attention or MLP block both equal
+  ``seq x hidden x dtype_bytes``.
+* Expert parallelism: ``ep_alltoall_bytes`` is the per-sample dispatch all-to-all of
+  an expert layer in the forward pass (``seq x hidden x top_k x dtype_bytes``); the
+  combine all-to-all has the same size, and the backward pass repeats both.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from codesign.errors import InvalidSpecError, invalid
+
+__all__ = ["KINDS", "Layer", "Workload", "MemorySummary"]
+
+#: Layer kinds.  ``dense`` also covers recurrent cells (LSTM), whose cost is matmuls.
+KINDS = ("dense", "embedding", "attention", "expert", "convolution", "norm", "other")
+
+_MAX_COUNT = 10**16  # sanity bound on counts; far above any real model
+
+
+def _nonneg_number(where: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise invalid(where, value, "a number >= 0")
+    v = float(value)
+    if not math.isfinite(v) or v < 0:
+        raise invalid(where, value, "a finite number >= 0")
+    return v
+
+
+def _nonneg_int(where: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise invalid(where, value, "an integer >= 0")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or value < 0 or value > _MAX_COUNT:
+        raise invalid(where, value, f"an integer in 0..{_MAX_COUNT}")
+    return value
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One layer (or a fused block such as attention with its norm), per sample.
+
+    Parameters
+    ----------
+    name : str
+        Unique within its workload (``"block3.attn"``, ``"conv2_1.b"``).
+    kind : str
+        One of :data:`KINDS`.
+    params : int
+        Trainable parameters (count), including folded norms and biases.
+    fwd_flops, bwd_flops : float
+        FLOPs per sample (2 per MAC; see the module docstring).
+    activation_bytes : float
+        Output activation per sample, bytes.
+    dtype_bytes : int
+        Bytes per parameter and per activation element (2 for fp16/bf16, 4 for fp32).
+    io_bytes : float
+        Activation bytes read + written per sample in the forward pass.
+    saved_bytes : float
+        Activation bytes kept per sample for the backward pass.
+    table_rows, table_dim, lookups : int
+        Embedding tables: rows, row width (elements) and rows gathered per sample.
+    experts, top_k, expert_params : int
+        Expert (mixture-of-experts) layers: experts, experts used per token, and how
+        many of ``params`` sit in the experts (the rest, e.g. the router, is shared).
+    tp_shardable : bool
+        Megatron tensor parallelism splits params and FLOPs evenly.
+    tp_allreduce_bytes, tp_bwd_allreduce_bytes : float
+        TP all-reduce per sample in the forward / backward pass, bytes.
+    ep_alltoall_bytes : float
+        Expert dispatch all-to-all per sample in the forward pass, bytes.
+    signature : str
+        Operator signature used to match measured profiles (FlexFlow names such as
+        ``Dense_2048_2048`` or ``Embed_10000000x128``); empty if none.
+    """
+
+    name: str
+    kind: str
+    params: int
+    fwd_flops: float
+    bwd_flops: float
+    activation_bytes: float
+    dtype_bytes: int = 2
+    io_bytes: float = 0.0
+    saved_bytes: float = 0.0
+    table_rows: int = 0
+    table_dim: int = 0
+    lookups: int = 0
+    experts: int = 0
+    top_k: int = 0
+    expert_params: int = 0
+    tp_shardable: bool = False
+    tp_allreduce_bytes: float = 0.0
+    tp_bwd_allreduce_bytes: float = 0.0
+    ep_alltoall_bytes: float = 0.0
+    signature: str = ""
+
+    def __post_init__(self) -> None:
+        where = f"layer {self.name!r}"
+        if not isinstance(self.name, str) or not self.name:
+            raise invalid("layer name", self.name, "a non-empty string")
+        if self.kind not in KINDS:
+            raise invalid(f"{where} kind", self.kind, f"one of {', '.join(KINDS)}")
+        for name in ("params", "table_rows", "table_dim", "lookups", "experts", "top_k",
+                     "expert_params"):
+            object.__setattr__(self, name, _nonneg_int(f"{where} {name}", getattr(self, name)))
+        for name in ("fwd_flops", "bwd_flops", "activation_bytes", "io_bytes", "saved_bytes",
+                     "tp_allreduce_bytes", "tp_bwd_allreduce_bytes", "ep_alltoall_bytes"):
+            object.__setattr__(self, name, _nonneg_number(f"{where} {name}", getattr(self, name)))
+        if isinstance(self.dtype_bytes, bool) or self.dtype_bytes not in (1, 2, 4, 8):
+            raise invalid(f"{where} dtype_bytes", self.dtype_bytes, "1, 2, 4 or 8")
+        if not isinstance(self.tp_shardable, bool):
+            raise invalid(f"{where} tp_shardable", self.tp_shardable, "true or false")
+        if not isinstance(self.signature, str):
+            raise invalid(f"{where} signature", self.signature, "a string")
+        if self.expert_params > self.params:
+            raise invalid(f"{where} expert_params", self.expert_params,
+                          f"at most params ({self.params})")
+        if self.top_k > self.experts:
+            raise invalid(f"{where} top_k", self.top_k, f"at most experts ({self.experts})")
+        if self.expert_params and not self.experts:
+            raise invalid(f"{where} experts", self.experts,
+                          "an integer >= 1 when expert_params is set")
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def weight_bytes(self) -> float:
+        """Bytes of the weights: ``params x dtype_bytes``."""
+        return float(self.params) * self.dtype_bytes
+
+    @property
+    def flops(self) -> float:
+        """Forward + backward FLOPs per sample."""
+        return self.fwd_flops + self.bwd_flops
+
+    @property
+    def active_params(self) -> float:
+        """Parameters one token uses: experts count ``top_k / experts`` of theirs."""
+        if not self.experts:
+            return float(self.params)
+        shared = self.params - self.expert_params
+        return shared + self.expert_params * self.top_k / self.experts
+
+    @property
+    def lookup_bytes(self) -> float:
+        """Bytes of one embedding row (``table_dim x dtype_bytes``); 0 if not a table."""
+        return float(self.table_dim) * self.dtype_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (JSON-ready), with ``weight_bytes`` added."""
+        d = asdict(self)
+        d["weight_bytes"] = self.weight_bytes
+        return d
+
+
+@dataclass(frozen=True)
+class MemorySummary:
+    """Training memory of the whole (unsharded) model, bytes.
+
+    ``activation_bytes_per_sample`` is what the backward pass keeps per sample
+    (sum of the layers' ``saved_bytes``, no recomputation).
+    """
+
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activation_bytes_per_sample: float
+
+    @property
+    def state_bytes(self) -> float:
+        """Weights + gradients + optimizer state."""
+        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
+
+    def total_bytes(self, batch: float) -> float:
+        """Model state plus the activations of ``batch`` samples."""
+        return self.state_bytes + batch * self.activation_bytes_per_sample
+
+    def to_dict(self) -> dict[str, float]:
+        return {"weights_bytes": self.weights_bytes, "gradients_bytes": self.gradients_bytes,
+                "optimizer_bytes": self.optimizer_bytes, "state_bytes": self.state_bytes,
+                "activation_bytes_per_sample": self.activation_bytes_per_sample}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A training workload: layers in forward order and the training settings.
+
+    Parameters
+    ----------
+    name : str
+        Zoo name (``"resnet50"``) or the user's.
+    layers : tuple of Layer
+        Forward order; names unique.
+    batch_size : int
+        Global batch (samples per iteration) by default; strategies may override.
+    dtype_bytes : int
+        Bytes per weight / activation element.
+    optimizer_bytes_per_param : float
+        Optimizer state per parameter, bytes (12 = Adam mixed precision; 0 = SGD).
+    seq_len : int or None
+        Tokens per sample for sequence models.
+    batch_per_gpu : int or None
+        The per-GPU batch the source paper gives, when it gives one.
+    reference_gpus : int or None
+        GPUs of the paper's setup the global batch was derived from.
+    config : str
+        Which configuration of the zoo entry (``"simulation"`` = TopoOpt Sec. 5.3).
+    builder : str
+        The builder that made the layers (``"transformer"``), or ``"layers"``.
+    description, source : str
+        What it is and where the numbers come from.
+    """
+
+    name: str
+    layers: tuple[Layer, ...]
+    batch_size: int
+    dtype_bytes: int = 2
+    optimizer_bytes_per_param: float = 12.0
+    seq_len: int | None = None
+    batch_per_gpu: int | None = None
+    reference_gpus: int | None = None
+    config: str = ""
+    builder: str = ""
+    description: str = ""
+    source: str = ""
+    hyperparameters: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "layers", tuple(self.layers))
+        if not self.layers:
+            raise invalid(f"workload {self.name!r} layers", [], "at least one layer")
+        seen: set[str] = set()
+        for layer in self.layers:
+            if not isinstance(layer, Layer):
+                raise invalid(f"workload {self.name!r} layer", layer, "a Layer")
+            if layer.name in seen:
+                raise invalid(f"workload {self.name!r} layer name", layer.name, "unique names")
+            seen.add(layer.name)
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) \
+                or self.batch_size < 1:
+            raise invalid(f"workload {self.name!r} batch_size", self.batch_size,
+                          "an integer >= 1")
+        _nonneg_number(f"workload {self.name!r} optimizer_bytes_per_param",
+                       self.optimizer_bytes_per_param)
+
+    # ------------------------------------------------------------------ totals
+    @property
+    def parameters(self) -> int:
+        """Total trainable parameters."""
+        return sum(layer.params for layer in self.layers)
+
+    @property
+    def active_parameters(self) -> float:
+        """Parameters used per token (differs from :attr:`parameters` for MoE)."""
+        return sum(layer.active_params for layer in self.layers)
+
+    @property
+    def fwd_flops_per_sample(self) -> float:
+        """Forward FLOPs per sample."""
+        return sum(layer.fwd_flops for layer in self.layers)
+
+    @property
+    def flops_per_sample(self) -> float:
+        """Training FLOPs per sample (forward + backward)."""
+        return sum(layer.flops for layer in self.layers)
+
+    @property
+    def flops_per_iteration(self) -> float:
+        """Training FLOPs of one iteration at the global :attr:`batch_size`."""
+        return self.flops_per_sample * self.batch_size
+
+    @property
+    def memory(self) -> MemorySummary:
+        """Weights, gradients, optimizer state and activations per sample."""
+        weights = sum(layer.weight_bytes for layer in self.layers)
+        return MemorySummary(
+            weights_bytes=weights,
+            gradients_bytes=weights,
+            optimizer_bytes=self.parameters * float(self.optimizer_bytes_per_param),
+            activation_bytes_per_sample=sum(layer.saved_bytes for layer in self.layers),
+        )
+
+    def layer(self, name: str) -> Layer:
+        """The layer called ``name``."""
+        for layer in self.layers:
+            if layer.name == name:
+                return layer
+        raise InvalidSpecError(f"invalid layer name {name!r}: workload {self.name!r} has no "
+                               f"such layer (first ones: "
+                               f"{', '.join(x.name for x in self.layers[:5])})")
+
+    def with_batch(self, batch_size: int) -> Workload:
+        """The same workload with another global batch."""
+        return replace(self, batch_size=batch_size)
+
+    def summary(self) -> dict[str, Any]:
+        """Totals without the per-layer list (what ``workload show`` prints first)."""
+        return {
+            "name": self.name, "config": self.config, "builder": self.builder,
+            "description": self.description, "source": self.source,
+            "batch_size": self.batch_size, "batch_per_gpu": self.batch_per_gpu,
+            "reference_gpus": self.reference_gpus, "seq_len": self.seq_len,
+            "dtype_bytes": self.dtype_bytes,
+            "optimizer_bytes_per_param": self.optimizer_bytes_per_param,
+            "layer_count": len(self.layers),
+            "parameters": self.parameters, "active_parameters": self.active_parameters,
+            "fwd_flops_per_sample": self.fwd_flops_per_sample,
+            "flops_per_sample": self.flops_per_sample,
+            "flops_per_iteration": self.flops_per_iteration,
+            "memory": self.memory.to_dict(),
+            "hyperparameters": dict(self.hyperparameters),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        """:meth:`summary` plus ``layers`` (a list of :meth:`Layer.to_dict`)."""
+        return {**self.summary(), "layers": [layer.to_dict() for layer in self.layers]}

@@ -1,0 +1,124 @@
+"""Transformer language models and encoders, dense or mixture-of-experts.
+
+One builder covers every transformer of the zoo through its hyper-parameters:
+
+* GPT-3 (Brown et al. 2020, Table 2.1) and Megatron-LM's GPT models (Narayanan et al.
+  SC'21, Table 1): learned positions, LayerNorm, biases, tied input/output embedding,
+  ``ffn = 4 hidden``.
+* Llama 3 (Grattafiori et al. 2024, "The Llama 3 Herd of Models", Table 3): RMSNorm,
+  no biases, SwiGLU MLP (``gated``), grouped-query attention (``kv_heads``), rotary
+  positions (no position parameters), untied output layer.
+* Mixtral 8x7B (Jiang et al. 2024, "Mixtral of Experts", Table 1): Llama-style blocks
+  whose MLP is ``experts`` SwiGLU experts with ``top_k`` routing.
+* BERT (Devlin et al. 2019): post-norm encoder with learned positions and token types,
+  its embedding LayerNorm folded into the embedding layer; ``head="none"`` (no pooler
+  or pre-training heads).
+* FlexFlow's ``Transformer`` example, which TopoOpt simulated as "BERT" (List 1 values;
+  the authors' scripts run ``transformersim --num-layers --hidden-size --num-heads
+  --sequence-length``): each block is multi-head attention followed by two
+  ``hidden x hidden`` dense layers (ReLU between), no norm, no residual, no dropout,
+  no bias, and a 1-wide output per token (``head="regression"``).
+
+Each block is two layers, ``block{i}.attn`` (kind ``attention``) and ``block{i}.mlp``
+(kind ``dense``, or ``expert`` for MoE), so a pipeline stage boundary can fall between
+them; both carry Megatron tensor-parallel all-reduce sizes.  The norm before a
+sub-layer (pre-norm) or after it (post-norm) is folded into that sub-layer; the final
+norm of pre-norm models is folded into the output layer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from codesign.errors import invalid
+from codesign.workloads.layers import attention, dense, mlp, moe, norm_params, token_embedding
+from codesign.workloads.model import Layer
+from codesign.workloads.params import Param
+
+__all__ = ["build_transformer", "TRANSFORMER_PARAMS"]
+
+TRANSFORMER_PARAMS = {
+    "layers": Param("int", 12, minimum=1, maximum=1000, doc="transformer blocks"),
+    "hidden": Param("int", 768, minimum=1, maximum=10**6, doc="model width"),
+    "heads": Param("int", 12, minimum=1, maximum=10**4, doc="attention heads"),
+    "kv_heads": Param("int", None, minimum=1, maximum=10**4,
+                      doc="key/value heads (grouped-query attention); default = heads"),
+    "ffn": Param("int", None, minimum=1, maximum=10**7, doc="MLP width; default 4 x hidden"),
+    "vocab": Param("int", 50257, minimum=0, maximum=10**8,
+                   doc="input embedding rows (0: the input is already vectors)"),
+    "seq_len": Param("int", 1024, minimum=1, maximum=10**7, doc="tokens per sample"),
+    "positions": Param("int", 0, minimum=0, maximum=10**7,
+                       doc="learned position embedding rows (0: rotary or none)"),
+    "token_types": Param("int", 0, minimum=0, maximum=1000, doc="segment embedding rows"),
+    "tied": Param("bool", False, doc="output layer shares the input embedding"),
+    "bias": Param("bool", True, doc="linear layers have biases"),
+    "norm": Param("choice", "layernorm", choices=("layernorm", "rmsnorm", "none")),
+    "prenorm": Param("bool", True, doc="norm before each sub-layer (False: after, BERT)"),
+    "gated": Param("bool", False, doc="SwiGLU MLP (three matrices)"),
+    "experts": Param("int", 0, minimum=0, maximum=4096, doc="MoE experts (0: dense MLP)"),
+    "top_k": Param("int", 0, minimum=0, maximum=4096, doc="experts per token"),
+    "dropout": Param("bool", True, doc="dropout masks are kept for backward"),
+    "flash_attention": Param("bool", False, doc="s x s attention tensors are not stored"),
+    "head": Param("choice", "lm", choices=("lm", "regression", "none"),
+                  doc="lm: vocabulary logits; regression: 1 output per token; none"),
+    "dtype_bytes": Param("int", 2, minimum=1, maximum=8),
+}
+
+
+def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | None,
+                      ffn: int | None, vocab: int, seq_len: int, positions: int,
+                      token_types: int, tied: bool, bias: bool, norm: str, prenorm: bool,
+                      gated: bool, experts: int, top_k: int, dropout: bool,
+                      flash_attention: bool, head: str, dtype_bytes: int) -> list[Layer]:
+    """Layers of a transformer (see the module docstring)."""
+    d = dtype_bytes
+    kv_heads = heads if kv_heads is None else kv_heads
+    ffn = 4 * hidden if ffn is None else ffn
+    if hidden % heads:
+        raise invalid("transformer heads", heads, f"a divisor of hidden ({hidden})")
+    if heads % kv_heads:
+        raise invalid("transformer kv_heads", kv_heads, f"a divisor of heads ({heads})")
+    if experts and not 1 <= top_k <= experts:
+        raise invalid("transformer top_k", top_k, f"an integer in 1..experts ({experts})")
+    if not experts and top_k:
+        raise invalid("transformer top_k", top_k, "0 without experts")
+    if tied and (head != "lm" or not vocab):
+        raise invalid("transformer tied", tied, "false unless head is lm and vocab > 0")
+    if head == "lm" and not vocab:
+        raise invalid("transformer vocab", vocab, "an integer >= 1 for an lm head")
+
+    out: list[Layer] = []
+    final_norm = norm_params(norm, hidden) if prenorm else 0
+    if vocab:
+        extra = (positions + token_types) * hidden
+        if not prenorm:
+            extra += norm_params(norm, hidden)  # BERT's embedding LayerNorm
+        out.append(token_embedding("embed", vocab, hidden, tokens=seq_len, dtype_bytes=d,
+                                   extra_params=extra))
+    for i in range(layers):
+        out.append(attention(f"block{i}.attn", hidden=hidden, heads=heads, kv_heads=kv_heads,
+                             seq=seq_len, dtype_bytes=d, bias=bias, norm=norm,
+                             dropout=dropout, flash=flash_attention))
+        if experts:
+            out.append(moe(f"block{i}.mlp", hidden=hidden, ffn=ffn, experts=experts,
+                           top_k=top_k, seq=seq_len, dtype_bytes=d, norm=norm, gated=gated,
+                           bias=bias))
+        else:
+            out.append(mlp(f"block{i}.mlp", hidden=hidden, ffn=ffn, seq=seq_len,
+                           dtype_bytes=d, bias=bias, norm=norm, gated=gated, dropout=dropout))
+    if head == "lm":
+        lm = dense("lm_head", hidden, vocab, tokens=seq_len, bias=False, dtype_bytes=d)
+        # Megatron vocabulary-parallel output layer: identity forward, all-reduce of the
+        # input gradient backward (the f operator).
+        out.append(replace(lm, params=(0 if tied else lm.params) + final_norm,
+                           tp_shardable=True,
+                           tp_bwd_allreduce_bytes=float(seq_len) * hidden * d))
+    elif head == "regression":
+        reg = dense("head", hidden, 1, tokens=seq_len, bias=False, dtype_bytes=d)
+        out.append(replace(reg, params=reg.params + final_norm))
+    elif final_norm:
+        s = float(seq_len) * hidden * d
+        out.append(Layer(name="final_norm", kind="norm", params=final_norm, fwd_flops=0.0,
+                         bwd_flops=0.0, activation_bytes=s, dtype_bytes=d, io_bytes=2 * s,
+                         saved_bytes=s))
+    return out

@@ -1,0 +1,268 @@
+"""Model zoo against published totals and closed forms written out independently here.
+
+Published references: torchvision's parameter counts (ResNet, VGG), He et al. 2016
+Table 1 (multiply-adds), Devlin et al. 2019 (BERT-large), Brown et al. 2020 (GPT-3),
+the released Llama 3 / Mixtral checkpoints' parameter counts, Narayanan et al. 2021
+Table 1 (1T), Korthikanti et al. 2022 Eq. 1 (activation memory), TopoOpt List 1 and
+its Appendix D example, ASTRA-sim's DLRM workload (Themis).
+"""
+
+import pytest
+
+from codesign.errors import InvalidSpecError
+from codesign.workloads import get_workload, workload_configs, workload_names
+
+DESIGN_NAMES = ["dlrm", "candle", "bert", "ncf", "resnet50", "vgg16", "resnet152", "gnmt",
+                "transformer-1t", "gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b",
+                "mixtral-8x7b"]
+
+
+def test_zoo_has_the_design_names():
+    assert sorted(workload_names()) == sorted(DESIGN_NAMES)
+
+
+@pytest.mark.parametrize("name", DESIGN_NAMES)
+def test_every_config_builds_with_consistent_totals(name):
+    for config in workload_configs(name):
+        w = get_workload(name, config)
+        assert w.parameters == sum(layer.params for layer in w.layers) > 0
+        assert w.flops_per_sample == pytest.approx(
+            sum(x.fwd_flops + x.bwd_flops for x in w.layers))
+        assert w.batch_size >= 1 and w.config == config
+        if w.batch_per_gpu and w.reference_gpus:
+            assert w.batch_size == w.batch_per_gpu * w.reference_gpus
+
+
+# ----------------------------------------------------------------------- vision
+def test_resnet50_parameters_and_flops():
+    w = get_workload("resnet50")
+    assert w.parameters == 25_557_032                     # torchvision resnet50
+    assert w.parameters == pytest.approx(25.6e6, rel=0.01)
+    # 2 FLOPs per MAC: forward 4.09 G multiply-adds per 224x224 image (v1.5).
+    assert w.fwd_flops_per_sample / 2 == pytest.approx(4.1e9, rel=0.01)
+    assert w.flops_per_sample == pytest.approx(3 * w.fwd_flops_per_sample)
+
+
+def test_resnet_v1_matches_he_et_al_table_1():
+    # He et al. Table 1: 3.8e9 (ResNet-50) and 11.3e9 (ResNet-152) multiply-adds.
+    assert get_workload("resnet50", variant="v1").fwd_flops_per_sample / 2 == \
+        pytest.approx(3.8e9, rel=0.03)
+    r152 = get_workload("resnet152")
+    assert r152.hyperparameters["variant"] == "v1"
+    assert r152.fwd_flops_per_sample / 2 == pytest.approx(11.3e9, rel=0.01)
+    assert r152.parameters == 60_192_808                 # torchvision resnet152
+
+
+def test_vgg16_parameters_and_flops():
+    w = get_workload("vgg16")
+    assert w.parameters == 138_357_544                   # torchvision vgg16
+    assert w.fwd_flops_per_sample / 2 == pytest.approx(15.47e9, rel=0.01)
+    # First convolution by hand: 3x3x3x64 MACs at 224x224.
+    conv = w.layer("conv1_1")
+    assert conv.fwd_flops == 2 * 3 * 3 * 3 * 64 * 224 * 224
+    assert conv.activation_bytes == 64 * 224 * 224 * 4   # fp32 in TopoOpt's FlexFlow
+
+
+# ------------------------------------------------------------------ transformers
+def _gpt_params(L, h, V, s, ffn=None):
+    ffn = ffn or 4 * h
+    per_layer = 4 * h * h + 4 * h + 2 * h * ffn + ffn + h + 4 * h  # attn, mlp, 2 LayerNorms
+    return L * per_layer + V * h + s * h + 2 * h                   # tied, positions, final LN
+
+
+def test_bert_large_parameters():
+    w = get_workload("bert", "large")
+    h, L, V = 1024, 24, 30522
+    closed = V * h + 512 * h + 2 * h + 2 * h + L * (12 * h * h + 13 * h)
+    assert w.parameters == closed
+    assert 334e6 <= w.parameters <= 336e6   # without pooler and pre-training heads
+    assert get_workload("bert", "base").parameters == pytest.approx(108.9e6, rel=0.005)
+
+
+def test_gpt3_parameters_and_training_flops():
+    w = get_workload("gpt3-175b")
+    L, h, V, s = 96, 12288, 50257, 2048
+    assert w.parameters == _gpt_params(L, h, V, s)
+    assert w.parameters == pytest.approx(175e9, rel=0.01)
+    # Training FLOPs per token: 6 x matmul parameters (the tied output layer counts again,
+    # the embedding lookups not) + 12 L s h for the full attention matrices.
+    matmul = L * (12 * h * h) + V * h
+    per_token = 6 * matmul + 12 * L * s * h
+    assert w.flops_per_sample == pytest.approx(per_token * s, rel=1e-6)
+    assert w.flops_per_sample == pytest.approx(6 * w.parameters * s, rel=0.10)
+
+
+@pytest.mark.parametrize("name, exact, nominal, L, h, kv, ffn", [
+    # Parameter counts of the released checkpoints (safetensors metadata).
+    ("llama3-8b", 8_030_261_248, 8.03e9, 32, 4096, 8, 14336),
+    ("llama3-70b", 70_553_706_496, 70.6e9, 80, 8192, 8, 28672),
+    ("llama3-405b", 405_853_388_800, 405e9, 126, 16384, 8, 53248),
+])
+def test_llama3_parameters_and_flops(name, exact, nominal, L, h, kv, ffn):
+    w = get_workload(name)
+    assert w.parameters == exact
+    assert w.parameters == pytest.approx(nominal, rel=0.02)
+    V, s, head_dim = 128256, 8192, 128
+    matmul = L * (2 * h * h + 2 * h * kv * head_dim + 3 * h * ffn) + V * h
+    assert w.flops_per_sample == pytest.approx((6 * matmul + 12 * L * s * h) * s, rel=1e-9)
+    # GQA: the K and V projections are kv_heads/heads of the Q projection.
+    attn = w.layer("block0.attn")
+    assert attn.params == 2 * h * h + 2 * h * kv * head_dim + h   # + RMSNorm gain
+
+
+def test_llama3_405b_is_close_to_6nd():
+    w = get_workload("llama3-405b")
+    assert w.flops_per_sample == pytest.approx(6 * w.parameters * w.seq_len, rel=0.10)
+
+
+def test_mixtral_total_and_active_parameters():
+    w = get_workload("mixtral-8x7b")
+    assert w.parameters == 46_702_792_704            # released checkpoint
+    assert w.parameters == pytest.approx(46.7e9, rel=0.01)
+    assert w.active_parameters == pytest.approx(12.9e9, rel=0.01)
+    L, h, f, V, E, k = 32, 4096, 14336, 32000, 8, 2
+    attn = 2 * h * h + 2 * h * 1024
+    active = L * (attn + k * 3 * h * f + h * E + 2 * h) + 2 * V * h + h
+    assert w.active_parameters == pytest.approx(active, rel=1e-12)
+    s = w.seq_len
+    matmul_active = L * (attn + k * 3 * h * f + h * E) + V * h
+    assert w.flops_per_sample == pytest.approx((6 * matmul_active + 12 * L * s * h) * s,
+                                               rel=1e-9)
+    moe = w.layer("block0.mlp")
+    assert (moe.kind, moe.experts, moe.top_k) == ("expert", 8, 2)
+    assert moe.ep_alltoall_bytes == s * h * 2 * k
+
+
+def test_transformer_1t_matches_megatron_table():
+    w = get_workload("transformer-1t")
+    assert w.parameters == pytest.approx(1008e9, rel=0.001)   # Narayanan et al. Table 1
+    assert w.parameters == _gpt_params(128, 25600, 51200, 2048)
+    assert (w.batch_per_gpu, w.dtype_bytes) == (16, 2)          # Themis Sec. 5.2
+
+
+def test_gpt3_activation_memory_matches_korthikanti():
+    w = get_workload("gpt3-175b")
+    s, h, a = 2048, 12288, 96
+    per_layer = s * h * (34 + 5 * a * s / h)   # Eq. 1 per sample, 16-bit, with dropout
+    block = w.layer("block0.attn").saved_bytes + w.layer("block0.mlp").saved_bytes
+    assert block == pytest.approx(per_layer, rel=1e-12)
+
+
+def test_tensor_parallel_sizes_of_a_block():
+    w = get_workload("gpt3-175b")
+    s, h = 2048, 12288
+    for name in ("block5.attn", "block5.mlp"):
+        layer = w.layer(name)
+        assert layer.tp_shardable
+        assert layer.tp_allreduce_bytes == layer.tp_bwd_allreduce_bytes == s * h * 2
+    assert w.layer("block5.mlp").activation_bytes == s * h * 2
+
+
+def test_adam_mixed_precision_state_is_16_bytes_per_parameter():
+    w = get_workload("llama3-8b")
+    mem = w.memory
+    assert mem.state_bytes == 16 * w.parameters
+    assert mem.total_bytes(4) == mem.state_bytes + 4 * mem.activation_bytes_per_sample
+
+
+# -------------------------------------------------------------- TopoOpt List 1
+def _emb(w):
+    return sum(x.params for x in w.layers if x.kind == "embedding")
+
+
+@pytest.mark.parametrize("config, tables, rows, dim, bpg", [
+    ("simulation", 64, 10**7, 128, 128),   # 5.3
+    ("alltoall", 128, 10**7, 128, 128),    # 5.4
+    ("shared", 16, 10**7, 256, 256),       # 5.6
+    ("testbed", 12, 10**5, 32768, 512),    # 6
+])
+def test_dlrm_list1_embeddings(config, tables, rows, dim, bpg):
+    w = get_workload("dlrm", config)
+    assert _emb(w) == tables * rows * dim
+    assert w.batch_per_gpu == bpg
+    table = w.layer("table0")
+    assert (table.table_rows, table.table_dim, table.lookups) == (rows, dim, 100)
+    assert table.lookup_bytes == dim * 4
+
+
+def test_dlrm_simulation_dense_layers_by_hand():
+    w = get_workload("dlrm", "5.3")   # section alias
+    bottom = 7 * 2048 * 2048                       # 8-entry list, first = input width
+    top = (2048 + 64 * 128) * 4096 + 14 * 4096 * 4096 + 4096 * 1
+    assert w.parameters - _emb(w) == bottom + top
+    assert w.layer("interaction").activation_bytes == (2048 + 64 * 128) * 4
+    assert w.batch_size == 128 * 512
+
+
+def test_dlrm_themis_allreduce_sizes_match_astra_sim():
+    # ASTRA-sim DLRM_HybridParallel: FP16 all-reduce bytes per MLP layer.
+    w = get_workload("dlrm", "themis")
+    sizes = [w.layer(n).weight_bytes for n in
+             ("bottom0", "bottom1", "bottom2", "bottom3", "top0", "top1", "top2")]
+    assert sizes == [13312, 524288, 524288, 16384, 1064960, 524288, 524288]
+
+
+def test_topoopt_appendix_d_mp_transfer_example():
+    # "16 servers x 8192 samples/server x 512 activation per sample x 8 bytes / 16 servers
+    # = 32 MB": one pooled embedding of width 512 in doubles, 8192 samples.
+    w = get_workload("dlrm", tables=4, dim=512, rows=10**7, dtype_bytes=8)
+    assert w.layer("table0").activation_bytes * 8192 == 32 * 2**20
+
+
+def test_ncf_list1():
+    w = get_workload("ncf")
+    emb = 32 * 10**6 * 64 * 2 + 32 * 10**6 * 128 * 2
+    assert _emb(w) == emb
+    mlp = 64 * 128 * 4096 + 4096 + 6 * (4096 * 4096 + 4096)
+    assert w.parameters == emb + 32 * 64 + mlp + (4096 + 1) + 1
+    assert sum(1 for x in w.layers if x.kind == "embedding") == 128
+
+
+def test_candle_list1():
+    w = get_workload("candle")
+    f = d = 16384
+    inputs = 942 + 2 * 5270 + 2 * 2048
+    feature = f * inputs + 5 * 15 * f * f
+    joint = (5 * f + 2) * d + 7 * d * d + d
+    assert w.parameters == feature + joint
+    t = get_workload("candle", "testbed")
+    assert t.parameters == 4096 * inputs + 5 * 7 * 4096 ** 2 + (5 * 4096 + 2) * 4096 \
+        + 3 * 4096 ** 2 + 4096
+    assert t.batch_size == 10 * 12
+
+
+def test_bert_list1_configs_are_flexflow_transformers():
+    w = get_workload("bert")
+    h, L, s = 1024, 12, 64
+    # attention 4 h^2 + two h x h dense layers per block, 512-row input embedding, h -> 1.
+    assert w.parameters == L * 6 * h * h + 512 * h + h
+    assert w.seq_len == s and w.batch_per_gpu == 16
+    shared = get_workload("bert", "5.6")
+    assert (shared.hyperparameters["layers"], shared.hyperparameters["hidden"],
+            shared.hyperparameters["heads"], shared.seq_len) == (6, 768, 6, 256)
+
+
+def test_gnmt_parameters_by_hand():
+    w = get_workload("gnmt")
+    h, V = 1024, 32000
+    lstm = lambda i: 4 * h * (i + h) + 4 * h  # noqa: E731
+    enc = 2 * lstm(h) + lstm(2 * h) + 6 * lstm(h)
+    dec = 8 * lstm(2 * h)
+    assert w.parameters == enc + dec + (2 * h * h + 2 * h + 1) + (h * V + V) + 2 * V * h
+
+
+# ----------------------------------------------------------------------- registry
+def test_overrides_and_errors():
+    w = get_workload("llama3-8b", seq_len=4096, batch_size=64)
+    assert (w.seq_len, w.batch_size) == (4096, 64)
+    assert get_workload("vgg16", "testbed", batch_per_gpu=8).batch_size == 8 * 12
+    with pytest.raises(InvalidSpecError, match="one of resnet50, vgg16"):
+        get_workload("resnet51")
+    with pytest.raises(InvalidSpecError, match="config 'nope'.*simulation"):
+        get_workload("dlrm", "nope")
+    with pytest.raises(InvalidSpecError, match="unknown parameter 'colour'.*allowed"):
+        get_workload("gpt3-175b", colour="red")
+    with pytest.raises(InvalidSpecError, match="heads"):
+        get_workload("gpt3-175b", heads=7)
+    with pytest.raises(InvalidSpecError, match="seq_len"):
+        get_workload("gpt3-175b", seq_len=0)
