@@ -4,7 +4,8 @@ Models (``--model``):
 
 * ``analytical`` - ASTRA-sim's congestion-unaware backend: ``hops * latency +
   size / bandwidth``, first differing dimension on multi-dimensional networks;
-* ``congestion`` - every link a FIFO queue, store-and-forward per hop;
+* ``congestion`` - every link a FIFO queue, store-and-forward per hop
+  (``order="schedule"``: each link keeps a replayed schedule's own order);
 * ``flow`` - max-min fair sharing of link bandwidth, recomputed at every flow
   start and end.
 
@@ -25,10 +26,10 @@ Examples
 from evaluators.netsim.core import Message, Messages, SimResult
 from evaluators.netsim.flow import max_min_rates
 from evaluators.netsim.schedule_replay import (
-    replay, replay_time, schedule_messages, transfer_dependencies,
+    replay, replay_time, schedule_hop_order, schedule_messages, transfer_dependencies,
 )
 from evaluators.netsim.simulator import MODELS, NetworkModel, model_names, register_model, simulate
 
 __all__ = ["Message", "Messages", "SimResult", "MODELS", "NetworkModel", "model_names",
-           "register_model", "simulate", "replay", "replay_time", "schedule_messages",
-           "transfer_dependencies", "max_min_rates"]
+           "register_model", "simulate", "replay", "replay_time", "schedule_hop_order",
+           "schedule_messages", "transfer_dependencies", "max_min_rates"]

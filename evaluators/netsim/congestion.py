@@ -30,23 +30,50 @@ One corner case: a hop of zero duration (zero bytes on a zero-latency link)
 creates its successor event at the same instant, which may then be served
 after an equal-time arrival with a larger index.  Only such zero-length ties
 can deviate from strict (arrival time, index) order.
+
+Option ``order`` (how each link's queue is ordered):
+
+* ``"fifo"`` (default) - order of arrival, as above;
+* ``"schedule"`` - a fixed order given in advance: every link serves its hops
+  in increasing order of a per-hop key, ties by hop index (message order).
+  Without explicit keys the key is the message's ``ready_s`` (the order in
+  which the caller scheduled the messages);
+  :func:`evaluators.netsim.replay` passes a schedule's own per-link order
+  (its start times on each link), so that a synthesized schedule keeps the
+  link order its synthesizer chose - TACOS (Section VI) decides which chunk a
+  link carries next, which FIFO-by-readiness does not reproduce;
+* an array of one key per hop (aligned with ``batch.path_links``) - that
+  order.
+
+With a fixed order, hop ``p`` on link ``l`` starts at ``max(data ready, end
+of the hop before p in l's order)``: data ready is the end of the message's
+previous hop or, for its first hop, the message's ready time.  The start
+times are longest paths in a DAG (data edges and link-order edges), computed
+in one topological sweep, O(H log H + E) (the log from sorting the keys).
+If the order contradicts the data dependencies (a hop queued behind a hop
+that waits for it) the sweep cannot finish and an InvalidSpecError says so.
 """
 
 from __future__ import annotations
 
 import heapq
+from typing import Any
 
 import numpy as np
 
+from codesign.errors import invalid
 from evaluators.netsim.core import Messages, SimResult, unfinished_error
 
-__all__ = ["run"]
+__all__ = ["run", "ORDERS"]
 
 NAME = "congestion"
 
+#: Named values of the ``order`` option (an array of per-hop keys is also accepted).
+ORDERS = ("fifo", "schedule")
 
-def run(topology, batch: Messages) -> SimResult:
-    """Simulate ``batch`` on ``topology`` with FIFO store-and-forward links.
+
+def run(topology, batch: Messages, *, order: Any = "fifo") -> SimResult:
+    """Simulate ``batch`` on ``topology`` with store-and-forward links.
 
     Parameters
     ----------
@@ -54,6 +81,11 @@ def run(topology, batch: Messages) -> SimResult:
         The network.
     batch : Messages
         Validated messages (paths and dependencies).
+    order : {"fifo", "schedule"} or array_like of float, optional
+        How each link orders its queue (module docstring): ``"fifo"``
+        (default) by arrival; ``"schedule"`` by the messages' ``ready_s``
+        then index, fixed in advance; or one key per hop (aligned with
+        ``batch.path_links``, ascending keys served first, ties by hop index).
 
     Returns
     -------
@@ -64,7 +96,8 @@ def run(topology, batch: Messages) -> SimResult:
     Raises
     ------
     InvalidSpecError
-        If the dependencies contain a cycle.
+        If the dependencies contain a cycle, ``order`` is not one of the
+        allowed values, or a fixed order contradicts the dependencies.
 
     Examples
     --------
@@ -74,10 +107,62 @@ def run(topology, batch: Messages) -> SimResult:
     >>> round(float(r.finish_s[0]) * 1e6, 3)    # 3 * (1us + 1MB / 1GB/s)
     3003.0
     """
+    if isinstance(order, str):
+        if order == "fifo":
+            return _run_fifo(topology, batch)
+        if order == "schedule":
+            return _run_ordered(topology, batch, batch.ready[batch.hop_msg])
+    else:
+        keys = _hop_keys(order, batch.n_hops)
+        if keys is not None:
+            return _run_ordered(topology, batch, keys)
+    raise invalid("congestion order", order if isinstance(order, str) else type(order).__name__,
+                  f"'fifo', 'schedule' or {batch.n_hops} finite per-hop keys")
+
+
+def _hop_keys(order: Any, n_hops: int) -> np.ndarray | None:
+    """``order`` as a float array of ``n_hops`` finite keys, or None if it is not one."""
+    try:
+        keys = np.asarray(order, dtype=np.float64)
+    except (TypeError, ValueError):
+        return None
+    if keys.ndim != 1 or keys.size != n_hops or not np.all(np.isfinite(keys)):
+        return None
+    return keys
+
+
+def _release(dependents: list[int], t: float, ready: list[float], waiting: list[int],
+             out: list[int]) -> None:
+    """A message finished at ``t``: its ``dependents`` become ready no earlier than
+    ``t``; append those that now wait for nothing to ``out``."""
+    for d in dependents:
+        if t > ready[d]:
+            ready[d] = t
+        waiting[d] -= 1
+        if waiting[d] == 0:
+            out.append(d)
+
+
+def _service(topology, batch: Messages) -> np.ndarray:
+    """Seconds each hop occupies its link: ``latency + size / bandwidth``."""
+    links = batch.path_links
+    return topology.latency[links] + batch.size[batch.hop_msg] / topology.bandwidth[links]
+
+
+def _result(topology, batch: Messages, ready, finish, hop_start, svc_a) -> SimResult:
+    hop_start_a = np.array(hop_start, dtype=np.float64)
+    start = np.array(ready, dtype=np.float64)
+    has = np.diff(batch.path_ptr) > 0
+    start[has] = hop_start_a[batch.path_ptr[:-1][has]]
+    busy = np.bincount(batch.path_links, weights=svc_a, minlength=topology.n_links)
+    return SimResult.build(NAME, batch, ready, start, finish, hop_start_a, busy, topology.n_links)
+
+
+def _run_fifo(topology, batch: Messages) -> SimResult:
+    """FIFO links: the event loop of the module docstring."""
     n = len(batch)
     links_a = batch.path_links
-    # Per-hop service time, computed once with numpy.
-    svc_a = topology.latency[links_a] + batch.size[batch.hop_msg] / topology.bandwidth[links_a]
+    svc_a = _service(topology, batch)      # per-hop service time, computed once with numpy
     links = links_a.tolist()
     svc = svc_a.tolist()
     ptr = batch.path_ptr.tolist()
@@ -100,13 +185,8 @@ def run(topology, batch: Messages) -> SimResult:
 
     def release(i: int, t: float) -> list[int]:
         """Finish message i at t; return dependents that became ready."""
-        out = []
-        for d in ridx[rptr[i]:rptr[i + 1]]:
-            if t > ready[d]:
-                ready[d] = t
-            waiting[d] -= 1
-            if waiting[d] == 0:
-                out.append(d)
+        out: list[int] = []
+        _release(ridx[rptr[i]:rptr[i + 1]], t, ready, waiting, out)
         return out
 
     def settle(stack: list[int]) -> None:
@@ -160,9 +240,82 @@ def run(topology, batch: Messages) -> SimResult:
         done = np.zeros(n, dtype=bool)
         done[[i for i in range(n) if waiting[i] == 0]] = True
         raise unfinished_error(done)
-    hop_start_a = np.array(hop_start, dtype=np.float64)
-    start = np.array(ready, dtype=np.float64)
-    has = np.diff(batch.path_ptr) > 0
-    start[has] = hop_start_a[batch.path_ptr[:-1][has]]
-    busy = np.bincount(links_a, weights=svc_a, minlength=topology.n_links)
-    return SimResult.build(NAME, batch, ready, start, finish, hop_start_a, busy, topology.n_links)
+    return _result(topology, batch, ready, finish, hop_start, svc_a)
+
+
+def _run_ordered(topology, batch: Messages, keys: np.ndarray) -> SimResult:
+    """Links serving their hops in the fixed order of ``keys`` (ties by hop index).
+
+    Longest paths over the DAG whose edges are "previous hop of the same
+    message" (or "dependency finished" for a first hop) and "previous hop in
+    the link's order", swept in topological order (Kahn) with a stack.
+    """
+    n, n_hops = len(batch), batch.n_hops
+    links_a = batch.path_links
+    svc_a = _service(topology, batch)
+    # Link order: sort hops by (link, key, hop index); a hop's predecessor in its
+    # link's queue is the previous entry when it is on the same link.
+    perm = np.lexsort((np.arange(n_hops), keys, links_a))
+    succ_a = np.full(n_hops, -1, dtype=np.int64)
+    same = links_a[perm[1:]] == links_a[perm[:-1]]
+    succ_a[perm[:-1][same]] = perm[1:][same]
+    # Tokens a hop waits for: its data (1) and its link predecessor (0 or 1).
+    need_a = np.ones(n_hops, dtype=np.int64)
+    need_a[perm[1:][same]] += 1
+    svc, succ, need = svc_a.tolist(), succ_a.tolist(), need_a.tolist()
+    ptr = batch.path_ptr.tolist()
+    ready = batch.ready.tolist()
+    hop_msg = batch.hop_msg.tolist()
+    finish = [0.0] * n
+    hop_start = [0.0] * n_hops
+    data_t = [0.0] * n_hops      # when the hop's data is at its link's source
+    link_t = [0.0] * n_hops      # when the hop's link predecessor ends
+    waiting = np.diff(batch.dep_ptr).tolist()
+    rptr, ridx = (a.tolist() for a in batch.dependents())
+    n_done = hops_done = 0
+    stack: list[int] = []         # hops whose tokens have all arrived
+    msgs = [i for i in range(n) if waiting[i] == 0]   # messages that became ready
+
+    while msgs or stack:
+        while msgs:
+            i = msgs.pop()
+            p = ptr[i]
+            if p == ptr[i + 1]:          # no hops: done when ready
+                finish[i] = ready[i]
+                n_done += 1
+                _release(ridx[rptr[i]:rptr[i + 1]], ready[i], ready, waiting, msgs)
+                continue
+            data_t[p] = ready[i]
+            need[p] -= 1
+            if need[p] == 0:
+                stack.append(p)
+        if not stack:
+            break
+        p = stack.pop()
+        s = data_t[p] if data_t[p] > link_t[p] else link_t[p]
+        e = s + svc[p]
+        hop_start[p] = s
+        hops_done += 1
+        q = succ[p]
+        if q >= 0:
+            link_t[q] = e
+            need[q] -= 1
+            if need[q] == 0:
+                stack.append(q)
+        i = hop_msg[p]
+        if p + 1 < ptr[i + 1]:
+            data_t[p + 1] = e
+            need[p + 1] -= 1
+            if need[p + 1] == 0:
+                stack.append(p + 1)
+            continue
+        finish[i] = e
+        n_done += 1
+        _release(ridx[rptr[i]:rptr[i + 1]], e, ready, waiting, msgs)
+
+    if n_done != n:
+        _run_fifo(topology, batch)       # raises if the dependencies alone have a cycle
+        raise invalid("congestion order", f"a link order that queues {n_hops - hops_done} "
+                      "hops behind hops waiting for them", "an order in which every hop comes "
+                      "after the hops it depends on (e.g. the schedule's own start times)")
+    return _result(topology, batch, ready, finish, hop_start, svc_a)

@@ -40,6 +40,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from codesign.errors import invalid
 from evaluators.netsim.core import Messages, SimResult, unfinished_error
 
 __all__ = ["max_min_rates", "run"]
@@ -148,6 +149,9 @@ def run(topology, batch: Messages, *, on_rates: RateObserver | None = None) -> S
     >>> [round(x * 1e3, 6) for x in r.finish_s.tolist()]
     [2.0, 2.0]
     """
+    if on_rates is not None and not callable(on_rates):
+        # reachable from the CLI's --option, where a value can never be a callback
+        raise invalid("flow option on_rates", on_rates, "a callable (library use only) or None")
     n = len(batch)
     links = batch.path_links
     hop_msg = batch.hop_msg

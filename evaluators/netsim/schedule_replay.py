@@ -8,7 +8,16 @@ same chunk to the node ``i`` sends from (``dst[j] == src[i]`` and
 arrived there.  Synthesizers list transfers so that index order is a valid
 causal order, so transfers without such predecessors send data the node held
 from the start and are ready at time 0.  Each transfer then starts as early as
-the model lets it; the original start/end times are ignored.
+the model lets it; the original start/end times are ignored, except that with
+``model="congestion", order="schedule"`` every link serves its hops in the
+order of the schedule's start times on that link (``hop_start``, or the
+transfer's ``start`` without it; ties by end time, then transfer index), see
+:func:`schedule_hop_order`.  A schedule synthesized under the TACOS link model
+(one chunk per link at a time, store-and-forward, as TACOS-GREEDY's single-hop
+links) then replays to its own time whenever the synthesizer started every
+transfer as soon as its data and its link allowed.  Multi-hop transfers pay
+every hop (store-and-forward), so a TACOS route through an unwound switch,
+which TACOS times as one logical link, replays slower.
 """
 
 from __future__ import annotations
@@ -22,7 +31,8 @@ from evaluators.netsim.core import Messages
 from evaluators.netsim.simulator import get_model
 from evaluators.schedule import Schedule
 
-__all__ = ["transfer_dependencies", "schedule_messages", "replay", "replay_time"]
+__all__ = ["transfer_dependencies", "schedule_messages", "schedule_hop_order", "replay",
+           "replay_time"]
 
 
 def transfer_dependencies(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
@@ -81,6 +91,43 @@ def schedule_messages(schedule: Schedule, topology) -> Messages:
                                 path_links=schedule.path_links, dep_ptr=dep_ptr, dep_idx=dep_idx)
 
 
+def schedule_hop_order(schedule: Schedule) -> np.ndarray:
+    """Per-hop keys that make every link serve a schedule's hops in its own order.
+
+    Returns
+    -------
+    ndarray of float64
+        One key per hop (aligned with ``schedule.path_links``): the hop's rank
+        when all hops are sorted by start time on their link (``hop_start``, or
+        the transfer's ``start`` when the schedule has no per-hop times), then
+        by the transfer's ``end``, then by transfer index (then hop position).
+        Passed as ``order=`` to the ``congestion`` model.
+
+    Examples
+    --------
+    >>> from evaluators.collectives import Collective
+    >>> c = Collective.on("allgather", 2, 2e6)
+    >>> s = Schedule.from_transfers(c, [(0, 0, 1, (0,), 5.0, 6.0), (1, 1, 0, (1,), 1.0, 2.0)])
+    >>> schedule_hop_order(s).tolist()
+    [1.0, 0.0]
+    """
+    n_hops = schedule.path_links.size
+    per = np.diff(schedule.path_ptr)
+    t = schedule.hop_start if schedule.hop_start is not None else np.repeat(schedule.start, per)
+    end = np.repeat(schedule.end, per)
+    rank = np.empty(n_hops, dtype=np.float64)
+    # np.arange(n_hops) breaks the remaining ties by transfer index, then hop position.
+    rank[np.lexsort((np.arange(n_hops), end, t))] = np.arange(n_hops, dtype=np.float64)
+    return rank
+
+
+def _run(schedule: Schedule, topology, model: str, options: dict[str, Any]):
+    m = get_model(model, options)
+    if isinstance(options.get("order"), str) and options["order"] == "schedule":
+        options = {**options, "order": schedule_hop_order(schedule)}
+    return m, m.run(topology, schedule_messages(schedule, topology), **options)
+
+
 def replay(schedule: Schedule, topology, *, model: str = "congestion", **options: Any) -> Schedule:
     """Re-time ``schedule`` under a network model.
 
@@ -93,7 +140,9 @@ def replay(schedule: Schedule, topology, *, model: str = "congestion", **options
     model : str
         ``"analytical"``, ``"congestion"`` (default) or ``"flow"``.
     **options
-        Model options (see :func:`evaluators.netsim.simulate`).
+        Model options (see :func:`evaluators.netsim.simulate`);
+        ``order="schedule"`` (``congestion``) keeps the schedule's per-link
+        order (:func:`schedule_hop_order`) instead of FIFO by readiness.
 
     Returns
     -------
@@ -114,13 +163,12 @@ def replay(schedule: Schedule, topology, *, model: str = "congestion", **options
     >>> [round(x * 1e3, 6) for x in replay(s, t).end.tolist()]   # 1 -> 2 waits for 0 -> 1
     [1.0, 2.0]
     """
-    m = get_model(model, options)
-    result = m.run(topology, schedule_messages(schedule, topology), **options)
+    m, result = _run(schedule, topology, model, options)
     return schedule.retimed(result.start_s, result.finish_s, result.hop_start,
                             link_model=m.link_model, network_model=model)
 
 
 def replay_time(schedule: Schedule, topology, model: str = "congestion", **options: Any) -> float:
-    """Completion time of ``schedule`` replayed under ``model``, seconds."""
-    m = get_model(model, options)
-    return m.run(topology, schedule_messages(schedule, topology), **options).makespan_s
+    """Completion time of ``schedule`` replayed under ``model``, seconds (options as
+    :func:`replay`)."""
+    return _run(schedule, topology, model, options)[1].makespan_s

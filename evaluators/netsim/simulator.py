@@ -65,8 +65,9 @@ def register_model(name: str, run: Callable[..., SimResult], *, options: Iterabl
 
 register_model("analytical", analytical.run, link_model="none",
                summary="ASTRA-sim congestion-unaware: hops * latency + size / bandwidth")
-register_model("congestion", congestion.run, link_model="exclusive",
-               summary="FIFO store-and-forward per hop, one message per link at a time")
+register_model("congestion", congestion.run, options=("order",), link_model="exclusive",
+               summary="store-and-forward per hop, one message per link at a time "
+                       "(order: fifo or schedule)")
 register_model("flow", flow.run, options=("on_rates",), link_model="shared",
                summary="max-min fair sharing of link bandwidth among active flows")
 
@@ -105,7 +106,8 @@ def simulate(topology, messages: Messages | Sequence[Message | Sequence[Any]], *
     model : str
         ``"analytical"``, ``"congestion"`` (default) or ``"flow"``.
     **options
-        Model options (``flow``: ``on_rates``); unknown options are errors.
+        Model options (``congestion``: ``order`` = ``"fifo"`` | ``"schedule"``
+        | per-hop keys; ``flow``: ``on_rates``); unknown options are errors.
 
     Returns
     -------

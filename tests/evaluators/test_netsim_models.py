@@ -59,6 +59,8 @@ def test_unknown_model_lists_the_three():
     with pytest.raises(InvalidSpecError, match="on_rates"):
         simulate(t, [(0, 1, S)], model="flow", seed=1)
     with pytest.raises(InvalidSpecError, match="none"):
+        simulate(t, [(0, 1, S)], model="analytical", on_rates=print)
+    with pytest.raises(InvalidSpecError, match="one of: order"):
         simulate(t, [(0, 1, S)], model="congestion", on_rates=print)
     assert model_names() == ["analytical", "congestion", "flow"]
 
