@@ -472,6 +472,52 @@ class Topology:
             ],
         }
 
+    def without_npus(self, failed: Sequence[int], *, name: str = "") -> "Topology":
+        """The network with NPUs ``failed`` removed (failed nodes, TACOS Fig. 22(a)).
+
+        Links touching a failed NPU disappear; the remaining NPUs keep their
+        order and are renumbered ``0 .. npus-len(failed)-1`` (switches follow).
+        The result is irregular: ``dims`` is dropped, ``node_attrs`` rows of
+        the survivors are kept, and ``params["failed_npus"]`` records the
+        original ids and ``params["npu_ids"]`` the original id of each NPU.
+
+        Parameters
+        ----------
+        failed : sequence of int
+            Original NPU ids to remove (distinct, fewer than ``npus``).
+        name : str, optional
+            Name of the result (default: ``"<name> without [..]"``).
+
+        Raises
+        ------
+        InvalidSpecError
+            If an id is not an NPU, repeated, removes every NPU, or the rest is
+            disconnected.
+
+        Examples
+        --------
+        >>> triangle = Topology(3, 0, [0, 1, 1, 2, 0, 2], [1, 0, 2, 1, 2, 0], 1e9, 0.0)
+        >>> triangle.without_npus([1]).n_links      # the cable 0-2 is left
+        2
+        """
+        ids = [int(v) for v in failed]
+        if len(set(ids)) != len(ids) or any(v < 0 or v >= self.npus for v in ids) \
+                or len(ids) >= self.npus:
+            raise invalid("failed NPUs", list(failed),
+                          f"distinct NPU ids in 0..{self.npus - 1}, fewer than {self.npus}")
+        keep = np.ones(self.n_nodes, dtype=bool)
+        keep[ids] = False
+        new_id = np.cumsum(keep) - 1
+        links = keep[self.src] & keep[self.dst]
+        survivors = np.flatnonzero(keep[:self.npus])
+        params = {**self.params, "failed_npus": sorted(ids),
+                  "npu_ids": survivors.tolist()}
+        attrs = {k: v[survivors] for k, v in self.node_attrs.items()}
+        return Topology(self.npus - len(ids), self.switches, new_id[self.src[links]],
+                        new_id[self.dst[links]], self.bandwidth[links], self.latency[links],
+                        name=name or f"{self.name} without {sorted(ids)}", family=self.family,
+                        params=params, node_attrs=attrs)
+
     def to_spec_dict(self) -> dict[str, Any]:
         """The explicit-graph YAML form (DESIGN.md section 6), one directed link per entry."""
         return {

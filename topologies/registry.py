@@ -140,11 +140,20 @@ def from_spec(spec: str) -> Topology:
     fam = FAMILIES.get(family)
     if fam is None:
         raise invalid("topology family", family, f"one of {', '.join(sorted(FAMILIES))}")
+    failed = options.pop("fail", None)
     unknown = [k for k in options if k not in fam.keys]
     if unknown:
-        allowed = ", ".join(fam.keys) if fam.keys else "none"
+        allowed = ", ".join(fam.keys + ("fail",))
         raise invalid(f"{family} key", unknown[0], f"one of: {allowed}")
-    return fam.build(shape, options)
+    topology = fam.build(shape, options)
+    if failed is None:
+        return topology
+    # Any family: fail=7+9 removes those NPUs (an irregular network, TACOS Sec. VIII-E).
+    try:
+        ids = [int(v) for v in failed.split("+")]
+    except ValueError:
+        raise invalid("fail", failed, "NPU ids joined by '+', e.g. fail=7+9") from None
+    return topology.without_npus(ids, name=spec.strip())
 
 
 def load_topology(spec: str | Path) -> Topology:
