@@ -162,7 +162,38 @@ class Plan:
         # Gather each transfer's route: offset of its pair plus the position in the route.
         within = np.arange(int(ptr[-1]), dtype=np.int64) - np.repeat(ptr[:-1], lengths)
         links = flat[np.repeat(pair_off[inverse], lengths) + within]
+        self._spread_parallel(pairs, inverse, ptr, links)
         return ptr, links
+
+    def _spread_parallel(self, pairs, inverse, ptr, links) -> None:
+        """Deal transfers round-robin over equal parallel links (in place).
+
+        ``topology.route`` names one link per hop; when a hop's two nodes are
+        joined by several links of the same bandwidth and latency
+        (``Dimension.links`` > 1, Themis Table 2's links per NPU, DGX-1's doubled
+        NVLinks) the k-th transfer of an NPU pair, in the order transfers were
+        added, takes the ``k mod m``-th of those ``m`` links on that hop, as
+        NCCL-style channels do, so concurrent chunks use the whole bundle.
+        """
+        topo = self.topology
+        # Bundles: links with the same ends, bandwidth and latency.
+        _, bundle = np.unique(np.stack([topo.src, topo.dst, topo.bandwidth.view(np.int64),
+                                        topo.latency.view(np.int64)], axis=1),
+                              axis=0, return_inverse=True)
+        bundle = bundle.ravel()
+        size = np.bincount(bundle)
+        if size.max(initial=1) < 2:
+            return
+        members = np.lexsort((np.arange(bundle.size), bundle))   # link ids by bundle, then id
+        offset = np.concatenate([[0], np.cumsum(size)[:-1]])
+        # k: index of each transfer among the transfers of its NPU pair, in add order.
+        order = np.argsort(inverse, kind="stable")
+        start = np.searchsorted(inverse[order], np.arange(pairs.size))
+        k = np.empty(inverse.size, np.int64)
+        k[order] = np.arange(inverse.size) - start[inverse[order]]
+        hop_k = np.repeat(k, np.diff(ptr))
+        b = bundle[links]
+        links[:] = members[offset[b] + hop_k % size[b]]
 
     def schedule(self, **metadata: Any) -> Schedule:
         """The untimed schedule (all times 0), in the order the transfers were added."""
