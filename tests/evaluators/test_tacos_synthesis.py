@@ -222,3 +222,19 @@ def test_bad_options_and_topologies():
     # Participants 0 and 2 of a ring:4 only meet through non-participants.
     with pytest.raises(InfeasibleError):
         synthesize(t, Collective("allgather", (0, 2), 2e6), "tacos")
+
+
+@pytest.mark.parametrize("spec", ["mesh:3x3", "mesh:5x5", "mesh:4x4x4"])
+def test_mesh_allgather_meets_corner_ingress_bound(spec):
+    """A corner NPU has d incoming links and needs N-1 chunks: T >= (N-1)/d chunk
+    times (the ingress bound, tight when d divides N-1); the greedy's best of 4
+    seeds reaches it exactly."""
+    t = from_spec(spec + ",bw=1GB/s,lat=0")
+    coll = Collective.on("allgather", t.npus, t.npus * 1e6)
+    d = len(t.dims)
+    corner = (t.npus - 1) / d * 1e-3
+    bound = lower_bound(t, coll)
+    assert bound.time_s == pytest.approx(corner, rel=1e-12)
+    assert bound.components["ingress"] == pytest.approx(corner, rel=1e-12)
+    s = synthesize(t, coll, "tacos", instances=4)
+    assert s.time_s == pytest.approx(corner, rel=1e-9)
