@@ -287,6 +287,13 @@ def _cmd_workload_show(args: argparse.Namespace) -> int:
     else:
         workload = get_workload(args.name, args.config, **options)
     payload = workload.to_dict()
+    demand = None
+    if args.strategy:
+        from codesign.workloads.demand import demand_for
+
+        # Memory is reported (``fits``), not enforced: ``show`` informs.
+        demand = demand_for(workload, args.strategy, args.hardware, check=False)
+        payload["demand"] = demand.summary()
 
     def human() -> None:
         mem = workload.memory
@@ -306,6 +313,15 @@ def _cmd_workload_show(args: argparse.Namespace) -> int:
             print(f"  {layer.name:<24}{layer.kind:<12}{layer.params:>16,}"
                   f"{layer.fwd_flops / 1e9:>14.4g}{format_size(layer.activation_bytes):>14}")
         print(f"  source: {workload.source}")
+        if demand is not None:
+            d = payload["demand"]
+            print(f"  strategy {demand.strategy} on {d['placement']['servers']} x "
+                  f"{d['placement']['gpus_per_server']} {demand.hardware}: bubble "
+                  f"{d['bubble_fraction']:.3f}, inter-server "
+                  f"{format_size(d['inter_server_bytes'])}/iteration (allreduce groups "
+                  f"{d['allreduce_groups']}, MP {format_size(d['mp_bytes'])})")
+            print(f"  memory/GPU      {demand.memory.message().split(' needs ', 1)[1]}"
+                  + ("" if demand.memory.fits else "  -- does not fit"))
 
     _emit(args, payload, human)
     return 0
@@ -439,6 +455,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--option", action="append", metavar="KEY=VALUE",
                    help="override a hyper-parameter or setting, repeatable "
                         "(e.g. seq_len=4096, batch_size=512)")
+    p.add_argument("--strategy", help="add the demand summary of this parallelization "
+                   "strategy (dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E]"
+                   "[,embedding=data|model])")
+    p.add_argument("--hardware", default="A100-80",
+                   help="GPU for --strategy (default A100-80; servers of its GPU count)")
 
     p = add(sub, "quickstart", _cmd_quickstart,
             "run the small built-in design study and write its report")

@@ -11,6 +11,10 @@ Bottom layer of the framework (DESIGN.md section 2): imports nothing from
   :func:`load_hardware_catalog`).
 * :mod:`~codesign.workloads.compute` -- roofline :func:`layer_time`;
   :mod:`~codesign.workloads.profile` -- measured times (:func:`load_profile`).
+* :mod:`~codesign.workloads.strategy` -- :class:`Strategy`, :func:`parse_strategy`;
+  :mod:`~codesign.workloads.placement` -- :class:`Placement` (ranks, groups, tables);
+  :mod:`~codesign.workloads.memory` -- :func:`check_memory`;
+  :mod:`~codesign.workloads.demand` -- :class:`Demand`, :func:`demand_for`.
 
 Example
 -------
@@ -22,13 +26,17 @@ Example
 """
 
 from codesign.workloads.compute import DEFAULT_EFFICIENCY, LayerTime, layer_time, layer_times
+from codesign.workloads.demand import CollectiveOp, Compute, Demand, Transfer, demand_for
 from codesign.workloads.hardware import (
     Hardware, HardwareCatalog, get_hardware, hardware_names, load_hardware_catalog)
+from codesign.workloads.memory import MemoryBreakdown, check_memory, memory_per_gpu
 from codesign.workloads.model import KINDS, Layer, MemorySummary, Workload
+from codesign.workloads.placement import Placement
 from codesign.workloads.profile import Profile, load_profile
 from codesign.workloads.registry import (
     BUILDERS, get_workload, load_workload, workload_configs, workload_from_dict,
     workload_names)
+from codesign.workloads.strategy import Strategy, as_strategy, parse_strategy
 
 __all__ = [
     "KINDS", "Layer", "Workload", "MemorySummary",
@@ -37,4 +45,7 @@ __all__ = [
     "Hardware", "HardwareCatalog", "get_hardware", "hardware_names", "load_hardware_catalog",
     "DEFAULT_EFFICIENCY", "LayerTime", "layer_time", "layer_times",
     "Profile", "load_profile",
+    "Strategy", "parse_strategy", "as_strategy", "Placement",
+    "MemoryBreakdown", "memory_per_gpu", "check_memory",
+    "Demand", "Compute", "CollectiveOp", "Transfer", "demand_for",
 ]

@@ -1,0 +1,626 @@
+"""Traffic demand of one training iteration: :class:`Demand` and :func:`demand_for`.
+
+A demand lists, in order, what one iteration does: compute on GPU ranks, collectives on
+groups of ranks and point-to-point model-parallel transfers.  It is the input of the
+iteration model (``evaluators``) and, reduced to servers, of TopoOpt's TopologyFinder
+(NSDI'23, Algorithm 1 takes ``T_AllReduce`` and ``T_MP``).
+
+Order and repetition
+--------------------
+``Demand.ops`` is one micro-batch's forward pass (stage by stage, layer by layer), then
+its backward pass (reverse order), each op with ``repeat = m`` (it happens once per
+micro-batch); then the once-per-iteration gradient synchronisation (``phase="gradient"``;
+``ready_after`` names the layer whose backward completes the bucket, so it can overlap
+the last micro-batch's backward); then ZeRO's parameter all-gather after the optimizer
+step (``phase="optimizer"``).  How the 1F1B schedule interleaves micro-batches is the
+iteration model's business; :attr:`Demand.bubble_fraction` gives ``(p-1)/(m+p-1)``.
+
+What each strategy emits (``b`` = micro-batch samples, ``T`` = tp, sizes follow the
+nccl-tests convention of DESIGN.md section 4)
+--------------------------------------------------------------------------------------
+* Data parallel: gradients, in backward order, cut into buckets of ``bucket_bytes``
+  (PyTorch DDP's default 25 MiB); one ``allreduce`` of each bucket per DP group
+  (ranks with the same TP index and stage).  A ring all-reduce of ``G`` bytes moves
+  ``2 (n-1)/n G`` out of every member.
+* ZeRO-1/2 (Rajbhandari et al. SC'20, Sec. 5-7): ``reducescatter`` of each bucket
+  (size ``G``, ``(n-1)/n G`` per member) instead of the all-reduce, and after the
+  optimizer step an ``allgather`` of the updated parameters (size ``W``, ``(n-1)/n W``
+  per member): the same ``2 (n-1)/n`` volume as DP.  ZeRO-2 reduce-scatters every
+  micro-batch (gradients are sharded, so they cannot accumulate): ``repeat = m``.
+* ZeRO-3: parameters all-gathered before each layer's forward and again before its
+  backward (size ``W`` each, ``repeat = m``), gradients reduce-scattered in buckets:
+  ``3 (n-1)/n`` per member, 1.5 x DP (Sec. 7.2.2).
+* Tensor parallel (Megatron-LM, Shoeybi et al. 2019, Sec. 3): after each layer's
+  forward an ``allreduce`` of ``b x tp_allreduce_bytes`` on its TP group, after its
+  backward one of ``b x tp_bwd_allreduce_bytes`` (two each way per transformer block).
+* Pipeline parallel (1F1B): at each stage boundary, each TP rank sends ``b x
+  activation_bytes / T`` of the boundary layer's output to the same TP rank of the next
+  stage in the forward pass, and the same gradient back in the backward pass; with
+  ``T > 1`` the receiving TP group all-gathers the pieces (Megatron's scatter/gather
+  optimisation, Narayanan et al. SC'21, Sec. 4.1).
+* Expert parallel: around each expert layer an ``alltoall`` on the EP group before
+  (dispatch) and after (combine) the experts, each ``b x ep_alltoall_bytes / T`` per
+  rank, forward and backward.  Expert gradients synchronise over the ``dp / ep``
+  ranks holding the same experts, the rest over the whole DP group.
+* Embedding tables, ``embedding=model`` (TopoOpt Sec. 2.1): table ``i`` lives on GPU
+  ``o``; forward, every other rank sends ``o`` its samples' indices (``b x lookups x
+  index_bytes``, many-to-one) and ``o`` returns the pooled rows (``b x table_dim x
+  dtype``, one-to-many); backward, every rank sends ``o`` the gradient of its pooled
+  rows.  When every rank holds tables of the same total size (tables spread over all
+  GPUs), the three exchanges are ``alltoall`` collectives instead.  ``embedding=data``:
+  tables are replicated and their gradients join the DP buckets.
+
+Server matrix and split
+-----------------------
+:meth:`Demand.server_matrix` sums bytes per iteration between servers (diagonal zero:
+traffic inside a server is on its fabric, :meth:`Demand.intra_server_bytes`).  A ring
+collective is a ring over its members in the order given (rank order = placement
+order): every member sends the next ``2 (n-1)/n x size`` (allreduce) or ``(n-1)/n x
+size`` (reducescatter, allgather); an ``alltoall`` sends ``size / n`` to every other
+member.  :meth:`Demand.split` gives TopoOpt's mutable AllReduce traffic (ring
+collectives: their order can be permuted, Sec. 4.3) as server groups with bytes, and
+its immutable MP traffic (transfers and all-to-alls) as a server matrix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any, Union
+
+import numpy as np
+
+from codesign.errors import invalid
+from codesign.workloads.compute import DEFAULT_EFFICIENCY, layer_time
+from codesign.workloads.hardware import Hardware, get_hardware
+from codesign.workloads.memory import MemoryBreakdown, check_memory, memory_per_gpu
+from codesign.workloads.model import Layer, Workload
+from codesign.workloads.placement import Placement
+from codesign.workloads.strategy import (
+    Strategy, as_strategy, check_applicable, is_table, layer_params_per_gpu, stage_bounds)
+
+__all__ = ["Compute", "CollectiveOp", "Transfer", "Demand", "demand_for",
+           "DEFAULT_BUCKET_BYTES", "RING_KINDS", "ring_bytes_per_member"]
+
+#: PyTorch DDP's ``bucket_cap_mb=25`` (MiB).
+DEFAULT_BUCKET_BYTES = 25.0 * 2**20
+#: Collectives that TopoOpt treats as mutable AllReduce traffic (ring-permutable).
+RING_KINDS = ("allreduce", "reducescatter", "allgather")
+_KINDS = (*RING_KINDS, "alltoall")
+_PHASES = ("forward", "backward", "gradient", "optimizer")
+
+
+def ring_bytes_per_member(kind: str, size: float, n: int) -> float:
+    """Bytes each member sends its ring successor for a collective of ``size`` bytes.
+
+    ``allreduce``: ``2 (n-1)/n size``; ``reducescatter`` / ``allgather``:
+    ``(n-1)/n size`` (nccl-tests sizes: input buffer / output buffer).
+    """
+    if kind not in RING_KINDS:
+        raise invalid("ring collective kind", kind, f"one of {', '.join(RING_KINDS)}")
+    if n <= 1:
+        return 0.0
+    factor = 2.0 if kind == "allreduce" else 1.0
+    return factor * (n - 1) / n * size
+
+
+@dataclass(frozen=True)
+class Compute:
+    """Work on GPUs: every rank of ``ranks`` runs it for ``seconds`` (per occurrence).
+
+    ``name`` is the layer (or ``tables`` for the placed embeddings), ``flops`` the
+    FLOPs per GPU per occurrence, ``repeat`` the occurrences per iteration.
+    """
+
+    name: str
+    phase: str
+    ranks: tuple[int, ...]
+    seconds: float
+    flops: float
+    stage: int = 0
+    repeat: int = 1
+
+
+@dataclass(frozen=True)
+class CollectiveOp:
+    """A collective on ``members`` (GPU ranks, ring order) of ``bytes`` (nccl-tests size).
+
+    ``purpose`` is ``dp``, ``dp-expert``, ``zero``, ``tp``, ``pp``, ``ep`` or
+    ``embedding``; ``bucket`` numbers gradient buckets per stage and purpose;
+    ``ready_after`` names the layer whose backward completes the bucket.
+    """
+
+    kind: str
+    members: tuple[int, ...]
+    bytes: float
+    phase: str
+    purpose: str
+    overlappable_with_backward: bool = False
+    bucket: int | None = None
+    ready_after: str = ""
+    layer: str = ""
+    stage: int = 0
+    repeat: int = 1
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """A point-to-point model-parallel transfer of ``bytes`` from rank ``src`` to ``dst``."""
+
+    src: int
+    dst: int
+    bytes: float
+    phase: str
+    purpose: str
+    layer: str = ""
+    stage: int = 0
+    repeat: int = 1
+
+
+Op = Union[Compute, CollectiveOp, Transfer]
+
+
+@dataclass(frozen=True)
+class Demand:
+    """Compute and communication of one training iteration (module docstring).
+
+    Attributes
+    ----------
+    workload, hardware : str
+        Names.
+    strategy : Strategy
+    placement : Placement
+    ops : tuple of Compute, CollectiveOp, Transfer
+        In order.
+    stages : tuple of (start, stop)
+        Layer index range of each pipeline stage.
+    microbatch_size : float
+        Samples per micro-batch per data-parallel replica.
+    bucket_bytes : float
+        Gradient bucket size used.
+    memory : MemoryBreakdown
+        Per-GPU memory of the most loaded GPU.
+    """
+
+    workload: str
+    hardware: str
+    strategy: Strategy
+    placement: Placement
+    ops: tuple[Op, ...]
+    stages: tuple[tuple[int, int], ...]
+    microbatch_size: float
+    bucket_bytes: float
+    memory: MemoryBreakdown
+    layer_names: tuple[str, ...] = field(default=(), repr=False)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def microbatches(self) -> int:
+        return self.strategy.m
+
+    @property
+    def bubble_fraction(self) -> float:
+        """1F1B bubble ``(p - 1) / (m + p - 1)``."""
+        return self.strategy.bubble_fraction
+
+    def compute(self) -> list[Compute]:
+        return [op for op in self.ops if isinstance(op, Compute)]
+
+    def collectives(self) -> list[CollectiveOp]:
+        return [op for op in self.ops if isinstance(op, CollectiveOp)]
+
+    def transfers(self) -> list[Transfer]:
+        return [op for op in self.ops if isinstance(op, Transfer)]
+
+    def stage_layers(self) -> tuple[tuple[str, ...], ...]:
+        """Layer names of each pipeline stage."""
+        return tuple(self.layer_names[a:b] for a, b in self.stages)
+
+    # ------------------------------------------------------------------ matrices
+    def _pairs(self, *, mutable: bool | None = None) -> Iterator[tuple[np.ndarray, np.ndarray,
+                                                                        np.ndarray]]:
+        """(src ranks, dst ranks, bytes) per op, per iteration; ``mutable`` filters."""
+        for op in self.ops:
+            if isinstance(op, Transfer):
+                if mutable is not True:
+                    yield (np.array([op.src]), np.array([op.dst]),
+                           np.array([op.bytes * op.repeat]))
+            elif isinstance(op, CollectiveOp):
+                ring = op.kind in RING_KINDS
+                if mutable is not None and ring != mutable:
+                    continue
+                m = np.asarray(op.members, dtype=np.int64)
+                n = len(m)
+                if n < 2:
+                    continue
+                if ring:
+                    per = ring_bytes_per_member(op.kind, op.bytes, n) * op.repeat
+                    yield m, np.roll(m, -1), np.full(n, per)
+                else:  # alltoall: size / n to every other member
+                    src, dst = np.meshgrid(m, m, indexing="ij")
+                    off = src != dst
+                    yield src[off], dst[off], np.full(int(off.sum()), op.bytes / n * op.repeat)
+
+    def _accumulate(self, index: np.ndarray, size: int, *, mutable: bool | None = None
+                    ) -> np.ndarray:
+        out = np.zeros((size, size))
+        for src, dst, b in self._pairs(mutable=mutable):
+            np.add.at(out, (index[src], index[dst]), b)
+        return out
+
+    def gpu_matrix(self, *, mutable: bool | None = None) -> np.ndarray:
+        """GPU x GPU bytes per iteration (``mutable``: only ring / only MP traffic).
+
+        Dense ``gpus x gpus``: for very large jobs prefer :meth:`server_matrix`.
+        """
+        n = self.placement.gpus
+        return self._accumulate(np.arange(n), n, mutable=mutable)
+
+    def _server_full(self, *, mutable: bool | None = None) -> np.ndarray:
+        return self._accumulate(self.placement.server_array(), self.placement.servers,
+                                mutable=mutable)
+
+    def server_matrix(self) -> np.ndarray:
+        """Servers x servers bytes per iteration, all traffic (diagonal zero).
+
+        Rows are sources, columns destinations, as TopoOpt's Fig. 1 heatmaps.
+        """
+        out = self._server_full()
+        np.fill_diagonal(out, 0.0)
+        return out
+
+    def intra_server_bytes(self) -> np.ndarray:
+        """Bytes per iteration that stay inside each server (its fabric), per server."""
+        return np.diag(self._server_full()).copy()
+
+    def split(self) -> tuple[list[tuple[tuple[int, ...], float]], np.ndarray]:
+        """TopologyFinder's inputs: AllReduce groups and the MP server matrix.
+
+        Returns
+        -------
+        groups : list of (servers, bytes)
+            One entry per distinct server group of the ring collectives (allreduce,
+            reducescatter, allgather), servers in ring order (first appearance in the
+            members' order), ``bytes`` = what each server sends its successor per
+            iteration in a ring over the group (summed over the group's collectives).
+            Groups inside one server are left out (no network traffic).
+        mp : numpy.ndarray
+            Servers x servers bytes per iteration of the point-to-point transfers and
+            all-to-alls (immutable: fixed by strategy and placement).
+        """
+        groups: dict[tuple[int, ...], float] = {}
+        g = self.placement.gpus_per_server
+        for op in self.ops:
+            if not isinstance(op, CollectiveOp) or op.kind not in RING_KINDS:
+                continue
+            servers = tuple(dict.fromkeys(r // g for r in op.members))
+            if len(servers) < 2:
+                continue
+            groups[servers] = groups.get(servers, 0.0) + op.repeat * ring_bytes_per_member(
+                op.kind, op.bytes, len(op.members))
+        mp = self._server_full(mutable=False)
+        np.fill_diagonal(mp, 0.0)
+        return list(groups.items()), mp
+
+    # ------------------------------------------------------------------ summaries
+    def bytes_by_purpose(self) -> dict[str, float]:
+        """Bytes per iteration sent between GPUs, by purpose (all GPUs summed)."""
+        out: dict[str, float] = {}
+        for op in self.ops:
+            if isinstance(op, Transfer):
+                out[op.purpose] = out.get(op.purpose, 0.0) + op.bytes * op.repeat
+            elif isinstance(op, CollectiveOp):
+                n = len(op.members)
+                if op.kind in RING_KINDS:
+                    b = n * ring_bytes_per_member(op.kind, op.bytes, n)
+                else:
+                    b = (n - 1) * op.bytes  # n members x (n-1)/n of the buffer
+                out[op.purpose] = out.get(op.purpose, 0.0) + b * op.repeat
+        return out
+
+    def summary(self) -> dict[str, Any]:
+        """Totals for people and ``--json`` (no per-op list)."""
+        matrix = self.server_matrix()
+        groups, mp = self.split()
+        return {
+            "workload": self.workload, "hardware": self.hardware,
+            "strategy": self.strategy.to_dict(), "placement": self.placement.to_dict(),
+            "microbatch_size": self.microbatch_size, "microbatches": self.microbatches,
+            "bubble_fraction": self.bubble_fraction,
+            "stages": [list(s) for s in self.stages],
+            "ops": {"compute": len(self.compute()), "collectives": len(self.collectives()),
+                    "transfers": len(self.transfers())},
+            "compute_s_per_gpu_max": _max_compute(self),
+            "bytes_by_purpose": self.bytes_by_purpose(),
+            "inter_server_bytes": float(matrix.sum()),
+            "allreduce_groups": len(groups), "allreduce_bytes": float(sum(b for _, b in groups)),
+            "mp_bytes": float(mp.sum()),
+            "memory": self.memory.to_dict(),
+        }
+
+
+def _max_compute(d: Demand) -> float:
+    per = np.zeros(d.placement.gpus)
+    for op in d.compute():
+        per[list(op.ranks)] += op.seconds * op.repeat
+    return float(per.max())
+
+
+# ---------------------------------------------------------------------------- builder
+def _sharded(layer: Layer, s: Strategy) -> Layer:
+    """The part of ``layer`` one GPU computes: TP splits FLOPs and activation traffic."""
+    shared, expert = layer_params_per_gpu(layer, s)
+    t = s.tp if layer.tp_shardable else 1
+    return replace(layer, params=int(round(shared + expert)), expert_params=0, experts=0,
+                   top_k=0, fwd_flops=layer.fwd_flops / t, bwd_flops=layer.bwd_flops / t,
+                   io_bytes=layer.io_bytes / t)
+
+
+def _buckets(sizes: list[tuple[str, float]], cap: float) -> list[tuple[float, str]]:
+    """Cut a stream of (layer, bytes) in backward order into buckets of ``cap`` bytes.
+
+    Returns (bucket bytes, layer whose backward completes it); the last may be smaller.
+    """
+    out: list[tuple[float, str]] = []
+    fill = 0.0
+    for name, b in sizes:
+        while b > 0:
+            take = min(b, cap - fill)
+            fill += take
+            b -= take
+            if fill >= cap * (1 - 1e-12):
+                out.append((cap, name))
+                fill = 0.0
+        last = name
+    if fill > 0:
+        out.append((fill, last))
+    return out
+
+
+def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware | str,
+               placement: Placement | None = None, *,
+               bucket_bytes: float = DEFAULT_BUCKET_BYTES,
+               efficiency: float = DEFAULT_EFFICIENCY, index_bytes: int = 8,
+               check: bool = True) -> Demand:
+    """The demand of one training iteration of ``workload`` under ``strategy``.
+
+    Parameters
+    ----------
+    workload : Workload
+    strategy : Strategy or str
+        ``"dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]"``.
+    hardware : Hardware or str
+        GPU for compute times (roofline, :func:`~codesign.workloads.compute.layer_time`)
+        and memory capacity.
+    placement : Placement, optional
+        Default :meth:`Placement.for_strategy` with the hardware's GPUs per server.
+    bucket_bytes : float, optional
+        Gradient bucket size, bytes (default 25 MiB).
+    efficiency : float, optional
+        Fraction of peak FLOP/s for the roofline.
+    index_bytes : int, optional
+        Bytes per embedding index sent to a table's owner (int64: 8).
+    check : bool, optional
+        Raise :class:`~codesign.errors.InfeasibleError` when memory does not fit.
+
+    Returns
+    -------
+    Demand
+
+    Raises
+    ------
+    InvalidSpecError
+        The strategy does not apply to the workload, or the placement does not match.
+    InfeasibleError
+        With ``check``, the most loaded GPU needs more memory than the hardware has.
+
+    Examples
+    --------
+    >>> from codesign.workloads import get_workload
+    >>> w = get_workload("resnet50").with_batch(2048)
+    >>> d = demand_for(w, "dp=16", "A100-80", Placement(servers=16, gpus_per_server=1))
+    >>> d.server_matrix().shape
+    (16, 16)
+    >>> round(float(d.server_matrix()[0, 1]) / (2 * 15 / 16 * 4 * w.parameters), 6)
+    1.0
+    """
+    s = as_strategy(strategy)
+    hw = get_hardware(hardware)
+    check_applicable(workload, s)
+    if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, (int, float)) \
+            or not bucket_bytes > 0 or bucket_bytes == float("inf"):
+        raise invalid("bucket_bytes", bucket_bytes, "a positive number of bytes")
+    if isinstance(index_bytes, bool) or index_bytes not in (1, 2, 4, 8):
+        raise invalid("index_bytes", index_bytes, "1, 2, 4 or 8")
+    if placement is None:
+        placement = Placement.for_strategy(s, hw.gpus_per_server)
+    placement.check(s)
+    memory = (check_memory if check else memory_per_gpu)(workload, s, hw, placement)
+    b = workload.batch_size / (s.dp * s.m)
+    m, T = s.m, s.tp
+    grid = placement.rank_grid(s)
+    stages = stage_bounds(workload, s)
+    layers = workload.layers
+    placed = s.embedding == "model"
+    tables = [layer for layer in layers if is_table(layer)] if placed else []
+    owners = placement.table_ranks(len(tables)) if placed else ()
+    zero_rep = m if s.zero >= 3 else 1  # ZeRO-3 gathers per micro-batch (only pp=1 here)
+
+    def seconds(layer: Layer, batch: float) -> tuple[float, float]:
+        t = layer_time(_sharded(layer, s), hw, batch, efficiency=efficiency)
+        return t.fwd_s, t.bwd_s
+
+    fwd: list[Op] = []
+    bwd_by_stage: list[list[Op]] = []
+    grad_ops: list[Op] = []
+    opt_ops: list[Op] = []
+
+    for p, (start, stop) in enumerate(stages):
+        ranks_p = placement.stage_ranks(s, p)
+        tp_groups = placement.tp_groups(s, p) if T > 1 else []
+        ep_groups = placement.ep_groups(s, p) if s.ep > 1 else []
+        dp_groups = placement.dp_groups(s, p) if s.dp > 1 else []
+        xdp_groups = placement.expert_dp_groups(s, p) if s.dp // s.ep > 1 else []
+        # Backward: the gradient of this stage's output arrives from the next stage,
+        # then the layers run in reverse order (each block keeps its internal order).
+        bwd_head = (_boundary(grid, s, p + 1, p, layers[stop - 1], b, "backward")
+                    if p < s.pp - 1 else [])
+        blocks: list[list[Op]] = []
+        dense_stream: list[tuple[str, float]] = []
+        expert_stream: list[tuple[str, float]] = []
+        fwd_stage: list[Op] = []
+        emitted_tables = False
+        for layer in layers[start:stop]:
+            if placed and is_table(layer):
+                if not emitted_tables:  # all tables run together, at the first one
+                    f, bw = _embedding_ops(tables, owners, placement, s, hw, b, index_bytes,
+                                           efficiency)
+                    fwd_stage += f
+                    blocks.append(bw)
+                    emitted_tables = True
+                continue
+            f_s, b_s = seconds(layer, b)
+            sh = _sharded(layer, s)
+            f_ops: list[Op] = []
+            b_ops: list[Op] = []
+            shared, expert = layer_params_per_gpu(layer, s)
+            if s.zero >= 3:
+                for w, groups in ((shared, dp_groups), (expert, xdp_groups)):
+                    for grp in groups if w else ():
+                        for phase, target in (("forward", f_ops), ("backward", b_ops)):
+                            target.append(CollectiveOp(
+                                "allgather", grp, w * layer.dtype_bytes, phase, "zero",
+                                layer=layer.name, stage=p, repeat=zero_rep))
+            a2a = b * layer.ep_alltoall_bytes / T
+            ep_ops = [CollectiveOp("alltoall", grp, a2a, "forward", "ep", layer=layer.name,
+                                   stage=p, repeat=m)
+                      for grp in ep_groups] if layer.experts and a2a else []
+            # Each pass: dispatch (or its gradient), the layer, combine, then the TP
+            # all-reduce of the output (forward, the g operator) or of the input gradient
+            # (backward, the f operator).
+            for phase, target, sec, flops, tp_bytes in (
+                    ("forward", f_ops, f_s, sh.fwd_flops, layer.tp_allreduce_bytes),
+                    ("backward", b_ops, b_s, sh.bwd_flops, layer.tp_bwd_allreduce_bytes)):
+                around = [replace(op, phase=phase) for op in ep_ops]
+                target += around
+                target.append(Compute(layer.name, phase, ranks_p, sec, b * flops, p, m))
+                target += around
+                if tp_bytes:
+                    target += [CollectiveOp("allreduce", grp, b * tp_bytes, phase, "tp",
+                                            layer=layer.name, stage=p, repeat=m)
+                               for grp in tp_groups]
+            fwd_stage += f_ops
+            blocks.append(b_ops)
+            dense_stream.append((layer.name, shared * layer.dtype_bytes))
+            expert_stream.append((layer.name, expert * layer.dtype_bytes))
+        fwd += fwd_stage
+        if p < s.pp - 1:
+            fwd += _boundary(grid, s, p, p + 1, layers[stop - 1], b, "forward")
+        ordered = list(bwd_head)
+        for blk in reversed(blocks):
+            ordered += blk
+        bwd_by_stage.append(ordered)
+
+        # Gradient synchronisation of this stage (backward order), then ZeRO's gather.
+        kind = "allreduce" if s.zero == 0 else "reducescatter"
+        grad_rep = m if s.zero >= 2 else 1
+        for stream, groups, purpose in ((dense_stream, dp_groups, "dp"),
+                                        (expert_stream, xdp_groups, "dp-expert")):
+            cuts = _buckets(list(reversed(stream)), float(bucket_bytes))
+            for k, (size, after) in enumerate(cuts):
+                for grp in groups:
+                    grad_ops.append(CollectiveOp(kind, grp, size, "gradient", purpose, True, k,
+                                                 after, stage=p, repeat=grad_rep))
+                    if s.zero in (1, 2):
+                        opt_ops.append(CollectiveOp("allgather", grp, size, "optimizer",
+                                                    "zero", False, k, after, stage=p))
+
+    bwd_all: list[Op] = []
+    for ops in reversed(bwd_by_stage):
+        bwd_all += ops
+    ops = tuple(fwd + bwd_all + grad_ops + opt_ops)
+    return Demand(workload=workload.name, hardware=hw.name, strategy=s, placement=placement,
+                  ops=ops, stages=stages, microbatch_size=b, bucket_bytes=float(bucket_bytes),
+                  memory=memory, layer_names=tuple(layer.name for layer in layers))
+
+
+def _boundary(grid: np.ndarray, s: Strategy, src_stage: int, dst_stage: int, layer: Layer,
+              b: float, phase: str) -> list[Op]:
+    """Stage-boundary transfers (and the receiving TP all-gather) of one micro-batch."""
+    size = b * layer.activation_bytes
+    stage = min(src_stage, dst_stage)
+    ops: list[Op] = []
+    for d in range(s.dp):
+        for t in range(s.tp):
+            ops.append(Transfer(int(grid[t, d, src_stage]), int(grid[t, d, dst_stage]),
+                                size / s.tp, phase, "pp", layer=layer.name, stage=stage,
+                                repeat=s.m))
+        if s.tp > 1:
+            grp = tuple(sorted(int(r) for r in grid[:, d, dst_stage]))
+            ops.append(CollectiveOp("allgather", grp, size, phase, "pp", layer=layer.name,
+                                    stage=stage, repeat=s.m))
+    return ops
+
+
+def _embedding_ops(tables: list[Layer], owners: tuple[int, ...], placement: Placement,
+                   s: Strategy, hw: Hardware, b: float, index_bytes: int,
+                   efficiency: float) -> tuple[list[Op], list[Op]]:
+    """Forward and backward ops of tables placed on servers (``embedding=model``).
+
+    Every rank is a data-parallel replica with ``b`` samples per micro-batch; the owner
+    of a table serves all ``b x dp`` samples.
+    """
+    world = placement.gpus
+    ranks = tuple(range(world))
+    m = s.m
+    idx_per = np.zeros(world)   # index bytes per sample each owner receives
+    row_per = np.zeros(world)   # pooled-row bytes per sample each owner returns
+    for layer, o in zip(tables, owners, strict=True):
+        idx_per[o] += layer.lookups * index_bytes
+        row_per[o] += layer.table_dim * layer.dtype_bytes
+    fwd: list[Op] = []
+    bwd: list[Op] = []
+    samples = b * s.dp
+    comp_f: dict[int, list[float]] = {}
+    for layer, o in zip(tables, owners, strict=True):
+        t = layer_time(layer, hw, samples, efficiency=efficiency)
+        acc = comp_f.setdefault(o, [0.0, 0.0, 0.0, 0.0])
+        acc[0] += t.fwd_s
+        acc[1] += t.bwd_s
+        acc[2] += samples * layer.fwd_flops
+        acc[3] += samples * layer.bwd_flops
+    compute_f = [Compute("tables", "forward", (o,), v[0], v[2], 0, m)
+                 for o, v in sorted(comp_f.items())]
+    compute_b = [Compute("tables", "backward", (o,), v[1], v[3], 0, m)
+                 for o, v in sorted(comp_f.items())]
+    uniform = world > 1 and np.all(idx_per == idx_per[0]) and np.all(row_per == row_per[0]) \
+        and idx_per[0] > 0
+    if uniform:
+        # Tables spread evenly over all ranks: the exchanges are all-to-alls whose send
+        # buffer per rank holds its b samples' data for every table.
+        idx, rows = b * float(idx_per.sum()), b * float(row_per.sum())
+        a2a = [CollectiveOp("alltoall", ranks, idx, "forward", "embedding", layer="tables",
+                            repeat=m)]
+        fwd += a2a + compute_f
+        fwd.append(CollectiveOp("alltoall", ranks, rows, "forward", "embedding",
+                                layer="tables", repeat=m))
+        bwd.append(CollectiveOp("alltoall", ranks, rows, "backward", "embedding",
+                                layer="tables", repeat=m))
+        bwd += compute_b
+        return fwd, bwd
+    for layer, o in zip(tables, owners, strict=True):
+        for r in ranks:
+            if r != o:
+                fwd.append(Transfer(r, o, b * layer.lookups * index_bytes, "forward",
+                                    "embedding", layer=layer.name, repeat=m))
+    fwd += compute_f
+    for layer, o in zip(tables, owners, strict=True):
+        row = b * layer.table_dim * layer.dtype_bytes
+        for r in ranks:
+            if r != o:
+                fwd.append(Transfer(o, r, row, "forward", "embedding", layer=layer.name,
+                                    repeat=m))
+                bwd.append(Transfer(r, o, row, "backward", "embedding", layer=layer.name,
+                                    repeat=m))
+    bwd += compute_b
+    return fwd, bwd

@@ -1,0 +1,207 @@
+"""Per-GPU training memory of a strategy, and the check that it fits.
+
+For every GPU: the model state of the layers it holds (weights, gradients, optimizer
+state), the activations it keeps for the backward pass, and the embedding tables placed
+on it.  The reported breakdown is the GPU that needs the most.
+
+Model state (ZeRO, Rajbhandari et al. SC'20, Sec. 5.1 and Fig. 1), with ``W`` the
+weight bytes a GPU holds after tensor, pipeline and expert parallelism, ``G = W`` its
+gradient bytes, ``K`` the optimizer bytes per parameter and ``N`` the ZeRO group (the
+data-parallel group ``dp``, and ``dp / ep`` for expert parameters, whose replicas are
+that many)::
+
+    zero=0:  W + G + K psi          zero=2:  W + G / N + K psi / N
+    zero=1:  W + G + K psi / N      zero=3:  W / N + G / N + K psi / N
+
+Activations: each GPU keeps ``saved_bytes`` per sample of its stage's layers for the
+micro-batches in flight.  Under 1F1B stage ``s`` of ``p`` has at most ``min(m, p - s)``
+micro-batches in flight (stage 0 holds ``p``; Narayanan et al. SC'21, Sec. 2.2); without
+pipelining one micro-batch (gradient accumulation).  Tensor parallelism divides the
+activations of ``tp_shardable`` layers by ``tp`` -- exact with sequence parallelism
+(Korthikanti et al. 2022, Sec. 4.2.2, Eq. 4), which shards the norm and dropout
+activations too; without it slightly optimistic.
+
+Embedding tables with ``embedding=model`` sit whole on their GPU (placement), with
+their gradients and optimizer state (dense, as FlexFlow and Megatron keep them), and
+the indices of the whole global batch (they serve every sample).
+
+Not counted: framework workspace, communication buffers, fragmentation, and ZeRO-3's
+temporary all-gathered layer (at most the largest layer's weights).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from codesign.errors import InfeasibleError
+from codesign.workloads.hardware import Hardware, get_hardware
+from codesign.workloads.model import Workload
+from codesign.workloads.placement import Placement
+from codesign.workloads.strategy import (
+    Strategy, as_strategy, check_applicable, is_table, layer_params_per_gpu, stage_bounds)
+
+__all__ = ["MemoryBreakdown", "memory_per_gpu", "check_memory"]
+
+_GIB = float(2**30)
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Memory of the most loaded GPU, bytes.
+
+    ``inflight_microbatches`` and ``microbatch_size`` (samples) explain the activations;
+    ``capacity_bytes`` is the GPU's HBM.
+    """
+
+    strategy: str
+    hardware: str
+    rank: int
+    stage: int
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    embedding_bytes: float
+    inflight_microbatches: int
+    microbatch_size: float
+    capacity_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        """Everything on the GPU."""
+        return (self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
+                + self.activations_bytes + self.embedding_bytes)
+
+    @property
+    def fits(self) -> bool:
+        """Whether :attr:`total_bytes` fits in :attr:`capacity_bytes`."""
+        return self.total_bytes <= self.capacity_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"strategy": self.strategy, "hardware": self.hardware, "rank": self.rank,
+                "stage": self.stage, "weights_bytes": self.weights_bytes,
+                "gradients_bytes": self.gradients_bytes,
+                "optimizer_bytes": self.optimizer_bytes,
+                "activations_bytes": self.activations_bytes,
+                "embedding_bytes": self.embedding_bytes, "total_bytes": self.total_bytes,
+                "capacity_bytes": self.capacity_bytes,
+                "inflight_microbatches": self.inflight_microbatches,
+                "microbatch_size": self.microbatch_size, "fits": self.fits}
+
+    def message(self) -> str:
+        """One line: what the strategy needs and what the hardware has, in GiB."""
+        return (f"strategy {self.strategy} needs {self.total_bytes / _GIB:.1f} GiB per GPU "
+                f"(rank {self.rank}, stage {self.stage}: weights "
+                f"{self.weights_bytes / _GIB:.1f}, gradients {self.gradients_bytes / _GIB:.1f}, "
+                f"optimizer {self.optimizer_bytes / _GIB:.1f}, activations "
+                f"{self.activations_bytes / _GIB:.1f} for {self.inflight_microbatches} "
+                f"micro-batches of {self.microbatch_size:g}, embedding tables "
+                f"{self.embedding_bytes / _GIB:.1f}), hardware {self.hardware} has "
+                f"{self.capacity_bytes / _GIB:.1f} GiB")
+
+
+def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardware | str,
+                   placement: Placement | None = None) -> MemoryBreakdown:
+    """Per-GPU memory of ``workload`` under ``strategy`` (the most loaded GPU); no raise.
+
+    Parameters
+    ----------
+    workload : Workload
+    strategy : Strategy or str
+    hardware : Hardware or str
+        Supplies the capacity (``memory_bytes``) and, when ``placement`` is None,
+        ``gpus_per_server`` for :meth:`Placement.for_strategy`.
+    placement : Placement, optional
+        Only matters for ``embedding=model`` (which GPU holds which table).
+
+    Returns
+    -------
+    MemoryBreakdown
+
+    Raises
+    ------
+    InvalidSpecError
+        The strategy does not apply to the workload
+        (:func:`~codesign.workloads.strategy.check_applicable`).
+    """
+    s = as_strategy(strategy)
+    hw = get_hardware(hardware)
+    check_applicable(workload, s)
+    placed = s.embedding == "model"
+    micro = workload.batch_size / (s.dp * s.m)
+    opt = float(workload.optimizer_bytes_per_param)
+    n_dense, n_expert = (s.dp, s.dp // s.ep) if s.zero else (1, 1)
+
+    def state(params: float, dtype: int, group: int) -> tuple[float, float, float]:
+        w, g, o = params * dtype, params * dtype, params * opt
+        if s.zero >= 1:
+            o /= group
+        if s.zero >= 2:
+            g /= group
+        if s.zero >= 3:
+            w /= group
+        return w, g, o
+
+    stages = stage_bounds(workload, s)
+    per_stage = []
+    for p, (start, stop) in enumerate(stages):
+        w = g = o = act = 0.0
+        for layer in workload.layers[start:stop]:
+            if placed and is_table(layer):
+                continue
+            shared, expert = layer_params_per_gpu(layer, s)
+            for params, group in ((shared, n_dense), (expert, n_expert)):
+                dw, dg, do = state(params, layer.dtype_bytes, group)
+                w, g, o = w + dw, g + dg, o + do
+            act += layer.saved_bytes / (s.tp if layer.tp_shardable else 1)
+        inflight = min(s.m, s.pp - p)
+        per_stage.append((w, g, o, act * micro * inflight, inflight))
+
+    # Ranks' stages, and the tables each rank holds (embedding=model).
+    if placement is None:
+        placement = Placement.for_strategy(s, hw.gpus_per_server)
+    grid = placement.rank_grid(s)
+    stage_of = np.empty(s.gpus, dtype=np.int64)
+    stage_of[grid.ravel()] = np.broadcast_to(np.arange(s.pp), grid.shape).ravel()
+    tables = np.zeros(s.gpus)
+    if placed:
+        layers = [layer for layer in workload.layers if is_table(layer)]
+        for layer, rank in zip(layers, placement.table_ranks(len(layers)), strict=True):
+            tables[rank] += (layer.params * (2.0 * layer.dtype_bytes + opt)
+                             + workload.batch_size * layer.saved_bytes)
+    common = np.array([sum(x[:4]) for x in per_stage])
+    totals = common[stage_of] + tables
+    rank = int(np.argmax(totals))
+    w, g, o, act, inflight = per_stage[int(stage_of[rank])]
+    return MemoryBreakdown(
+        strategy=str(s), hardware=hw.name, rank=rank, stage=int(stage_of[rank]),
+        weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=act,
+        embedding_bytes=float(tables[rank]), inflight_microbatches=inflight,
+        microbatch_size=micro, capacity_bytes=hw.memory_bytes)
+
+
+def check_memory(workload: Workload, strategy: Strategy | str, hardware: Hardware | str,
+                 placement: Placement | None = None) -> MemoryBreakdown:
+    """:func:`memory_per_gpu`, raising when the most loaded GPU does not fit.
+
+    Raises
+    ------
+    InfeasibleError
+        ``"strategy dp=..,tp=.. needs X GiB per GPU (...), hardware H has Y GiB"``.
+    InvalidSpecError
+        The strategy does not apply to the workload.
+
+    Examples
+    --------
+    >>> from codesign.workloads import get_workload
+    >>> m = check_memory(get_workload("resnet50"), "dp=512", "A100-80")
+    >>> m.fits
+    True
+    """
+    breakdown = memory_per_gpu(workload, strategy, hardware, placement)
+    if not breakdown.fits:
+        raise InfeasibleError(breakdown.message())
+    return breakdown
