@@ -164,6 +164,11 @@ def _cmd_synth(args: argparse.Namespace) -> int:
         "valid": report.valid,
         "transfers": len(schedule),
     }
+    # Proof and model details some methods record (mcf; tacos exact=true and logical times).
+    for key in ("fluid_time_s", "optimal", "dual_gap", "within_epsilon", "exact", "mip_gap",
+                "logical_time_s"):
+        if key in schedule.metadata:
+            payload[key] = schedule.metadata[key]
     if not report.valid:
         payload["errors"] = list(report.errors[:5])
     if args.out:
@@ -184,6 +189,18 @@ def _cmd_bound(args: argparse.Namespace) -> int:
 
     topo = load_topology(args.spec)
     coll = _collective(args, topo)
+    if args.method == "mcf":
+        # The fluid LP optimum (bandwidth only); a lower bound for every T when
+        # steps_certified, else for the step counts searched.
+        from evaluators.mcf import fluid_optimum
+
+        r = fluid_optimum(topo, coll)
+        _emit(args, {"npus": topo.npus, "collective": coll.kind, "size_bytes": coll.size_bytes,
+                     "method": "mcf", "lower_bound_s": r.time_s,
+                     "algbw_Bps": coll.algbw(r.time_s), "optimal": r.optimal,
+                     "dual_gap": r.dual_gap, "steps": r.steps,
+                     "steps_certified": r.steps_certified})
+        return 0
     bound = lower_bound(topo, coll)
     payload = {"npus": topo.npus, "collective": coll.kind, "size_bytes": coll.size_bytes,
                "lower_bound_s": bound.time_s, "algbw_Bps": coll.algbw(bound.time_s),
@@ -422,6 +439,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write the schedule: FILE.json, or FILE.xml (MSCCL)")
     p = add(sub, "bound", _cmd_bound, "lower bound on the collective's time")
     collective_args(p)
+    p.add_argument("--method", default="cut", choices=("cut", "mcf"),
+                   help="cut bounds (default) or the fluid multicommodity-flow LP optimum")
 
     p = add(sub, "simulate", _cmd_simulate, "simulate point-to-point sends or replay a schedule")
     p.add_argument("spec", help="topology spec string or YAML file")

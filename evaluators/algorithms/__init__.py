@@ -13,3 +13,4 @@ from evaluators.algorithms import (  # noqa: F401
 )
 from evaluators.algorithms import tacos  # noqa: F401  (TACOS-GREEDY synthesizer)
 from evaluators.algorithms import themis  # noqa: F401  (Themis ISCA'22 scheduler)
+from evaluators.mcf import discretize as _mcf  # noqa: F401,E402  (fluid MCF optimum, Theorem 4)
