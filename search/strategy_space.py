@@ -1,0 +1,257 @@
+"""The strategy search space: :class:`Candidate` and its random local changes.
+
+A candidate is what the strategy search proposes and the iteration model evaluates: a
+parallelization :class:`~codesign.workloads.Strategy` plus its device placement (the rank
+order of :class:`~codesign.workloads.placement.Placement` and, for ``embedding=model``,
+the server of every embedding table).  The GPU count is fixed by the job: every move
+keeps ``dp x tp x pp`` equal to it.
+
+Moves (:func:`propose`) are FlexFlow-style *random local changes*: FlexFlow's MCMC
+(Jia et al., SysML'19, Sec. 6) changes the parallel configuration of one operator at a
+time.  Our strategies are uniform over the model's layers (Megatron style), so a local
+change alters one dimension of the configuration:
+
+``axes``
+    move one prime factor between two of ``dp``, ``tp``, ``pp`` (the GPU count stays);
+``microbatches``
+    double or halve the number of 1F1B micro-batches (only with ``pp > 1``);
+``zero``
+    ZeRO stage up or down by one;
+``ep``
+    multiply or divide the expert-parallel degree by a prime (MoE workloads);
+``embedding``
+    switch embedding tables between replicated (``data``) and placed (``model``, TopoOpt
+    Sec. 2.1's hybrid);
+``order``
+    swap two axes of the placement's rank order (which groups share a server);
+``table``
+    move one embedding table to another server (``embedding=model``).
+
+A proposal that breaks a rule of :func:`~codesign.workloads.strategy.check_applicable`
+(batch divisibility, heads, ...) is redrawn, a bounded number of times; memory
+feasibility is the evaluator's business (it raises
+:class:`~codesign.errors.InfeasibleError`, which the search treats as an infinite time).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from codesign.errors import InvalidSpecError, invalid
+from codesign.workloads.model import Workload
+from codesign.workloads.placement import AXES, DEFAULT_ORDER, Placement
+from codesign.workloads.strategy import Strategy, as_strategy, check_applicable, is_table
+
+__all__ = ["Candidate", "MOVES", "propose", "initial_candidate", "prime_factors"]
+
+#: The kinds of local change, in the order :func:`propose` draws from.
+MOVES = ("axes", "microbatches", "zero", "ep", "embedding", "order", "table")
+_REDRAWS = 64
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A strategy with its placement (see the module docstring).
+
+    Attributes
+    ----------
+    strategy : Strategy
+    order : tuple of str
+        Placement rank order, fastest-varying first (a permutation of tp, dp, pp).
+    table_servers : tuple of int or None
+        Server of each embedding table with ``embedding=model``; ``None`` = round robin.
+    """
+
+    strategy: Strategy
+    order: tuple[str, ...] = DEFAULT_ORDER
+    table_servers: tuple[int, ...] | None = None
+
+    def placement(self, gpus_per_server: int) -> Placement:
+        """The :class:`Placement` of this candidate on servers of ``gpus_per_server`` GPUs."""
+        tables = self.table_servers if self.strategy.embedding == "model" else None
+        return Placement.for_strategy(self.strategy, gpus_per_server, order=self.order,
+                                      table_servers=tables)
+
+    def key(self) -> str:
+        """A canonical string (cache key, record column)."""
+        text = f"{self.strategy};order={'-'.join(self.order)}"
+        if self.strategy.embedding == "model" and self.table_servers is not None:
+            text += ";tables=" + "-".join(map(str, self.table_servers))
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"strategy": str(self.strategy), "order": list(self.order),
+                "table_servers": None if self.table_servers is None
+                else list(self.table_servers)}
+
+
+def prime_factors(n: int) -> list[int]:
+    """Prime factors of ``n`` with multiplicity, ascending (``12 -> [2, 2, 3]``)."""
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def _tables(workload: Workload) -> int:
+    return sum(1 for layer in workload.layers if is_table(layer))
+
+
+def _experts(workload: Workload) -> list[int]:
+    return sorted({layer.experts for layer in workload.layers if layer.experts})
+
+
+def initial_candidate(workload: Workload, gpus: int, strategy: Strategy | str | None = None
+                      ) -> Candidate:
+    """The search's starting point: ``strategy`` or pure data parallelism on ``gpus``.
+
+    Raises
+    ------
+    InvalidSpecError
+        ``strategy`` does not use ``gpus`` GPUs or does not apply to the workload.
+    """
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise invalid("gpus", gpus, "a positive integer")
+    s = Strategy(dp=gpus) if strategy is None else as_strategy(strategy)
+    if s.gpus != gpus:
+        raise invalid("strategy dp*tp*pp", s.gpus, f"{gpus} (the GPUs of the job)")
+    check_applicable(workload, s)
+    return Candidate(s)
+
+
+def _move_axes(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
+    s = c.strategy
+    values = {"dp": s.dp, "tp": s.tp, "pp": s.pp}
+    donors = [a for a in AXES if values[a] > 1]
+    if not donors:
+        return None
+    src = donors[rng.integers(len(donors))]
+    dst = [a for a in AXES if a != src][rng.integers(2)]
+    factors = prime_factors(values[src])
+    p = factors[rng.integers(len(factors))]
+    values[src] //= p
+    values[dst] *= p
+    micro = s.microbatches
+    if values["pp"] == 1:
+        micro = None
+    elif micro is not None and micro < values["pp"]:
+        micro = values["pp"]
+    ep = s.ep if values["dp"] % s.ep == 0 else 1
+    zero = s.zero if values["pp"] == 1 or s.zero < 2 else 1
+    embedding = s.embedding if values["tp"] == 1 and values["pp"] == 1 else "data"
+    return replace(c, strategy=replace(s, microbatches=micro, ep=ep, zero=zero,
+                                       embedding=embedding, **values))
+
+
+def _move_microbatches(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
+    s = c.strategy
+    if s.pp == 1:
+        return None
+    m = s.m * 2 if rng.random() < 0.5 or s.m // 2 < 1 else s.m // 2
+    return replace(c, strategy=replace(s, microbatches=m))
+
+
+def _move_zero(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
+    s = c.strategy
+    top = 1 if s.pp > 1 else 3
+    options = [z for z in (s.zero - 1, s.zero + 1) if 0 <= z <= top]
+    if s.dp == 1 or not options:
+        return None
+    return replace(c, strategy=replace(s, zero=options[rng.integers(len(options))]))
+
+
+def _move_ep(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
+    s = c.strategy
+    experts = _experts(w)
+    if not experts:
+        return None
+    options = []
+    for p in sorted(set(prime_factors(s.dp))):
+        e = s.ep * p
+        if s.dp % e == 0 and all(x % e == 0 for x in experts):
+            options.append(e)
+    options += [s.ep // p for p in sorted(set(prime_factors(s.ep)))]
+    if not options:
+        return None
+    return replace(c, strategy=replace(s, ep=options[rng.integers(len(options))]))
+
+
+def _move_embedding(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
+    s = c.strategy
+    if not _tables(w) or s.tp != 1 or s.pp != 1:
+        return None
+    other = "data" if s.embedding == "model" else "model"
+    return replace(c, strategy=replace(s, embedding=other))
+
+
+def _move_order(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
+    i, j = rng.choice(3, size=2, replace=False)
+    order = list(c.order)
+    order[i], order[j] = order[j], order[i]
+    return replace(c, order=tuple(order))
+
+
+def _move_table(c: Candidate, rng: np.random.Generator, w: Workload, servers: int
+                ) -> Candidate | None:
+    n = _tables(w)
+    if c.strategy.embedding != "model" or not n or servers < 2:
+        return None
+    current = list(c.table_servers) if c.table_servers is not None \
+        else [i % servers for i in range(n)]
+    t = int(rng.integers(n))
+    choices = [s for s in range(servers) if s != current[t]]
+    current[t] = choices[rng.integers(len(choices))]
+    return replace(c, table_servers=tuple(current))
+
+
+def propose(candidate: Candidate, workload: Workload, rng: np.random.Generator, *,
+            gpus_per_server: int = 1, moves: tuple[str, ...] = MOVES) -> Candidate | None:
+    """One random local change of ``candidate`` that the workload accepts.
+
+    Parameters
+    ----------
+    candidate : Candidate
+    workload : Workload
+    rng : numpy.random.Generator
+        Source of randomness (the same state gives the same proposal).
+    gpus_per_server : int, optional
+        GPUs per server, to know the servers a table may move to.
+    moves : tuple of str, optional
+        Subset of :data:`MOVES` to draw from.
+
+    Returns
+    -------
+    Candidate or None
+        ``None`` when no applicable change was found in a bounded number of draws
+        (e.g. one GPU and nothing to change).
+    """
+    unknown = [m for m in moves if m not in MOVES]
+    if unknown or not moves:
+        raise invalid("moves", list(moves), f"a non-empty subset of {', '.join(MOVES)}")
+    servers = max(1, candidate.strategy.gpus // gpus_per_server)
+    for _ in range(_REDRAWS):
+        move = moves[rng.integers(len(moves))]
+        if move == "table":
+            new = _move_table(candidate, rng, workload, servers)
+        else:
+            new = _MOVES[move](candidate, rng, workload)
+        if new is None or new == candidate:
+            continue
+        try:
+            check_applicable(workload, new.strategy)
+        except InvalidSpecError:
+            continue
+        return new
+    return None
+
+
+_MOVES = {"axes": _move_axes, "microbatches": _move_microbatches, "zero": _move_zero,
+          "ep": _move_ep, "embedding": _move_embedding, "order": _move_order}

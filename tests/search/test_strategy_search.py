@@ -1,0 +1,174 @@
+"""MCMC strategy search: moves keep the job valid, brute-force optimum, determinism."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codesign.errors import InvalidSpecError
+from codesign.workloads import get_workload
+from codesign.workloads.placement import AXES
+from codesign.workloads.strategy import Strategy, check_applicable
+from search.strategy_search import accept_probability, mcmc_search
+from search.strategy_space import MOVES, Candidate, initial_candidate, prime_factors, propose
+
+ZOO = ["dlrm", "candle", "bert", "ncf", "resnet50", "vgg16", "mixtral-8x7b"]
+
+
+def _hashed_time(c: Candidate) -> float:
+    """A deterministic, rugged synthetic cost (seconds) of a candidate."""
+    return 1.0 + (zlib.crc32(c.key().encode()) % 10_000) / 1000.0
+
+
+def test_prime_factors():
+    assert prime_factors(1) == []
+    assert prime_factors(12) == [2, 2, 3]
+    assert prime_factors(97) == [97]
+    for n in range(1, 200):
+        assert math.prod(prime_factors(n)) == n
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(ZOO), seed=st.integers(0, 2**32 - 1),
+       gpus=st.sampled_from([8, 16, 64]))
+def test_proposals_keep_the_gpu_count_and_are_applicable(name, seed, gpus):
+    w = get_workload(name)
+    c = initial_candidate(w, gpus)
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        new = propose(c, w, rng, gpus_per_server=4)
+        if new is None:
+            break
+        assert new != c
+        assert new.strategy.gpus == gpus
+        check_applicable(w, new.strategy)  # raises if not
+        assert sorted(new.order) == sorted(AXES)
+        if new.table_servers is not None:
+            assert all(0 <= s < max(1, gpus // 4) for s in new.table_servers)
+        c = new
+
+
+@pytest.mark.parametrize("name, start, move", [
+    ("resnet50", "dp=32", "axes"), ("resnet50", "dp=8,pp=4", "microbatches"),
+    ("resnet50", "dp=32", "zero"), ("mixtral-8x7b", "dp=8", "ep"),
+    ("dlrm", "dp=32", "embedding"), ("resnet50", "dp=32", "order"),
+    ("dlrm", "dp=32,embedding=model", "table")])
+def test_every_move_kind_changes_what_it_names(name, start, move):
+    w = get_workload(name)
+    c = initial_candidate(w, 32 if name != "mixtral-8x7b" else 8, start)
+    new = propose(c, w, np.random.default_rng(0), gpus_per_server=4, moves=(move,))
+    assert new is not None and new != c
+    if move == "table":
+        assert new.table_servers is not None and new.strategy == c.strategy
+    elif move == "order":
+        assert new.order != c.order and new.strategy == c.strategy
+    else:
+        field = {"axes": None, "microbatches": "microbatches", "zero": "zero", "ep": "ep",
+                 "embedding": "embedding"}[move]
+        if field:
+            assert getattr(new.strategy, field) != getattr(c.strategy, field)
+        else:
+            assert (new.strategy.dp, new.strategy.tp, new.strategy.pp) != \
+                (c.strategy.dp, c.strategy.tp, c.strategy.pp)
+
+
+def _space(w, gpus):
+    """Every (dp, tp, pp, zero) strategy on ``gpus`` GPUs that the workload accepts."""
+    out = []
+    for dp, tp in itertools.product(range(1, gpus + 1), repeat=2):
+        if gpus % (dp * tp):
+            continue
+        pp = gpus // (dp * tp)
+        for zero in range(4):
+            try:
+                s = Strategy(dp=dp, tp=tp, pp=pp, zero=zero)
+                check_applicable(w, s)
+            except InvalidSpecError:
+                continue
+            out.append(Candidate(s))
+    return out
+
+
+def test_finds_the_brute_force_optimum_of_a_small_space():
+    w = get_workload("resnet50")
+    space = _space(w, 8)
+    best = min(space, key=_hashed_time)
+    r = mcmc_search(w, initial_candidate(w, 8), lambda cs: [_hashed_time(c) for c in cs],
+                    budget=len(space), patience=10 * len(space), beta=0.05,
+                    moves=("axes", "zero"), seed=3)
+    assert r.best == best
+    assert r.best_time_s == pytest.approx(_hashed_time(best))
+    assert r.evaluations <= len(space)
+    # history is the best-so-far: never increases
+    assert all(a >= b for a, b in zip(r.history, r.history[1:]))
+
+
+def test_same_seed_same_result_whatever_order_the_batch_is_evaluated_in():
+    w = get_workload("bert")
+    init = initial_candidate(w, 32)
+
+    def forward(cs):
+        return [_hashed_time(c) for c in cs]
+
+    def backward(cs):  # evaluates in reverse, as a pool finishing out of order would
+        times = {c: _hashed_time(c) for c in reversed(list(cs))}
+        return [times[c] for c in cs]
+
+    a = mcmc_search(w, init, forward, budget=30, batch=4, seed=7)
+    b = mcmc_search(w, init, backward, budget=30, batch=4, seed=7)
+    assert a == b
+    c = mcmc_search(w, init, forward, budget=30, batch=4, seed=8)
+    assert c.times != a.times or c.best == a.best  # another seed explores differently
+
+
+def test_infeasible_candidates_are_never_accepted_and_budget_is_respected():
+    w = get_workload("vgg16")
+    init = initial_candidate(w, 16)
+    calls = []
+
+    def evaluate(cs):
+        calls.extend(cs)
+        return [math.inf if c.strategy.pp > 1 else _hashed_time(c) for c in cs]
+
+    r = mcmc_search(w, init, evaluate, budget=25, restarts=2, seed=1)
+    assert len(calls) == len(set(calls)) == r.evaluations <= 26  # initial + budget
+    assert math.isfinite(r.best_time_s) and r.best.strategy.pp == 1
+    assert r.best_time_s == min(t for t in r.times.values())
+
+
+def test_accept_probability():
+    assert accept_probability(1.0, 2.0, 20) == 1.0
+    assert accept_probability(math.inf, 2.0, 20) == 0.0
+    assert accept_probability(1.05, 1.0, 20) == pytest.approx(math.exp(-1.0))
+    assert accept_probability(2.0, math.inf, 20) == 1.0
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"budget": 0}, "budget"), ({"restarts": 0}, "restarts"), ({"batch": 0}, "batch"),
+    ({"beta": -1.0}, "beta"), ({"beta": math.nan}, "beta"), ({"seed": 1.5}, "seed"),
+    ({"patience": 0}, "patience")])
+def test_bad_search_options(kwargs, field):
+    w = get_workload("resnet50")
+    with pytest.raises(InvalidSpecError, match=field):
+        mcmc_search(w, initial_candidate(w, 8), lambda cs: [1.0] * len(cs), **kwargs)
+
+
+def test_initial_candidate_checks_the_gpu_count():
+    w = get_workload("resnet50")
+    with pytest.raises(InvalidSpecError, match="dp\\*tp\\*pp"):
+        initial_candidate(w, 8, "dp=4")
+    with pytest.raises(InvalidSpecError, match="gpus"):
+        initial_candidate(w, 0)
+    assert initial_candidate(w, 8).strategy == Strategy(dp=8)
+
+
+def test_unknown_move():
+    w = get_workload("resnet50")
+    with pytest.raises(InvalidSpecError, match="moves"):
+        propose(initial_candidate(w, 8), w, np.random.default_rng(0), moves=("swap",))
