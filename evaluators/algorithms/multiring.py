@@ -37,6 +37,7 @@ from evaluators.algorithms.ring import ring_steps
 from evaluators.collectives import Collective
 from evaluators.registry import register_algorithm
 from evaluators.schedule import Schedule
+from topologies.topoopt.perms import select_permutations, totient_perms
 
 __all__ = ["multiring", "totient_generators", "select_generators", "direct_generators",
            "MAX_DEFAULT_RINGS"]
@@ -48,12 +49,14 @@ MAX_DEFAULT_RINGS = 8
 def totient_generators(n: int) -> list[int]:
     """TotientPerms (TopoOpt Algorithm 2): every ``1 <= p < n`` with ``gcd(p, n) = 1``.
 
+    Shared with TopologyFinder: :func:`topologies.topoopt.perms.totient_perms`.
+
     Examples
     --------
     >>> totient_generators(12)
     [1, 5, 7, 11]
     """
-    return [p for p in range(1, n) if gcd(p, n) == 1]
+    return totient_perms(n)
 
 
 def select_generators(candidates: list[int], k: int, n: int) -> list[int]:
@@ -61,6 +64,7 @@ def select_generators(candidates: list[int], k: int, n: int) -> list[int]:
     geometric sequence of ratio ``n^(1/k)`` starting at the smallest one.
 
     Ties between two candidates equally close to the target go to the smaller.
+    Shared with TopologyFinder: :func:`topologies.topoopt.perms.select_permutations`.
 
     Examples
     --------
@@ -68,17 +72,10 @@ def select_generators(candidates: list[int], k: int, n: int) -> list[int]:
     [1, 3]
     """
     cands = sorted(set(candidates))
-    if not 1 <= k <= len(cands):
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= len(cands):
         raise invalid("multiring rings", k, f"an integer from 1 to {len(cands)} "
                       f"(the number of candidate generators for n={n})")
-    ratio = n ** (1.0 / k)
-    q = cands[0]
-    chosen = [q]
-    for _ in range(k - 1):
-        target = q * ratio
-        q = min((r for r in cands if r not in chosen), key=lambda r: (abs(r - target), r))
-        chosen.append(q)
-    return chosen
+    return select_permutations(n, cands, int(k))
 
 
 def direct_generators(topology, npus: tuple[int, ...]) -> list[int]:
