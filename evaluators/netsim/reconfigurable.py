@@ -1,0 +1,258 @@
+"""A reconfigurable circuit fabric (TopoOpt's OCS-reconfig baseline) as a flow simulator.
+
+TopoOpt (NSDI'23) Sec. 5.1 and Appendix E.4: servers with ``d`` interfaces are joined by
+optical circuit switches; "we collect the unsatisfied traffic demand every 50 ms and run
+Algorithm 5 to decide the new network topology.  After the new topology is computed, we
+pause all the flows for 10 ms representing the reconfiguration delay of the OCS, apply the
+new topology, and then resume the flows with one or more corresponding physical links
+across the flow source and destination", with host-based forwarding enabled (or not:
+OCS-reconfig-noFW of Sec. 5.7).
+
+:class:`ReconfigurableFabric` keeps that state across calls -- the clock, the current
+circuits, the next epoch boundary and the end of a pause -- so an iteration model can
+send its communication phase by phase (:meth:`ReconfigurableFabric.transfer` returns the
+finish times and advances the clock).  Between events the flows share the circuits
+max-min fairly (:func:`evaluators.netsim.flow.max_min_rates`), parallel circuits of a
+pair adding up; with forwarding a flow takes a minimum-hop path over the circuits (the
+hosts relay: TopoOpt's bandwidth tax), without it only a direct circuit, and it waits
+for one.  Events: epoch boundaries (every ``epoch_s``), the end of a pause, flow
+releases and flow completions.
+
+Reconfiguration rule: at every epoch boundary with unsatisfied demand the policy
+computes circuits from the *remaining bytes of the released flows* (the instantaneous
+demand; flows released later are not foreseen -- the estimation error the paper blames
+for OCS-reconfig's results); when the circuits change, all flows pause for ``delay_s``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import shortest_path
+
+from codesign.errors import InfeasibleError, invalid
+from evaluators.netsim.flow import RTOL, max_min_rates
+
+__all__ = ["ReconfigurableFabric", "Policy"]
+
+#: ``policy(demand, degree) -> circuits``: demand an ``n x n`` array of bytes, circuits an
+#: ``n x n`` integer array of directed circuits (row: transmitter, column: receiver) with
+#: row and column sums at most ``degree``.
+Policy = Callable[[np.ndarray, int], np.ndarray]
+
+
+@dataclass
+class _Flows:
+    src: np.ndarray
+    dst: np.ndarray
+    rem: np.ndarray
+    size: np.ndarray
+    release: np.ndarray
+    finish: np.ndarray
+    hops: np.ndarray
+
+
+def _positive(field: str, value: float, *, zero: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or value < 0 or (value == 0 and not zero):
+        raise invalid(field, value, "a finite number " + (">= 0" if zero else "> 0"))
+    return float(value)
+
+
+class ReconfigurableFabric:
+    """``n`` servers of degree ``d`` on reconfigurable circuits (module docstring).
+
+    Parameters
+    ----------
+    n : int
+        Servers.
+    degree : int
+        Transmit and receive interfaces per server.
+    bandwidth_Bps : float
+        Rate of one circuit, bytes/s.
+    policy : callable
+        Circuit computation (:data:`Policy`), e.g. TopoOpt's Algorithm 5.
+    epoch_s : float, optional
+        Demand collection period (TopoOpt: 50 ms).
+    delay_s : float, optional
+        Reconfiguration delay during which no flow moves (TopoOpt: 10 ms).
+    latency_s : float, optional
+        Per-hop latency added to a flow's finish, seconds.
+    forwarding : bool, optional
+        Host-based forwarding over multi-hop circuit paths.
+    """
+
+    def __init__(self, n: int, degree: int, bandwidth_Bps: float, *, policy: Policy,
+                 epoch_s: float = 0.05, delay_s: float = 0.01, latency_s: float = 0.0,
+                 forwarding: bool = True) -> None:
+        for field, v in (("servers", n), ("degree", degree)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise invalid(field, v, "an integer >= 1")
+        if not callable(policy):
+            raise invalid("policy", policy, "a callable (demand, degree) -> circuits")
+        self.n, self.degree = n, degree
+        self.bandwidth = _positive("bandwidth_Bps", bandwidth_Bps)
+        self.epoch = _positive("epoch_s", epoch_s)
+        self.delay = _positive("delay_s", delay_s, zero=True)
+        self.latency = _positive("latency_s", latency_s, zero=True)
+        self.forwarding = bool(forwarding)
+        self.policy = policy
+        self.t = 0.0
+        self.next_epoch = 0.0
+        self.pause_until = 0.0
+        self.circuits = np.zeros((n, n), dtype=np.int64)
+        self.reconfigurations = 0
+        self.paused_s = 0.0
+        self.bytes_sent = 0.0
+        self.bytes_carried = 0.0
+        self._pred: np.ndarray | None = None
+        self._changed = True  # did the last epoch boundary change the circuits?
+        self._moved = False   # has any byte moved since the last epoch boundary?
+
+    # ------------------------------------------------------------------ circuits
+    def _reconfigure(self, flows: _Flows, live: np.ndarray) -> None:
+        demand = np.zeros((self.n, self.n))
+        np.add.at(demand, (flows.src[live], flows.dst[live]), flows.rem[live])
+        if not demand.any():
+            return
+        new = np.asarray(self.policy(demand, self.degree), dtype=np.int64)
+        if new.shape != (self.n, self.n) or (new < 0).any() \
+                or (new.sum(axis=1) > self.degree).any() or (new.sum(axis=0) > self.degree).any():
+            raise InfeasibleError(f"circuit policy returned circuits that break the degree "
+                                  f"limit {self.degree} or the shape ({self.n}, {self.n})")
+        np.fill_diagonal(new, 0)
+        self._changed = not np.array_equal(new, self.circuits)
+        if self._changed:
+            self.circuits = new
+            self._pred = None
+            self.reconfigurations += 1
+            self.pause_until = self.t + self.delay
+            self.paused_s += self.delay
+
+    def _predecessors(self) -> np.ndarray:
+        if self._pred is None:
+            graph = csr_matrix((self.circuits > 0).astype(np.float64))
+            _, self._pred = shortest_path(graph, unweighted=True, return_predecessors=True)
+        return self._pred
+
+    def _paths(self, src: np.ndarray, dst: np.ndarray) -> list[list[int] | None]:
+        """Per flow the list of (u * n + v) pair ids on its path, or None (no path now)."""
+        out: list[list[int] | None] = []
+        if not self.forwarding:
+            for s, d in zip(src.tolist(), dst.tolist()):
+                out.append([s * self.n + d] if self.circuits[s, d] > 0 else None)
+            return out
+        pred = self._predecessors()
+        for s, d in zip(src.tolist(), dst.tolist()):
+            if pred[s, d] < 0:
+                out.append(None)
+                continue
+            path, v = [], d
+            while v != s:
+                u = int(pred[s, v])
+                path.append(u * self.n + v)
+                v = u
+            out.append(path[::-1])
+        return out
+
+    # ------------------------------------------------------------------ simulation
+    def transfer(self, src, dst, size_bytes, release_s=None) -> np.ndarray:
+        """Send flows and advance the clock until all of them have arrived.
+
+        Parameters
+        ----------
+        src, dst : array_like of int
+            Server of each flow (``src != dst``; equal ones finish at release).
+        size_bytes : array_like of float
+            Bytes of each flow.
+        release_s : array_like of float, optional
+            Absolute time each flow may start (default: the fabric's current time).
+
+        Returns
+        -------
+        numpy.ndarray
+            Finish time of each flow, seconds (absolute).  The fabric's clock ends at the
+            last finish.
+        """
+        src = np.asarray(src, dtype=np.int64).ravel()
+        dst = np.asarray(dst, dtype=np.int64).ravel()
+        size = np.asarray(size_bytes, dtype=np.float64).ravel()
+        m = src.size
+        release = np.full(m, self.t) if release_s is None else np.maximum(
+            np.asarray(release_s, dtype=np.float64).ravel(), self.t)
+        if dst.size != m or size.size != m or release.size != m:
+            raise invalid("flows", f"{m} sources, {dst.size} destinations, {size.size} sizes",
+                          "arrays of one length")
+        if m and ((src < 0) | (src >= self.n) | (dst < 0) | (dst >= self.n)).any():
+            raise invalid("flow endpoint", int(np.concatenate([src, dst]).max()),
+                          f"a server in 0..{self.n - 1}")
+        if m and (~np.isfinite(size) | (size < 0)).any():
+            raise invalid("flow size", float(size.min()), "finite bytes >= 0")
+        flows = _Flows(src, dst, size.copy(), size, release, np.full(m, np.nan),
+                       np.zeros(m, dtype=np.int64))
+        trivial = (src == dst) | (size == 0)
+        flows.finish[trivial] = release[trivial]
+        flows.rem[trivial] = 0.0
+        self.bytes_sent += float(size.sum())
+        while np.isnan(flows.finish).any():
+            self._step(flows)
+        if m:
+            self.t = max(self.t, float(np.max(flows.finish)))
+        return flows.finish
+
+    def _step(self, flows: _Flows) -> None:
+        open_ = np.isnan(flows.finish)
+        live = open_ & (flows.release <= self.t * (1 + 1e-15) + 1e-15)
+        if self.t >= self.next_epoch - 1e-15:
+            if live.any():
+                self._reconfigure(flows, live)
+                self._moved = False
+            self.next_epoch = (math.floor(self.t / self.epoch + 1e-9) + 1) * self.epoch
+        upcoming = flows.release[open_ & ~live]
+        t_release = float(upcoming.min()) if upcoming.size else math.inf
+        horizon = min(self.next_epoch, t_release)
+        if self.t < self.pause_until:
+            self.t = min(self.pause_until, horizon)
+            return
+        ids = np.flatnonzero(live)
+        paths = self._paths(flows.src[ids], flows.dst[ids])
+        moving = [(i, p) for i, p in zip(ids.tolist(), paths) if p]
+        if not moving:
+            # Nothing moves and nothing new arrives: the next boundary sees the same
+            # demand, so a policy that just kept its circuits will keep them forever.
+            if t_release == math.inf and not self._changed and not self._moved \
+                    or horizon == math.inf:
+                raise InfeasibleError("flows cannot be delivered: no circuit path and no "
+                                      "future reconfiguration (the policy left them "
+                                      "unconnected)")
+            self.t = horizon
+            return
+        flow_ids = np.array([i for i, _ in moving], dtype=np.int64)
+        counts = np.array([len(p) for _, p in moving], dtype=np.int64)
+        pair = np.concatenate([np.asarray(p, dtype=np.int64) for _, p in moving])
+        capacity = self.circuits.ravel().astype(np.float64) * self.bandwidth
+        local = np.repeat(np.arange(flow_ids.size), counts)
+        rate = max_min_rates(capacity, local, pair, flow_ids.size)
+        rem = flows.rem[flow_ids]
+        dt_done = float((rem / rate).min())
+        dt = min(dt_done, horizon - self.t)
+        moved = rate * dt
+        self._moved = True
+        flows.rem[flow_ids] = np.maximum(rem - moved, 0.0)
+        self.bytes_carried += float((moved * counts).sum())
+        self.t += dt
+        drained = flow_ids[flows.rem[flow_ids] <= RTOL * flows.size[flow_ids] + 1e-9]
+        hop_of = dict(zip(flow_ids.tolist(), counts.tolist()))
+        for i in drained.tolist():
+            flows.rem[i] = 0.0
+            flows.hops[i] = hop_of[i]
+            flows.finish[i] = self.t + hop_of[i] * self.latency
+
+    @property
+    def bandwidth_tax(self) -> float:
+        """Bytes carried on circuits (relayed bytes counted per hop) / bytes sent."""
+        return self.bytes_carried / self.bytes_sent if self.bytes_sent else 1.0
