@@ -99,6 +99,63 @@ def _cmd_topology_families(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_topology_topoopt(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from codesign.errors import invalid
+    from codesign.units import parse_bandwidth
+    from topologies.topoopt import topology_finder
+
+    bw = parse_bandwidth(args.bandwidth, field="--bandwidth")
+    n = args.servers
+    if (args.workload is None) != (args.strategy is None):
+        raise invalid("--workload/--strategy", args.workload or args.strategy,
+                      "both (the demand of a workload under a strategy) or neither")
+    if args.workload:
+        from codesign.workloads import get_workload
+        from codesign.workloads.demand import demand_for
+        from codesign.workloads.placement import Placement
+        from codesign.workloads.strategy import as_strategy
+
+        strategy = as_strategy(args.strategy)
+        if n < 1 or strategy.gpus % n:
+            raise invalid("--servers", n, f"a divisor of the strategy's {strategy.gpus} GPUs")
+        demand = demand_for(get_workload(args.workload), strategy, args.hardware,
+                            Placement(servers=n, gpus_per_server=strategy.gpus // n),
+                            check=False)
+        groups, mp = demand.split()
+        source = f"{args.workload} {args.strategy}"
+    else:
+        groups, mp = [(tuple(range(n)), 1.0)] if n >= 2 else [], None
+        source = "one AllReduce group of all servers"
+    result = topology_finder(n, args.degree, groups, mp, link_bandwidth=bw, seed=args.seed)
+    payload = {"demand": source, **result.summary()}
+    if args.out:
+        from topologies.yaml_io import dump_yaml_topology
+
+        out = Path(args.out)
+        dump_yaml_topology(result.topology, out)
+        routes = out.with_suffix(".routes.json")
+        routes.write_text(json.dumps(result.routes_json()), encoding="utf-8")
+        payload["out"], payload["routes"] = str(out), str(routes)
+
+    def human() -> None:
+        print(f"TopoOpt topology for {n} servers, degree {args.degree} ({source})")
+        print(f"  degree split    allreduce {payload['degree_allreduce']}, "
+              f"mp {payload['degree_mp']}")
+        for i, g in enumerate(payload["groups"]):
+            print(f"  group {i:<9} {g['servers']} servers, degree {g['degree']}, "
+                  f"generators {g['generators']}")
+        print(f"  diameter        {payload['diameter']}")
+        print(f"  mean path       {payload['mean_path_length']:.3f} hops")
+        print(f"  links           {payload['links']}")
+        if args.out:
+            print(f"  wrote {payload['out']} and {payload['routes']}")
+
+    _emit(args, payload, human)
+    return 0
+
+
 # -------------------------------------------------------------------- collectives
 def _collective(args: argparse.Namespace, topo) -> Any:
     from codesign.units import parse_size
@@ -189,18 +246,30 @@ def _cmd_bound(args: argparse.Namespace) -> int:
 
     topo = load_topology(args.spec)
     coll = _collective(args, topo)
+    options = _parse_options(getattr(args, "option", None) or [])
     if args.method == "mcf":
         # The fluid LP optimum (bandwidth only); a lower bound for every T when
         # steps_certified, else for the step counts searched.
+        from codesign.errors import invalid
         from evaluators.mcf import fluid_optimum
 
-        r = fluid_optimum(topo, coll)
+        allowed = ("decomposition", "switch_model", "steps", "shares", "secondary")
+        for key in options:
+            if key not in allowed:
+                raise invalid("--option", key, f"one of {', '.join(allowed)} for --method mcf")
+        options.setdefault("secondary", False)
+        r = fluid_optimum(topo, coll, **options)
         _emit(args, {"npus": topo.npus, "collective": coll.kind, "size_bytes": coll.size_bytes,
                      "method": "mcf", "lower_bound_s": r.time_s,
                      "algbw_Bps": coll.algbw(r.time_s), "optimal": r.optimal,
                      "dual_gap": r.dual_gap, "steps": r.steps,
-                     "steps_certified": r.steps_certified})
+                     "steps_certified": r.steps_certified, "decomposition": r.decomposition,
+                     "decomposition_stats": r.decomposition_stats})
         return 0
+    if options:
+        from codesign.errors import invalid
+
+        raise invalid("--option", ",".join(options), "no options with --method cut")
     bound = lower_bound(topo, coll)
     payload = {"npus": topo.npus, "collective": coll.kind, "size_bytes": coll.size_bytes,
                "lower_bound_s": bound.time_s, "algbw_Bps": coll.algbw(bound.time_s),
@@ -344,6 +413,97 @@ def _cmd_workload_show(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------- TopoOpt loop
+def _cmd_optimize(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from search.alternating import BASELINES, OptimizeSpec, optimize
+
+    baselines = BASELINES if args.baselines is None else tuple(
+        b for b in args.baselines.split(",") if b)
+    spec = OptimizeSpec(workload=args.workload, config=args.config, servers=args.servers,
+                        degree=args.degree, bandwidth_Bps=args.bandwidth,
+                        gpus_per_server=args.gpus_per_server, hardware=args.hardware,
+                        batch_size=args.batch_size, rounds=args.rounds, budget=args.budget,
+                        initial_strategy=args.strategy, baselines=baselines, seed=args.seed)
+    result = optimize(spec, workers=args.workers, ray_address=args.ray_address)
+    payload = result.to_dict()
+    if args.out:
+        from topologies.yaml_io import dump_yaml_topology
+
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        dump_yaml_topology(result.topology, out / "topology.yaml")
+        routes = {f"{s}-{d}": [list(map(int, p)) for p in paths]
+                  for (s, d), paths in sorted(result.routes.items())}
+        (out / "routes.json").write_text(json.dumps(routes))
+        payload["files"] = {"topology": str(out / "topology.yaml"),
+                            "routes": str(out / "routes.json")}
+
+    def human() -> None:
+        print(f"{spec.workload} on {spec.servers} servers x {spec.gpus_per_server} "
+              f"{spec.hardware}, d={spec.degree}, B={spec.bandwidth_Bps * 8 / 1e9:g} Gbps")
+        print(f"  strategy        {payload['strategy']}")
+        print(f"  iteration       {payload['iteration_time_s'] * 1e3:.3f} ms (start "
+              f"{payload['initial_time_s'] * 1e3:.3f} ms), {len(result.rounds)} rounds")
+        print(f"  topology        diameter {payload['diameter']}, mean path length "
+              f"{payload['mean_path_length']:.3f}, cost ${payload['cost_usd']:,.0f}")
+        for name, b in payload["baselines"].items():
+            t = b["iteration_time_s"]
+            print(f"  {name:<16}{t * 1e3:>12.3f} ms  ${b['cost_usd']:>12,.0f}  {b['notes']}")
+        for k, v in payload.get("files", {}).items():
+            print(f"  {k}: {v}")
+
+    _emit(args, payload, human)
+    return 0
+
+
+# ---------------------------------------------------------------- evaluate
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from codesign.workloads import get_hardware, get_workload
+    from codesign.workloads.demand import demand_for
+    from codesign.workloads.placement import Placement
+    from codesign.workloads.strategy import as_strategy
+    from topologies.registry import load_topology
+
+    topo = load_topology(args.topology)
+    workload = get_workload(args.workload, args.config, **_parse_options(args.option or []))
+    hw = get_hardware(args.hardware)
+    per_server = args.gpus_per_server or hw.gpus_per_server
+    strategy = as_strategy(args.strategy or f"dp={topo.npus * per_server}")
+    placement = None
+    if args.gpus_per_server is not None:
+        placement = Placement.for_strategy(strategy, args.gpus_per_server)
+    if args.closed_form:
+        from evaluators.iteration import closed_form_estimate
+
+        pl = placement or Placement.for_strategy(strategy, hw.gpus_per_server)
+        demand = demand_for(workload, strategy, hw, pl)
+        payload = {"workload": workload.name, "strategy": str(strategy),
+                   "topology": topo.name, "hardware": hw.name, "model": "topoopt-eq1",
+                   **closed_form_estimate(topo, demand).to_dict()}
+    else:
+        from evaluators.iteration import evaluate
+
+        payload = evaluate(topo, workload, strategy, hardware=hw, placement=placement,
+                           collective_method=args.collective_method,
+                           network_model=args.network_model, routing=args.routing,
+                           overlap=not args.no_overlap).to_dict()
+
+    def human() -> None:
+        print(f"{payload['workload']} {payload['strategy']} on {payload['topology']} "
+              f"({payload['hardware']})")
+        for key, value in payload.items():
+            if key.endswith("_s") and isinstance(value, float):
+                print(f"  {key:<26}{value * 1e3:>14.3f} ms")
+            elif key not in ("workload", "strategy", "topology", "hardware", "by_purpose_s"):
+                print(f"  {key:<26}{value:>14}" if not isinstance(value, float)
+                      else f"  {key:<26}{value:>14.4g}")
+
+    _emit(args, payload, human)
+    return 0
+
+
 # ---------------------------------------------------------------- pipeline
 def _cmd_quickstart(args: argparse.Namespace) -> int:
     from codesign.report import write_report
@@ -352,7 +512,7 @@ def _cmd_quickstart(args: argparse.Namespace) -> int:
     config = QuickstartConfig(**{k: v for k, v in (
         ("results_dir", args.results), ("trials", args.trials), ("seed", args.seed),
         ("servers", args.servers)) if v is not None})
-    progress = None if args.json or args.quiet else _progress_bar(config.trials)
+    progress = None if args.json or args.quiet else _progress_bar(config.spec().trials)
     try:
         result = run_quickstart(config, progress=progress.update if progress else None)
     finally:
@@ -382,11 +542,70 @@ class _progress_bar:
         self._progress.start()
         self._task = self._progress.add_task("trials", total=total)
 
-    def update(self, *_: Any) -> None:
-        self._progress.advance(self._task)
+    def update(self, done: int | None = None, total: int | None = None, *_: Any) -> None:
+        if done is None:
+            self._progress.advance(self._task)
+        else:  # done of total trials of this run (a resumed sweep runs fewer)
+            self._progress.update(self._task, completed=done, total=total)
 
     def close(self) -> None:
         self._progress.stop()
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from search.sweep import run_sweep
+    from search.sweep_spec import load_sweep_spec
+
+    spec = load_sweep_spec(args.config)
+    progress = None if args.json or args.quiet else _progress_bar(spec.trials)
+    try:
+        result = run_sweep(spec, results_dir=args.results, resume=args.resume,
+                           ray_address=args.ray_address,
+                           progress=progress.update if progress else None)
+    finally:
+        if progress is not None:
+            progress.close()
+    payload = result.to_dict()
+
+    def human() -> None:
+        print(f"{result.study}: {result.trials_run} trials run; {result.complete} complete, "
+              f"{result.pruned} pruned, {result.failed} failed in total "
+              f"({result.duration_s:.1f} s, {result.time_model})")
+        print(f"results: {result.results_dir}  (codesign report {result.results_dir})")
+
+    _emit(args, payload, human)
+    return 0
+
+
+def _cmd_whatif(args: argparse.Namespace) -> int:
+    from codesign.errors import invalid
+    from search.whatif import format_whatif, parse_budgets, parse_mix, run_whatif
+
+    if args.shared_cluster:
+        from codesign.units import parse_bandwidth
+        from search.whatif import format_shared_cluster, shared_cluster
+
+        rows = shared_cluster(servers=args.servers or 432, degree=args.degree,
+                              link_rate_Bps=parse_bandwidth(args.link_rate, field="link rate"))
+        _emit(args, {"shared_cluster": [r.to_dict() for r in rows]},
+              lambda: print(format_shared_cluster(rows)))
+        return 0
+    servers = args.servers
+    if args.gpus is not None:
+        from codesign.workloads import get_hardware
+
+        per = get_hardware(args.gpu).gpus_per_server
+        if args.gpus < per or args.gpus % per:
+            raise invalid("whatif --gpus", args.gpus, f"a multiple of {per} ({args.gpu} servers)")
+        servers = args.gpus // per
+    if not args.budget or not servers:
+        raise invalid("whatif", "missing --budget or --servers/--gpus",
+                      "--budget USD[,USD...] and --servers N or --gpus G (or --shared-cluster)")
+    mix = parse_mix(args.mix) if args.mix else parse_mix(args.workload)
+    result = run_whatif(parse_budgets(args.budget), servers=servers, workloads=mix,
+                        gpu=args.gpu)
+    _emit(args, result.to_dict(), lambda: print(format_whatif(result)))
+    return 0
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -420,6 +639,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spec", help="topology spec string or YAML file")
     p.add_argument("--catalog", help="component price catalog YAML replacing the built-in one")
     add(topo, "families", _cmd_topology_families, "list the registered topology families")
+    p = add(topo, "topoopt", _cmd_topology_topoopt,
+            "TopoOpt TopologyFinder: direct-connect topology and routes for a demand")
+    p.add_argument("--servers", type=int, required=True, help="servers of the job")
+    p.add_argument("--degree", type=int, required=True, help="interfaces per server")
+    p.add_argument("--bandwidth", required=True, help="per link, e.g. 100Gbps")
+    p.add_argument("--workload", help="zoo workload whose demand to serve (with --strategy)")
+    p.add_argument("--strategy", help="dp=D,tp=T,pp=P[,...] for --workload")
+    p.add_argument("--hardware", default="A100-80", help="GPU for --workload (default A100-80)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", help="write the topology YAML (and FILE.routes.json next to it)")
 
     def collective_args(p: argparse.ArgumentParser) -> None:
         from evaluators.collectives import KINDS
@@ -441,6 +670,9 @@ def build_parser() -> argparse.ArgumentParser:
     collective_args(p)
     p.add_argument("--method", default="cut", choices=("cut", "mcf"),
                    help="cut bounds (default) or the fluid multicommodity-flow LP optimum")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="mcf option, repeatable (decomposition=none|dw|mirrored, "
+                        "switch_model=3.14, steps=T)")
 
     p = add(sub, "simulate", _cmd_simulate, "simulate point-to-point sends or replay a schedule")
     p.add_argument("spec", help="topology spec string or YAML file")
@@ -480,6 +712,52 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hardware", default="A100-80",
                    help="GPU for --strategy (default A100-80; servers of its GPU count)")
 
+    p = add(sub, "optimize", _cmd_optimize,
+            "TopoOpt: alternate strategy search and TopologyFinder, compare with baselines")
+    p.add_argument("--workload", required=True, help="zoo name (dlrm, candle, bert, ...)")
+    p.add_argument("--config", help="zoo configuration")
+    p.add_argument("--servers", type=int, required=True)
+    p.add_argument("--degree", type=int, required=True, help="interfaces per server, d")
+    p.add_argument("--bandwidth", required=True, help="rate of one interface, e.g. 100Gbps")
+    p.add_argument("--gpus-per-server", type=int, default=4, help="default 4 (TopoOpt Sec. 5.1)")
+    p.add_argument("--hardware", default="A100-80")
+    p.add_argument("--batch-size", type=int, help="global batch override")
+    p.add_argument("--strategy", help="starting strategy (default pure data parallelism)")
+    p.add_argument("--rounds", type=int, default=3, help="at most k alternating rounds")
+    p.add_argument("--budget", type=int, default=24, help="strategy evaluations per round")
+    p.add_argument("--baselines", help="comma list (default all: fattree,fattree-oversub,"
+                   "ideal,expander,ocs-reconfig); empty for none")
+    p.add_argument("--workers", type=int, default=1, help="evaluator actors (0: no Ray)")
+    p.add_argument("--ray-address", help="join an existing Ray cluster (default: local Ray)")
+    p.add_argument("--out", help="folder for topology.yaml and routes.json")
+    p.add_argument("--seed", type=int, default=0)
+
+    p = add(sub, "evaluate", _cmd_evaluate,
+            "time one training iteration of a workload and strategy on a topology")
+    p.add_argument("--topology", required=True,
+                   help="spec string or YAML file; NPUs are the job's servers or its GPUs")
+    p.add_argument("--workload", required=True, help="zoo name (dlrm, resnet50, gpt3-175b, ...)")
+    p.add_argument("--config", help="zoo configuration (e.g. simulation, testbed)")
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help="override a workload hyper-parameter, repeatable (batch_size=512)")
+    p.add_argument("--strategy", help="dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E]"
+                   "[,embedding=data|model] (default: pure data parallel on every GPU)")
+    p.add_argument("--hardware", default="A100-80", help="GPU (default A100-80)")
+    p.add_argument("--gpus-per-server", type=int,
+                   help="GPUs per server (default: the hardware's)")
+    p.add_argument("--collective-method", default="ring",
+                   help="algorithm for inter-server collectives (default ring)")
+    p.add_argument("--network-model", default="flow",
+                   choices=("flow", "congestion", "analytical"),
+                   help="network model (default flow)")
+    p.add_argument("--routing", default="shortest", choices=("shortest", "ecmp"),
+                   help="paths of transfers/all-to-alls: one minimum-hop path per pair "
+                        "(default) or per-pair hashed ECMP over all of them")
+    p.add_argument("--no-overlap", action="store_true",
+                   help="do not overlap gradient buckets with the backward pass")
+    p.add_argument("--closed-form", action="store_true",
+                   help="TopoOpt Eq. (1) estimate instead of the simulation")
+
     p = add(sub, "quickstart", _cmd_quickstart,
             "run the small built-in design study and write its report")
     p.add_argument("--results", help="results folder (default results/)")
@@ -487,6 +765,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--servers", type=int, help="number of servers")
     p.add_argument("--seed", type=int)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    p = add(sub, "sweep", _cmd_sweep,
+            "run a design-space sweep (Optuna on Ray) from a YAML specification")
+    p.add_argument("config", help="sweep YAML file (see experiments/sweeps/small.yaml)")
+    p.add_argument("--results", default="results", help="results folder (default results/)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted sweep up to its planned trials")
+    p.add_argument("--ray-address", help="join an existing Ray cluster (default: local Ray)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    p = add(sub, "whatif", _cmd_whatif,
+            "procurement what-if: best fabric per budget for a server count and workload mix")
+    p.add_argument("--budget", help="network budget(s) in USD, e.g. 1e6,2e6")
+    p.add_argument("--servers", type=int, help="number of servers")
+    p.add_argument("--gpus", type=int, help="number of GPUs instead of --servers")
+    p.add_argument("--workload", default="resnet50", help="zoo workload (default resnet50)")
+    p.add_argument("--mix", help="weighted mix NAME:WEIGHT,NAME:WEIGHT (replaces --workload)")
+    p.add_argument("--gpu", default="A100-80", help="GPU type (default A100-80)")
+    p.add_argument("--shared-cluster", action="store_true",
+                   help="TopoOpt Sec. 5.6 instead: mean/p99 iteration time vs load on a shared "
+                        "cluster (--servers default 432, --degree, --link-rate)")
+    p.add_argument("--degree", type=int, default=8, help="--shared-cluster: server degree d")
+    p.add_argument("--link-rate", default="100Gbps", help="--shared-cluster: link rate B")
 
     p = add(sub, "report", _cmd_report, "write the HTML/Markdown report of a results folder")
     p.add_argument("results_dir")

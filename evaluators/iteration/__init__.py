@@ -1,0 +1,17 @@
+"""The training-iteration model (issue 7): :func:`evaluate` and the TopoOpt Eq. (1) estimate.
+
+* :mod:`~evaluators.iteration.model` -- :func:`evaluate` (system, workload, strategy ->
+  :class:`IterationResult`), the timeline (1F1B pipeline, overlapped gradient buckets);
+* :mod:`~evaluators.iteration.comm` -- timing collectives and model-parallel phases on a
+  topology (intra-server fabric, hierarchical collectives, caching);
+* :mod:`~evaluators.iteration.phase` -- a fast ``flow``-model simulation of messages that
+  start together;
+* :mod:`~evaluators.iteration.closed_form` -- :func:`closed_form_estimate`, TopoOpt
+  NSDI'23 Eq. (1).
+"""
+
+from evaluators.iteration.closed_form import ClosedFormEstimate, closed_form_estimate
+from evaluators.iteration.model import PURPOSES, IterationResult, evaluate
+
+__all__ = ["evaluate", "IterationResult", "PURPOSES", "closed_form_estimate",
+           "ClosedFormEstimate"]

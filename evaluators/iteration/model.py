@@ -1,0 +1,435 @@
+"""The training-iteration model: :func:`evaluate` and :class:`IterationResult`.
+
+A pure function of (system, workload, strategy, options), Calculon-style (DESIGN.md
+sections 3 and 9): the :class:`~codesign.workloads.demand.Demand` of one iteration is
+laid on the topology and timed.
+
+System
+------
+``system`` is a :class:`~topologies.model.Topology` (or a spec string).  Its NPUs are
+either the job's **servers** (``topology.npus == placement.servers``; each server has
+``placement.gpus_per_server`` GPUs, by default the hardware's ``gpus_per_server``,
+joined by the intra-server fabric of ``Hardware.fabric_bandwidth_Bps``) or its
+**GPUs** (``topology.npus == dp x tp x pp``; everything travels on the topology).
+Anything else is an :class:`~codesign.errors.InvalidSpecError` naming both numbers.
+How collectives and transfers are timed on it: :mod:`evaluators.iteration.comm`.
+
+Timeline
+--------
+* **Per micro-batch, per pipeline stage** ``p``: forward then backward.  Compute is the
+  most loaded GPU of the stage (the demand's :class:`Compute` ops; table owners add
+  their lookups); communication steps on the critical path follow the demand's order:
+  tensor-parallel all-reduces, expert all-to-alls, ZeRO-3 gathers, pipeline
+  send/receive (and the receiving TP all-gather), embedding transfers.  The
+  communication between two compute ops is one *block*: its transfers and all-to-alls
+  (e.g. of every DP replica) form one MP phase, and each ring op on several groups is one
+  concurrent set; the items of a block run one after another in order of first
+  appearance.  ``t_p = C_p + K_p`` (compute plus
+  critical communication).
+* **1F1B pipeline**: ``T_pipe = (m + P - 1) max_p t_p`` (the slowest stage paces the
+  pipeline, Narayanan et al. SC'21, Sec. 2.2); the compute part is ``compute_time_s =
+  (m + P - 1) max_p C_p`` and the bubble fraction is ``(P-1)/(m+P-1)`` (exactly the
+  demand's).
+* **Gradient synchronisation** (``phase="gradient"``): stage ``p``'s last backward
+  ends at ``E_p = T_pipe - p max_q b_q`` (``b_q`` its per-micro-batch backward time);
+  bucket ``k`` is ready when the backward of its ``ready_after`` layer in that last
+  micro-batch is done; buckets go one after another on the network (``start_k =
+  max(ready_k, end_{k-1})``).  ZeRO-2's earlier per-micro-batch reduce-scatters keep the
+  network busy from the iteration start.  With ``overlap=False`` the buckets start
+  after ``T_pipe``.  Stages synchronise in parallel on their own GPUs.
+* **Optimizer** (``phase="optimizer"``, ZeRO-1/2 parameter all-gather): after all
+  gradients, not overlapped.
+
+``iteration_time_s = max(T_pipe, gradient end) + optimizer``; ``exposed_communication_s
+= iteration_time_s - compute_time_s``.  ``communication_time_s`` is the busiest stage's
+total communication time (critical and overlapped), the per-purpose seconds the same per
+purpose (``dp`` includes the expert-replica ``dp-expert`` groups).
+
+Network metrics
+---------------
+* ``bandwidth_tax`` (TopoOpt Sec. 5.4/5.5): traffic volume in the network including
+  forwarded traffic / logical demand volume, over all inter-node traffic.  Forwarding
+  is counted at NPUs only (host-based forwarding): a message whose path passes through
+  ``f`` intermediate NPUs is carried ``1 + f`` times; switches do not count, so switch
+  fabrics (fat-tree, ideal switch) have tax 1 and a direct-connect path of ``h`` links
+  has ``f = h - 1``.
+* ``mean_path_length``: mean minimum hop count (switch hops included) over the
+  distinct node pairs that carry traffic.
+* ``max_link_utilisation`` / ``mean_link_utilisation``: bytes per link per iteration /
+  (capacity x iteration time), over all links.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from codesign.errors import invalid
+from evaluators.iteration.comm import CommCost, CommTimer, System
+from evaluators.iteration.phase import DEFAULT_RTOL
+
+__all__ = ["IterationResult", "evaluate", "resolve_system", "PURPOSES"]
+
+#: Per-purpose communication keys of :class:`IterationResult`.
+PURPOSES = ("dp", "tp", "pp", "ep", "embedding", "zero")
+_RING = ("allreduce", "reducescatter", "allgather")
+
+
+@dataclass(frozen=True)
+class IterationResult:
+    """Timing of one training iteration (module docstring for definitions; seconds)."""
+
+    workload: str
+    strategy: str
+    topology: str
+    hardware: str
+    collective_method: str
+    network_model: str
+    routing: str
+    iteration_time_s: float
+    compute_time_s: float
+    exposed_communication_s: float
+    communication_time_s: float
+    bubble_fraction: float
+    bandwidth_tax: float
+    mean_path_length: float
+    max_link_utilisation: float
+    mean_link_utilisation: float
+    dp_s: float
+    tp_s: float
+    pp_s: float
+    ep_s: float
+    embedding_s: float
+    zero_s: float
+    servers: int
+    gpus: int
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (every field; per-purpose seconds also under ``by_purpose_s``)."""
+        d = asdict(self)
+        d["by_purpose_s"] = {p: d[f"{p}_s"] for p in PURPOSES}
+        return d
+
+
+def resolve_system(topology, placement, hardware) -> System:
+    """Map the placement's GPU ranks onto ``topology`` (module docstring rule)."""
+    gpus = placement.gpus
+    if topology.npus == placement.servers:
+        return System(topology, gpus, placement.gpus_per_server, True,
+                      float(hardware.fabric_bandwidth_Bps))
+    if topology.npus == gpus:
+        return System(topology, gpus, 1, False, float(hardware.fabric_bandwidth_Bps))
+    raise invalid("topology NPUs", topology.npus,
+                  f"the job's servers ({placement.servers}, {placement.gpus_per_server} GPUs "
+                  f"each) or its GPUs ({gpus})")
+
+
+def _occurrence_factor(op, m: int) -> float:
+    return op.repeat / m
+
+
+class _Step:
+    """A communication step: cost, occurrences per micro-batch, purposes."""
+
+    __slots__ = ("cost", "factor", "purpose")
+
+    def __init__(self, cost: CommCost, factor: float, purpose: str) -> None:
+        self.cost, self.factor, self.purpose = cost, factor, purpose
+
+
+def _purpose(p: str) -> str:
+    return "dp" if p == "dp-expert" else p
+
+
+def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
+           marks: dict[str, float] | None = None) -> tuple[float, list[_Step], float]:
+    """Walk one stage's ops of one pass; returns (compute s, comm steps, critical comm s).
+
+    ``rank_compute`` accumulates per-GPU compute seconds of this pass.  With ``marks``,
+    records for every layer the time (from the pass start) its compute has finished.
+    """
+    from codesign.workloads.demand import CollectiveOp, Compute, Transfer
+
+    steps: list[_Step] = []
+    mp_src: list[int] = []         # point-to-point transfers
+    mp_dst: list[int] = []
+    mp_size: list[float] = []
+    mp_arrays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []   # all-to-alls
+    mp_purpose: dict[str, int] = {}
+    mp_factor = [1.0]
+    clock = [0.0, 0.0]   # unused slot; critical communication so far (s)
+
+    def flush_mp() -> None:
+        if not mp_src and not mp_arrays:
+            return
+        parts = [(np.array(mp_src, dtype=np.int64), np.array(mp_dst, dtype=np.int64),
+                  np.array(mp_size, dtype=np.float64)), *mp_arrays]
+        cost = timer.mp_phase(np.concatenate([a for a, _, _ in parts]),
+                              np.concatenate([b for _, b, _ in parts]),
+                              np.concatenate([c for _, _, c in parts]))
+        purpose = max(mp_purpose, key=mp_purpose.get)
+        steps.append(_Step(cost, mp_factor[0], purpose))
+        clock[1] += cost.time_s * mp_factor[0]
+        mp_src.clear(), mp_dst.clear(), mp_size.clear(), mp_arrays.clear(), mp_purpose.clear()
+
+    def flush_ring(group: list) -> None:
+        op = group[0]
+        cost = timer.collective_set(op.kind, [o.members for o in group], op.bytes)
+        f = _occurrence_factor(op, m)
+        steps.append(_Step(cost, f, _purpose(op.purpose)))
+        clock[1] += cost.time_s * f
+
+    def ring_key(op) -> tuple:
+        return (op.kind, op.bytes, op.layer, op.purpose, op.phase, op.repeat, op.bucket)
+
+    # A *block* is the communication between two compute ops.  All its transfers and
+    # all-to-alls form one MP phase; its ring collectives form concurrent sets (same
+    # op on several groups, e.g. one per DP replica); items run in order of first
+    # appearance (pipeline sends before the receiving TP group's all-gather).
+    rings: dict[tuple, list] = {}
+    order: list = []
+
+    def flush_block() -> None:
+        for item in order:
+            if item == "mp":
+                flush_mp()
+            else:
+                flush_ring(rings[item])
+        rings.clear()
+        order.clear()
+
+    for op in ops:
+        if isinstance(op, CollectiveOp) and op.kind in _RING:
+            key = ring_key(op)
+            if key not in rings:
+                rings[key] = []
+                order.append(key)
+            rings[key].append(op)
+            continue
+        if not isinstance(op, Compute) and "mp" not in order:
+            order.append("mp")
+        if isinstance(op, Transfer):
+            mp_src.append(op.src)
+            mp_dst.append(op.dst)
+            mp_size.append(op.bytes)
+            pp = _purpose(op.purpose)
+            mp_purpose[pp] = mp_purpose.get(pp, 0) + 1
+            mp_factor[0] = op.repeat / m
+        elif isinstance(op, CollectiveOp):   # alltoall: size / n to every other member
+            mem = np.asarray(op.members, dtype=np.int64)
+            n = mem.size
+            if n >= 2 and op.bytes > 0:
+                s, d = np.meshgrid(mem, mem, indexing="ij")
+                off = s != d
+                mp_arrays.append((s[off], d[off], np.full(int(off.sum()), op.bytes / n)))
+                pp = _purpose(op.purpose)
+                mp_purpose[pp] = mp_purpose.get(pp, 0) + int(off.sum())
+                mp_factor[0] = _occurrence_factor(op, m)
+        elif isinstance(op, Compute):
+            flush_block()
+            f = _occurrence_factor(op, m)
+            rank_compute[list(op.ranks)] += op.seconds * f
+            if marks is not None:
+                # Compute ops on different ranks (e.g. each table owner's lookups) run
+                # side by side; communication blocks synchronise: elapsed = critical
+                # communication so far + the most loaded rank's compute so far.
+                marks[op.name] = clock[1] + float(rank_compute.max())
+    flush_block()
+    return float(rank_compute.max()) if rank_compute.size else 0.0, steps, clock[1]
+
+
+def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement=None,
+             collective_method: str = "ring", network_model: str = "flow",
+             efficiency: float | None = None, bucket_bytes: float | None = None,
+             overlap: bool = True, rtol: float = DEFAULT_RTOL,
+             routing: str = "shortest") -> IterationResult:
+    """Time one training iteration of ``workload`` under ``strategy`` on ``system``.
+
+    Parameters
+    ----------
+    system : topologies.Topology or str
+        The network (a spec string is parsed with :func:`topologies.registry.load_topology`);
+        its NPUs are the job's servers or its GPUs (module docstring).
+    workload : codesign.workloads.Workload or str
+        A zoo name (its default configuration) or a workload.
+    strategy : codesign.workloads.Strategy or str
+        ``"dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]"``.
+    hardware : Hardware or str, optional
+        GPU (compute roofline, memory, GPUs per server, fabric); default A100-80.
+    placement : Placement, optional
+        Default :meth:`Placement.for_strategy` with the hardware's GPUs per server.
+    collective_method : str, optional
+        Registered algorithm for inter-node ring collectives (default ``ring``).
+    network_model : str, optional
+        ``flow`` (default), ``congestion`` or ``analytical``.
+    efficiency : float, optional
+        Fraction of peak FLOP/s (default the workloads' ``DEFAULT_EFFICIENCY``).
+    bucket_bytes : float, optional
+        Gradient bucket size, bytes (default 25 MiB).
+    overlap : bool, optional
+        Overlap gradient buckets with the backward pass (default True).
+    rtol : float, optional
+        Event-batching tolerance of flow phases (0 = exact max-min).
+    routing : str, optional
+        Paths of transfers and all-to-alls: ``shortest`` (default, one minimum-hop path
+        per pair, :meth:`Topology.route`) or ``ecmp`` (per server pair one of the
+        minimum-hop paths by hash, as switches' per-flow ECMP spreads flows).
+
+    Returns
+    -------
+    IterationResult
+
+    Raises
+    ------
+    InvalidSpecError
+        Bad workload, strategy, hardware, method, model, or a topology whose NPU count
+        is neither the servers nor the GPUs of the job.
+    InfeasibleError
+        The strategy does not fit in GPU memory.
+
+    Examples
+    --------
+    >>> r = evaluate("ideal:16,degree=4,bw=100Gbps", "resnet50", "dp=128")
+    >>> r.iteration_time_s >= r.compute_time_s
+    True
+    """
+    from codesign.workloads import get_hardware, get_workload
+    from codesign.workloads.compute import DEFAULT_EFFICIENCY
+    from codesign.workloads.demand import DEFAULT_BUCKET_BYTES, demand_for
+    from codesign.workloads.model import Workload
+    from codesign.workloads.placement import Placement
+    from codesign.workloads.strategy import as_strategy
+    from topologies.registry import load_topology
+
+    topo = load_topology(system) if isinstance(system, str) else system
+    if isinstance(workload, str):
+        workload = get_workload(workload)
+    elif not isinstance(workload, Workload):
+        raise invalid("workload", type(workload).__name__, "a zoo name or a Workload")
+    hw = get_hardware(hardware)
+    s = as_strategy(strategy)
+    if not isinstance(overlap, bool):
+        raise invalid("overlap", overlap, "True or False")
+    if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not 0 <= rtol < 1:
+        raise invalid("rtol", rtol, "a number in [0, 1) (0 = exact max-min flow phases)")
+    if placement is None:
+        placement = Placement.for_strategy(s, hw.gpus_per_server)
+    sysm = resolve_system(topo, placement, hw)
+    timer = CommTimer(sysm, collective_method, network_model, rtol, routing)
+    demand = demand_for(workload, s, hw, placement,
+                        bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_bytes is None else bucket_bytes,
+                        efficiency=DEFAULT_EFFICIENCY if efficiency is None else efficiency)
+    m, P = s.m, s.pp
+
+    # Split ops: per stage, forward / backward / gradient / optimizer, in order.
+    per: list[dict[str, list]] = [{"forward": [], "backward": [], "gradient": [],
+                                   "optimizer": []} for _ in range(P)]
+    for op in demand.ops:
+        per[op.stage][op.phase].append(op)
+
+    gpus = placement.gpus
+    link_bytes = np.zeros(topo.n_links)
+    net = [0.0, 0.0]
+    pairs: set = set()
+    purpose_s = np.zeros((P, len(PURPOSES)))
+
+    def account(step: _Step, occurrences: float, stage: int) -> None:
+        c = step.cost
+        link_bytes[:] += c.link_bytes * occurrences
+        net[0] += c.net_bytes * occurrences
+        net[1] += c.carried_bytes * occurrences
+        pairs.update(c.pairs)
+        if step.purpose in PURPOSES:
+            purpose_s[stage, PURPOSES.index(step.purpose)] += c.time_s * occurrences
+
+    C = np.zeros(P)
+    K = np.zeros(P)
+    B = np.zeros(P)
+    marks: list[dict[str, float]] = []
+    for p in range(P):
+        rc_f = np.zeros(gpus)
+        comp_f, steps_f, comm_f = _steps(per[p]["forward"], timer, m, rc_f)
+        rc_b = np.zeros(gpus)
+        mk: dict[str, float] = {}
+        comp_b, steps_b, comm_b = _steps(per[p]["backward"], timer, m, rc_b, mk)
+        marks.append(mk)
+        C[p] = comp_f + comp_b
+        K[p] = comm_f + comm_b
+        B[p] = comp_b + comm_b
+        for st in steps_f + steps_b:
+            account(st, st.factor * m, p)
+    t_stage = C + K
+    T_pipe = (m + P - 1) * float(t_stage.max())
+    compute = (m + P - 1) * float(C.max())
+
+    # Gradient buckets, overlapped with the last micro-batch's backward.
+    grad_end = T_pipe
+    b_max = float(B.max())
+    for p in range(P):
+        ops = per[p]["gradient"]
+        if not ops:
+            continue
+        E = T_pipe - p * b_max
+        start_bwd = E - B[p]
+        sets: list[list] = []
+        for op in ops:
+            if sets and (sets[-1][0].bucket, sets[-1][0].purpose, sets[-1][0].bytes,
+                         sets[-1][0].kind) == (op.bucket, op.purpose, op.bytes, op.kind):
+                sets[-1].append(op)
+            else:
+                sets.append([op])
+        costs = []
+        for grp in sets:
+            op = grp[0]
+            cost = timer.collective_set(op.kind, [o.members for o in grp], op.bytes)
+            costs.append((op, cost))
+            account(_Step(cost, 1.0, _purpose(op.purpose)), op.repeat, p)
+        early = sum((op.repeat - 1) * c.time_s for op, c in costs)
+        free = early if overlap else max(T_pipe, early)
+        for op, c in costs:
+            ready = start_bwd + marks[p].get(op.ready_after, B[p]) if overlap else T_pipe
+            start = max(ready, free)
+            free = start + c.time_s
+        grad_end = max(grad_end, free)
+
+    opt = 0.0
+    for p in range(P):
+        t = 0.0
+        ops = per[p]["optimizer"]
+        i = 0
+        while i < len(ops):
+            j = i
+            while j < len(ops) and (ops[j].bucket, ops[j].bytes, ops[j].kind) == \
+                    (ops[i].bucket, ops[i].bytes, ops[i].kind):
+                j += 1
+            op = ops[i]
+            cost = timer.collective_set(op.kind, [o.members for o in ops[i:j]], op.bytes)
+            account(_Step(cost, 1.0, _purpose(op.purpose)), op.repeat, p)
+            t += cost.time_s * op.repeat
+            i = j
+        opt = max(opt, t)
+
+    iteration = float(max(T_pipe, grad_end) + opt)
+    cap = topo.bandwidth * iteration
+    util = link_bytes / cap if iteration > 0 else np.zeros_like(link_bytes)
+    if pairs:
+        pa = np.array(sorted(pairs), dtype=np.int64)
+        mpl = float(topo.hop_matrix[pa[:, 0], pa[:, 1]].mean())
+    else:
+        mpl = 0.0
+    per_purpose = purpose_s.max(axis=0)
+    return IterationResult(
+        workload=workload.name, strategy=str(s), topology=topo.name, hardware=hw.name,
+        collective_method=collective_method, network_model=network_model, routing=routing,
+        iteration_time_s=iteration, compute_time_s=compute,
+        exposed_communication_s=max(0.0, iteration - compute),
+        communication_time_s=float(purpose_s.sum(axis=1).max()),
+        bubble_fraction=demand.bubble_fraction,
+        bandwidth_tax=net[1] / net[0] if net[0] > 0 else 1.0,
+        mean_path_length=mpl,
+        max_link_utilisation=float(util.max()) if util.size else 0.0,
+        mean_link_utilisation=float(util.mean()) if util.size else 0.0,
+        **{f"{k}_s": float(v) for k, v in zip(PURPOSES, per_purpose)},
+        servers=placement.servers, gpus=gpus)
