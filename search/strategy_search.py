@@ -13,7 +13,7 @@ Acceptance (Metropolis-Hastings with a symmetric proposal, as FlexFlow)::
 We divide by ``t_cur`` so that ``beta`` does not depend on the time scale: with the default
 ``beta = 20`` a move 5 % slower is accepted with probability ``e^-1``.  An infeasible
 candidate (it does not fit in memory, or the evaluator cannot time it) has an infinite
-time and is never accepted.
+time and is never accepted from a feasible state (from an infeasible one, every move is).
 
 Parallel evaluation, same result for any number of workers
 ------------------------------------------------------------
@@ -84,10 +84,17 @@ class SearchResult:
 
 
 def accept_probability(t_new: float, t_cur: float, beta: float) -> float:
-    """Metropolis acceptance probability of moving from ``t_cur`` to ``t_new`` (seconds)."""
+    """Metropolis acceptance probability of moving from ``t_cur`` to ``t_new`` (seconds).
+
+    From an infeasible state (``t_cur`` infinite) every move is accepted, so a chain that
+    starts where nothing fits walks until it finds a feasible region; into an infeasible
+    state from a feasible one never.
+    """
+    if not math.isfinite(t_cur):
+        return 1.0
     if not math.isfinite(t_new):
         return 0.0
-    if t_new <= t_cur or not math.isfinite(t_cur):
+    if t_new <= t_cur:
         return 1.0
     if t_cur <= 0.0:  # nothing is relatively close to a zero time: only improvements
         return 0.0

@@ -147,6 +147,7 @@ def test_accept_probability():
     assert accept_probability(math.inf, 2.0, 20) == 0.0
     assert accept_probability(1.05, 1.0, 20) == pytest.approx(math.exp(-1.0))
     assert accept_probability(2.0, math.inf, 20) == 1.0
+    assert accept_probability(math.inf, math.inf, 20) == 1.0   # walk out of infeasibility
 
 
 @pytest.mark.parametrize("kwargs, field", [

@@ -1,0 +1,504 @@
+"""TopoOpt's alternating optimisation of strategy and topology, on Ray actors.
+
+TopoOpt (NSDI'23) Sec. 4.1: the *Comp. x Comm.* plane searches the parallelization strategy
+on a fixed topology (FlexFlow's MCMC, :mod:`search.strategy_search`), the *Comm.* plane
+then builds the topology for that strategy's traffic (TopologyFinder, Algorithm 1,
+:mod:`topologies.topoopt`), and the two alternate "until the iteration time stops
+improving or k rounds".  :func:`optimize` runs that loop for one job and evaluates the
+baselines of Sec. 5.1 with the same workload, iteration model and strategy search.
+
+The loop, as implemented
+------------------------
+0. Start from ``initial_strategy`` (default pure data parallelism on ``servers x
+   gpus_per_server`` GPUs) and the TopologyFinder topology of its demand; if it does not
+   fit in memory, from the first of its variants that does (tables on servers, then
+   ZeRO 1-3).
+1. Round ``r``: MCMC strategy search on the current topology (budget ``budget``, seed
+   ``(seed, r)``), starting from the current strategy.
+2. TopologyFinder on the best strategy's demand (:meth:`Demand.split`: AllReduce server
+   groups and the MP server matrix); evaluate the strategy on it.
+3. Keep the new topology if it is faster; stop when a round improves the iteration time
+   by less than ``tolerance`` (relative) or after ``rounds`` rounds.
+
+Ray layout (DESIGN.md section 7)
+--------------------------------
+One **coordinator actor** per job runs the loop; it owns a pool of ``workers``
+**evaluator actors**, each holding the workload and the current topology (sent once per
+topology through the object store), which time batches of candidate strategies with the
+iteration model.  Batches are split over the pool and gathered in order, and the search
+only depends on the times (:mod:`search.strategy_search`), so the result is the same for
+any number of workers.  ``workers=0`` runs everything in the calling process (no Ray).
+
+Baselines (Sec. 5.1)
+--------------------
+``fattree``: the cost-equivalent full-bisection Fat-tree (server links ``d x B'`` with
+``B'`` the catalog rate whose cost is closest to TopoOpt's,
+:func:`topologies.cost.cost_equivalent_fattree`); ``fattree-oversub``: 2:1 oversubscribed
+leaf-spine with ``d x B`` links; ``ideal``: TopoOpt's Ideal Switch (one ``d x B`` link per
+server); ``expander``: a random ``d``-regular graph of ``B`` links (seeded);
+``ocs-reconfig``: TopoOpt's strategy on a reconfiguring circuit fabric
+(:mod:`evaluators.iteration.reconfig`, Algorithm 5 every 50 ms, ``reconfig_delay_s``
+pauses).  Each gets its own strategy search (the
+paper runs FlexFlow per architecture) starting from TopoOpt's strategy.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from codesign.errors import CodesignError, invalid
+from codesign.units import parse_bandwidth
+from codesign.workloads import get_workload
+from codesign.workloads.demand import demand_for
+from codesign.workloads.hardware import get_hardware
+from codesign.workloads.model import Workload
+from search.strategy_search import SearchResult, mcmc_search
+from search.strategy_space import Candidate, initial_candidate
+
+__all__ = ["OptimizeSpec", "RoundLog", "BaselineResult", "OptimizeResult", "optimize",
+           "BASELINES", "evaluate_candidates"]
+
+#: Baselines of TopoOpt Sec. 5.1 that :func:`optimize` can evaluate.
+BASELINES = ("fattree", "fattree-oversub", "ideal", "expander", "ocs-reconfig")
+
+
+@dataclass(frozen=True)
+class OptimizeSpec:
+    """One TopoOpt job (the input of :func:`optimize`).
+
+    Attributes
+    ----------
+    workload : str
+        Zoo name (``codesign workload show``); ``config`` picks one of its configurations.
+    servers, degree : int
+        ``n`` servers of degree ``d`` (interfaces per server).
+    bandwidth_Bps : float
+        ``B``, rate of one interface, bytes/s (or a string such as ``"100Gbps"``).
+    gpus_per_server : int
+        GPUs per server (TopoOpt Sec. 5.1: four A100s).
+    hardware : str
+        GPU of the hardware catalog.
+    batch_size : int or None
+        Global batch override.
+    rounds : int
+        At most ``k`` alternating rounds.
+    budget, restarts, batch : int
+        Strategy-search budget per round (distinct evaluations), chains, proposals per step.
+    tolerance : float
+        Stop when a round improves the iteration time by less than this fraction.
+    initial_strategy : str or None
+        Starting strategy (default pure data parallelism).
+    reconfig_delay_s : float
+        OCS reconfiguration delay of the ``ocs-reconfig`` baseline (TopoOpt: 10 ms).
+    collective_method, network_model : str
+        Passed to the iteration model.
+    baselines : tuple of str
+        Subset of :data:`BASELINES`.
+    seed : int
+    """
+
+    workload: str
+    servers: int
+    degree: int
+    bandwidth_Bps: float
+    config: str | None = None
+    gpus_per_server: int = 4
+    hardware: str = "A100-80"
+    batch_size: int | None = None
+    rounds: int = 3
+    budget: int = 24
+    restarts: int = 1
+    batch: int = 4
+    tolerance: float = 0.01
+    initial_strategy: str | None = None
+    collective_method: str = "ring"
+    network_model: str = "flow"
+    baselines: tuple[str, ...] = BASELINES
+    reconfig_delay_s: float = 0.01
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name, low in (("servers", 2), ("degree", 1), ("gpus_per_server", 1), ("rounds", 1),
+                          ("budget", 1), ("restarts", 1), ("batch", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise invalid(name, v, f"an integer >= {low}")
+        bw = self.bandwidth_Bps
+        if isinstance(bw, str):
+            bw = parse_bandwidth(bw, field="bandwidth")
+            object.__setattr__(self, "bandwidth_Bps", bw)
+        if isinstance(bw, bool) or not isinstance(bw, (int, float)) or not 0 < bw < math.inf:
+            raise invalid("bandwidth", bw, "a positive bandwidth, e.g. 100Gbps")
+        d = self.reconfig_delay_s
+        if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 <= d < math.inf:
+            raise invalid("reconfig_delay_s", d, "seconds >= 0")
+        if not isinstance(self.tolerance, (int, float)) or not 0 <= self.tolerance < 1:
+            raise invalid("tolerance", self.tolerance, "a fraction in [0, 1)")
+        bad = [b for b in self.baselines if b not in BASELINES]
+        if bad or isinstance(self.baselines, str):
+            raise invalid("baselines", list(self.baselines) if not isinstance(
+                self.baselines, str) else self.baselines, f"a subset of {', '.join(BASELINES)}")
+        object.__setattr__(self, "baselines", tuple(self.baselines))
+        get_hardware(self.hardware)  # raises with the catalog's names
+
+    @property
+    def gpus(self) -> int:
+        return self.servers * self.gpus_per_server
+
+    def load_workload(self) -> Workload:
+        w = get_workload(self.workload, self.config)
+        return w.with_batch(self.batch_size) if self.batch_size else w
+
+
+@dataclass(frozen=True)
+class RoundLog:
+    """One alternating round: the search's best on the old topology, and after TopologyFinder."""
+
+    round: int
+    strategy: str
+    searched_time_s: float
+    topology_time_s: float
+    evaluations: int
+    accepted_topology: bool
+    seconds: float
+
+
+@dataclass(frozen=True)
+class BaselineResult:
+    name: str
+    iteration_time_s: float
+    cost_usd: float
+    strategy: str
+    topology: str
+    notes: str = ""
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """What :func:`optimize` returns (``to_dict`` is ``codesign optimize --json``)."""
+
+    spec: OptimizeSpec
+    candidate: Candidate
+    iteration_time_s: float
+    initial_time_s: float
+    cost_usd: float
+    cost_breakdown: dict[str, float]
+    topology: Any = field(repr=False)
+    routes: dict = field(repr=False, default_factory=dict)
+    finder: Any = field(repr=False, default=None)
+    rounds: tuple[RoundLog, ...] = ()
+    baselines: dict[str, BaselineResult] = field(default_factory=dict)
+    workers: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        topo = self.topology
+        return {
+            "workload": self.spec.workload, "servers": self.spec.servers,
+            "degree": self.spec.degree, "bandwidth_Bps": self.spec.bandwidth_Bps,
+            "strategy": str(self.candidate.strategy), "placement": self.candidate.to_dict(),
+            "iteration_time_s": self.iteration_time_s, "initial_time_s": self.initial_time_s,
+            "cost_usd": self.cost_usd, "cost_breakdown": self.cost_breakdown,
+            "diameter": int(topo.diameter), "mean_path_length": float(topo.mean_path_length),
+            "rounds": [asdict(r) for r in self.rounds],
+            "baselines": {k: {"iteration_time_s": v.iteration_time_s, "cost_usd": v.cost_usd,
+                              "strategy": v.strategy, "topology": v.topology, "notes": v.notes}
+                          for k, v in self.baselines.items()},
+            "workers": self.workers, "seconds": self.seconds, "seed": self.spec.seed,
+        }
+
+
+# ---------------------------------------------------------------------- evaluation
+def evaluate_candidates(spec: OptimizeSpec, workload: Workload, topology,
+                        candidates: Sequence[Candidate]) -> list[float]:
+    """Iteration time (s) of each candidate on ``topology``; ``inf`` when it cannot run.
+
+    Memory-infeasible strategies (:class:`~codesign.errors.InfeasibleError`) and
+    strategies the iteration model refuses (:class:`~codesign.errors.InvalidSpecError`)
+    are infinite: the search never accepts them.
+    """
+    from evaluators.iteration import evaluate
+
+    out = []
+    for c in candidates:
+        try:
+            r = evaluate(topology, workload, c.strategy, hardware=spec.hardware,
+                         placement=c.placement(spec.gpus_per_server),
+                         collective_method=spec.collective_method,
+                         network_model=spec.network_model)
+            out.append(float(r.iteration_time_s))
+        except CodesignError:
+            out.append(math.inf)
+    return out
+
+
+class _LocalPool:
+    """The evaluator pool without Ray (``workers=0``)."""
+
+    def __init__(self, spec: OptimizeSpec) -> None:
+        self.spec, self.workload, self.topology = spec, spec.load_workload(), None
+
+    def set_topology(self, topology) -> None:
+        self.topology = topology
+
+    def evaluate(self, candidates: Sequence[Candidate]) -> list[float]:
+        return evaluate_candidates(self.spec, self.workload, self.topology, candidates)
+
+
+def _split(items: Sequence[Any], parts: int) -> list[list[Any]]:
+    """``items`` in ``parts`` contiguous, nearly equal slices (order kept)."""
+    n, out, start = len(items), [], 0
+    for i in range(parts):
+        size = n // parts + (1 if i < n % parts else 0)
+        out.append(list(items[start:start + size]))
+        start += size
+    return [s for s in out if s]
+
+
+class _RayPool:
+    """``workers`` evaluator actors; batches split over them and gathered in order."""
+
+    def __init__(self, spec: OptimizeSpec, workers: int) -> None:
+        import ray
+
+        actor = ray.remote(num_cpus=1)(_Evaluator)
+        self.actors = [actor.remote(spec) for _ in range(workers)]
+
+    def set_topology(self, topology) -> None:
+        import ray
+
+        ref = ray.put(topology)
+        ray.get([a.set_topology.remote(ref) for a in self.actors])
+
+    def evaluate(self, candidates: Sequence[Candidate]) -> list[float]:
+        import ray
+
+        parts = _split(list(candidates), len(self.actors))
+        got = ray.get([a.evaluate.remote(p) for a, p in zip(self.actors, parts)])
+        return [t for part in got for t in part]
+
+
+class _Evaluator(_LocalPool):
+    """Evaluator actor body (a :class:`_LocalPool` living in a Ray worker)."""
+
+
+# ---------------------------------------------------------------------- topologies
+def _demand(spec: OptimizeSpec, workload: Workload, c: Candidate):
+    return demand_for(workload, c.strategy, spec.hardware, c.placement(spec.gpus_per_server),
+                      check=False)
+
+
+def topoopt_topology(spec: OptimizeSpec, workload: Workload, c: Candidate):
+    """TopologyFinder (Algorithm 1) on candidate ``c``'s traffic: the finder's result."""
+    from topologies.topoopt import topology_finder
+
+    groups, mp = _demand(spec, workload, c).split()
+    return topology_finder(spec.servers, spec.degree, groups, mp,
+                           link_bandwidth=spec.bandwidth_Bps, seed=spec.seed)
+
+
+def _search(spec, workload, pool, start: Candidate, seed: Sequence[int]) -> SearchResult:
+    return mcmc_search(workload, start, pool.evaluate, budget=spec.budget,
+                       restarts=spec.restarts, batch=spec.batch,
+                       gpus_per_server=spec.gpus_per_server, seed=_seed(seed))
+
+
+def _seed(parts: Sequence[int]) -> int:
+    """One integer seed from a tuple (stable across runs and processes)."""
+    import numpy as np
+
+    return int(np.random.SeedSequence(list(parts)).generate_state(1)[0])
+
+
+def _starts(workload: Workload, c: Candidate) -> list[Candidate]:
+    """``c`` and, in order, the memory-saving variants tried when it does not fit: tables
+    placed on servers (TopoOpt's DLRM hybrid), then ZeRO stages 1-3."""
+    from codesign.errors import InvalidSpecError
+    from codesign.workloads.strategy import check_applicable, is_table
+
+    out = [c]
+    variants = []
+    if any(is_table(layer) for layer in workload.layers):
+        variants.append(replace(c.strategy, embedding="model"))
+    variants += [replace(c.strategy, zero=z) for z in (1, 2, 3)]
+    for s in variants:
+        try:
+            check_applicable(workload, s)
+        except InvalidSpecError:
+            continue
+        if s != c.strategy:
+            out.append(replace(c, strategy=s))
+    return out
+
+
+def _alternate(spec: OptimizeSpec, pool) -> dict[str, Any]:
+    """The loop of the module docstring; returns the pieces of :class:`OptimizeResult`."""
+    workload = spec.load_workload()
+    cand = initial_candidate(workload, spec.gpus, spec.initial_strategy)
+    finder = topoopt_topology(spec, workload, cand)
+    pool.set_topology(finder.topology)
+    starts = _starts(workload, cand)
+    times = pool.evaluate(starts)
+    feasible = [i for i, t in enumerate(times) if math.isfinite(t)]
+    if feasible and feasible[0] > 0:  # the given start does not fit: the first that does
+        cand = starts[feasible[0]]
+        finder = topoopt_topology(spec, workload, cand)
+        pool.set_topology(finder.topology)
+    best_t = pool.evaluate([cand])[0]
+    initial_t = times[0]
+    logs = []
+    for r in range(spec.rounds):
+        t0 = time.perf_counter()
+        found = _search(spec, workload, pool, cand, (spec.seed, r))
+        new = topoopt_topology(spec, workload, found.best)
+        pool.set_topology(new.topology)
+        t_new = pool.evaluate([found.best])[0]
+        take = t_new < found.best_time_s
+        if not take:
+            pool.set_topology(finder.topology)
+        before = best_t
+        cand = found.best
+        best_t = min(t_new, found.best_time_s)
+        if take:
+            finder = new
+        logs.append(RoundLog(r, str(cand.strategy), found.best_time_s, t_new,
+                             found.evaluations, take, time.perf_counter() - t0))
+        if math.isfinite(before) and not before - best_t > spec.tolerance * before:
+            break
+    return {"candidate": cand, "iteration_time_s": best_t, "initial_time_s": initial_t,
+            "finder": finder, "rounds": tuple(logs)}
+
+
+def _baseline_topologies(spec: OptimizeSpec, topoopt_cost_usd: float) -> dict[str, tuple]:
+    """``name -> (topology, cost breakdown, notes)`` for the requested static baselines."""
+    from search.evaluate_design import DesignPoint, topology_spec_for
+    from topologies.cost import (cost_equivalent_fattree, expander_cost, fattree_cost,
+                                 ideal_switch_cost)
+    from topologies.registry import from_spec
+
+    n, d, b = spec.servers, spec.degree, spec.bandwidth_Bps
+    out: dict[str, tuple] = {}
+
+    def point(family, rate, **kw):
+        return from_spec(topology_spec_for(DesignPoint(family, n, d, rate, 0.0,
+                                                       seed=spec.seed, **kw)))
+
+    for name in spec.baselines:
+        try:
+            if name == "fattree":
+                rate, cost = cost_equivalent_fattree(n, topoopt_cost_usd, degree=d)
+                try:
+                    topo = point("fattree", rate)
+                except CodesignError:  # not k^3/4 servers: a full-bisection leaf-spine
+                    topo = point("leafspine", rate, oversub=1.0)
+                out[name] = (topo, cost, f"cost-equivalent: server links {d} x "
+                                         f"{rate * 8 / 1e9:g} Gbps")
+            elif name == "fattree-oversub":
+                out[name] = (point("leafspine", b, oversub=2.0),
+                             fattree_cost(n, b, degree=d, oversub=2.0), "2:1 at the ToR uplinks")
+            elif name == "ideal":
+                out[name] = (point("ideal", b), ideal_switch_cost(n, d, b), "")
+            elif name == "expander":
+                out[name] = (point("expander", b), expander_cost(n, d, b), "")
+        except CodesignError as exc:
+            out[name] = (None, None, str(exc).splitlines()[0])
+    return out
+
+
+def _ocs_reconfig(spec: OptimizeSpec, workload: Workload, c: Candidate) -> BaselineResult:
+    """OCS-reconfig (Sec. 5.1, App. E.4) with TopoOpt's strategy: FlexFlow's search is
+    not aware of reconfiguration within an iteration, so the strategy found for the
+    static fabric is replayed on the reconfiguring one."""
+    from evaluators.iteration.reconfig import evaluate_reconfigurable
+    from topologies.cost import ocs_reconfig_cost
+    from topologies.topoopt import ocs_reconfig
+
+    cost = ocs_reconfig_cost(spec.servers, spec.degree, spec.bandwidth_Bps)
+    try:
+        demand = _demand(spec, workload, c)
+        hw = get_hardware(spec.hardware)
+        r = evaluate_reconfigurable(
+            demand, degree=spec.degree, bandwidth_Bps=spec.bandwidth_Bps,
+            fabric_Bps=hw.fabric_bandwidth_Bps, delay_s=spec.reconfig_delay_s,
+            policy=lambda matrix, d: ocs_reconfig(matrix, d, seed=spec.seed).circuits)
+    except CodesignError as exc:
+        return BaselineResult("ocs-reconfig", math.inf, cost.total_usd, str(c.strategy), "",
+                              str(exc).splitlines()[0])
+    return BaselineResult("ocs-reconfig", r.iteration_time_s, cost.total_usd, str(c.strategy),
+                          f"ocs:{spec.servers},degree={spec.degree}",
+                          f"{r.reconfigurations} reconfigurations in 2 iterations, "
+                          f"{spec.reconfig_delay_s * 1e3:g} ms each; bandwidth tax "
+                          f"{r.bandwidth_tax:.2f}")
+
+
+def _run(spec: OptimizeSpec, pool, workers: int) -> OptimizeResult:
+    from topologies.cost import topoopt_cost
+
+    t0 = time.perf_counter()
+    workload = spec.load_workload()
+    loop = _alternate(spec, pool)
+    cost = topoopt_cost(spec.servers, spec.degree, spec.bandwidth_Bps)
+    baselines: dict[str, BaselineResult] = {}
+    for name, (topo, bcost, notes) in _baseline_topologies(spec, cost.total_usd).items():
+        if topo is None:
+            baselines[name] = BaselineResult(name, math.inf, math.nan, "", "", notes)
+            continue
+        pool.set_topology(topo)
+        found = _search(spec, workload, pool, loop["candidate"], (spec.seed, 1000 + len(
+            baselines)))
+        baselines[name] = BaselineResult(name, found.best_time_s, bcost.total_usd,
+                                         str(found.best.strategy), topo.name, notes)
+    if "ocs-reconfig" in spec.baselines:
+        baselines["ocs-reconfig"] = _ocs_reconfig(spec, workload, loop["candidate"])
+    finder = loop["finder"]
+    return OptimizeResult(spec=spec, candidate=loop["candidate"],
+                          iteration_time_s=loop["iteration_time_s"],
+                          initial_time_s=loop["initial_time_s"], cost_usd=cost.total_usd,
+                          cost_breakdown={k: float(v) for k, v in cost.items.items()},
+                          topology=finder.topology, routes=getattr(finder, "routes", {}),
+                          finder=finder, rounds=loop["rounds"], baselines=baselines,
+                          workers=workers, seconds=time.perf_counter() - t0)
+
+
+class _Coordinator:
+    """Coordinator actor body: one per job; owns the evaluator pool and runs the loop."""
+
+    def __init__(self, spec: OptimizeSpec, workers: int) -> None:
+        self.spec, self.workers = spec, workers
+
+    def run(self) -> OptimizeResult:
+        return _run(self.spec, _RayPool(self.spec, self.workers), self.workers)
+
+
+def optimize(spec: OptimizeSpec, *, workers: int = 1, ray_address: str | None = None
+             ) -> OptimizeResult:
+    """Run TopoOpt's alternating optimisation for one job (module docstring).
+
+    Parameters
+    ----------
+    spec : OptimizeSpec
+    workers : int, optional
+        Evaluator actors (>= 1), or 0 to run in this process without Ray.  The result is
+        the same for any value.
+    ray_address : str, optional
+        Join this Ray cluster instead of starting a local one.
+
+    Returns
+    -------
+    OptimizeResult
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise invalid("workers", workers, "an integer >= 0 (0: no Ray)")
+    if workers == 0:
+        return _run(spec, _LocalPool(spec), 0)
+    import ray
+
+    from search.ray_session import ray_session
+
+    with ray_session(ray_address, num_cpus=None):
+        coordinator = ray.remote(num_cpus=0)(_Coordinator).remote(spec, workers)
+        return ray.get(coordinator.run.remote())
