@@ -94,8 +94,13 @@ class OptimizeSpec:
         Starting strategy (default pure data parallelism).
     reconfig_delay_s : float
         OCS reconfiguration delay of the ``ocs-reconfig`` baseline (TopoOpt: 10 ms).
-    collective_method, network_model : str
-        Passed to the iteration model.
+    collective_method : str
+        Collective algorithm of the iteration model; ``"auto"`` (default) uses
+        ``multiring`` on direct-connect fabrics (AllReduce load-balanced over the d rings
+        of TotientPerms, as TopoOpt's NCCL integration does, Sec. 6) and ``ring`` on
+        switched ones (one link per server).
+    network_model : str
+        Network model of the iteration model.
     baselines : tuple of str
         Subset of :data:`BASELINES`.
     seed : int
@@ -115,7 +120,7 @@ class OptimizeSpec:
     batch: int = 4
     tolerance: float = 0.01
     initial_strategy: str | None = None
-    collective_method: str = "ring"
+    collective_method: str = "auto"
     network_model: str = "flow"
     baselines: tuple[str, ...] = BASELINES
     reconfig_delay_s: float = 0.01
@@ -223,12 +228,15 @@ def evaluate_candidates(spec: OptimizeSpec, workload: Workload, topology,
     """
     from evaluators.iteration import evaluate
 
+    method = spec.collective_method
+    if method == "auto":
+        method = "multiring" if topology.switches == 0 else "ring"
     out = []
     for c in candidates:
         try:
             r = evaluate(topology, workload, c.strategy, hardware=spec.hardware,
                          placement=c.placement(spec.gpus_per_server),
-                         collective_method=spec.collective_method,
+                         collective_method=method,
                          network_model=spec.network_model)
             out.append(float(r.iteration_time_s))
         except CodesignError:
