@@ -98,7 +98,8 @@ class OptimizeSpec:
         Collective algorithm of the iteration model; ``"auto"`` (default) uses
         ``multiring`` on direct-connect fabrics (AllReduce load-balanced over the d rings
         of TotientPerms, as TopoOpt's NCCL integration does, Sec. 6) and ``ring`` on
-        switched ones (one link per server).
+        switched ones (one link per server).  Transfers and all-to-alls use ECMP on
+        switched fabrics and minimum-hop host forwarding on direct-connect ones.
     network_model : str
         Network model of the iteration model.
     baselines : tuple of str
@@ -231,12 +232,15 @@ def evaluate_candidates(spec: OptimizeSpec, workload: Workload, topology,
     method = spec.collective_method
     if method == "auto":
         method = "multiring" if topology.switches == 0 else "ring"
+    # Switched multi-path fabrics spread flows by ECMP (as data-centre fat-trees do);
+    # direct-connect fabrics use their minimum-hop routes (host forwarding).
+    routing = "ecmp" if topology.switches else "shortest"
     out = []
     for c in candidates:
         try:
             r = evaluate(topology, workload, c.strategy, hardware=spec.hardware,
                          placement=c.placement(spec.gpus_per_server),
-                         collective_method=method,
+                         collective_method=method, routing=routing,
                          network_model=spec.network_model)
             out.append(float(r.iteration_time_s))
         except CodesignError:
