@@ -124,9 +124,7 @@ def closed_form_estimate(system, demand, *, alpha: float | None = None) -> Close
     pl = demand.placement
     s = demand.strategy
     if topo.npus == pl.servers:
-        groups, mp = demand.split()
-        R = float(sum(b * len(g) for g, b in groups))
-        A = float(mp.sum())
+        R, A = demand.split_totals()   # == the totals of demand.split(), without matrices
     elif topo.npus == pl.gpus:
         R = float(demand.gpu_matrix(mutable=True).sum())
         A = float(demand.gpu_matrix(mutable=False).sum())

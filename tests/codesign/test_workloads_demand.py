@@ -310,3 +310,22 @@ def test_summary_totals_match_matrices() -> None:
     assert s["bubble_fraction"] == pytest.approx(1 / 5)
     ops = [op for op in d.ops if isinstance(op, Transfer)]
     assert s["ops"]["transfers"] == len(ops)
+
+
+@pytest.mark.parametrize("name, strategy, gpus_per_server", [
+    ("dlrm", "dp=64,embedding=model", 8), ("dlrm", "dp=32,embedding=model", 4),
+    ("mixtral-8x7b", "dp=16,tp=2,ep=8", 8), ("gpt3-175b", "dp=4,tp=8,pp=8,microbatches=8", 8),
+    ("resnet50", "dp=64", 4), ("ncf", "dp=32,embedding=model", 4)])
+def test_split_totals_equal_the_split_matrices(name, strategy, gpus_per_server):
+    from codesign.workloads import get_workload
+    from codesign.workloads.demand import demand_for
+    from codesign.workloads.placement import Placement
+    from codesign.workloads.strategy import as_strategy
+
+    s = as_strategy(strategy)
+    d = demand_for(get_workload(name), s, "A100-80",
+                   Placement.for_strategy(s, gpus_per_server), check=False)
+    groups, mp = d.split()
+    R, A = d.split_totals()
+    assert R == pytest.approx(sum(b * len(g) for g, b in groups), rel=1e-12)
+    assert A == pytest.approx(float(mp.sum()), rel=1e-12)
