@@ -444,8 +444,10 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         print(f"{spec.workload} on {spec.servers} servers x {spec.gpus_per_server} "
               f"{spec.hardware}, d={spec.degree}, B={spec.bandwidth_Bps * 8 / 1e9:g} Gbps")
         print(f"  strategy        {payload['strategy']}")
-        print(f"  iteration       {payload['iteration_time_s'] * 1e3:.3f} ms (start "
-              f"{payload['initial_time_s'] * 1e3:.3f} ms), {len(result.rounds)} rounds")
+        start = payload['initial_time_s']
+        start = f"{start * 1e3:.3f} ms" if start != float("inf") else "did not fit in memory"
+        print(f"  iteration       {payload['iteration_time_s'] * 1e3:.3f} ms (start: {start}), "
+              f"{len(result.rounds)} rounds")
         print(f"  topology        diameter {payload['diameter']}, mean path length "
               f"{payload['mean_path_length']:.3f}, cost ${payload['cost_usd']:,.0f}")
         for name, b in payload["baselines"].items():
