@@ -223,7 +223,7 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     }
     # Proof and model details some methods record (mcf; tacos exact=true and logical times).
     for key in ("fluid_time_s", "optimal", "dual_gap", "within_epsilon", "exact", "mip_gap",
-                "logical_time_s"):
+                "logical_time_s", "tree_lp_time_s", "relaxation_gap"):
         if key in schedule.metadata:
             payload[key] = schedule.metadata[key]
     if not report.valid:

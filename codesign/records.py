@@ -31,7 +31,12 @@ Columns (units in the names, DESIGN.md section 4)
   ``cost_breakdown`` (JSON object component -> USD);
 * topology summary: ``npus``, ``switches``, ``links`` (directed), ``diameter``;
 * timings: ``started_at`` (UTC), ``duration_s`` (evaluation wall time);
-* provenance: ``seed``, ``config_hash``, ``package_version``.
+* provenance: ``seed``, ``config_hash``, ``package_version``;
+* sweeps (schema version 2): ``workload``, ``workload_mix_json``, ``strategy``,
+  ``gpu``, ``gpus``, ``collective_method``, ``compute_time_s``,
+  ``exposed_communication_s``, ``communication_time_s``, ``bandwidth_tax``,
+  ``mean_path_length``, ``throughput_per_usd``, ``cost_per_throughput_usd``,
+  ``per_workload_json``, ``budget_usd``, ``sampler``, ``objectives``.
 
 Extending the schema
 --------------------
@@ -78,7 +83,7 @@ __all__ = [
 #: Allowed values of the ``status`` column.
 STATUSES = ("complete", "pruned", "failed")
 #: Bumped when columns are added to :data:`RECORD_SCHEMA`.
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
 _PART_RE = re.compile(r"^part-(\d+)\.parquet$")
 _REQUIRED = ("study", "trial", "status")
@@ -110,6 +115,26 @@ _COLUMNS: tuple[tuple[str, str, bool, str], ...] = (
     ("seed", "int64", True, "study seed"),
     ("config_hash", "string", True, "hash of the study configuration"),
     ("package_version", "string", True, "codesign version that wrote the row"),
+    # Schema version 2 (sweeps, issue 9): columns appended, none renamed or retyped.
+    ("workload", "string", True, "workload name, or name*weight+... for a mix"),
+    ("workload_mix_json", "string", True, "the workload mix, JSON list of {name, weight, "
+                                          "config, strategy}"),
+    ("strategy", "string", True, "parallelization strategy (JSON object per workload "
+                                 "for a mix)"),
+    ("gpu", "string", True, "GPU type (hardware catalog name)"),
+    ("gpus", "int64", True, "GPUs in the design"),
+    ("collective_method", "string", True, "collective algorithm of the iteration model"),
+    ("compute_time_s", "float64", True, "compute time per iteration, s (weighted over the mix)"),
+    ("exposed_communication_s", "float64", True, "communication not hidden by compute, s"),
+    ("communication_time_s", "float64", True, "total communication time incl. overlapped, s"),
+    ("bandwidth_tax", "float64", True, "network traffic incl. forwarding / logical demand"),
+    ("mean_path_length", "float64", True, "mean hops between communicating servers"),
+    ("throughput_per_usd", "float64", True, "iterations per second per USD of network"),
+    ("cost_per_throughput_usd", "float64", True, "USD per (iteration per second): cost x time"),
+    ("per_workload_json", "string", True, "metrics per workload of the mix, JSON list"),
+    ("budget_usd", "float64", True, "network budget of the study, USD"),
+    ("sampler", "string", True, "Optuna sampler of the study"),
+    ("objectives", "string", True, "objective columns of the study, comma-separated"),
 )
 
 #: Column names of :data:`RECORD_SCHEMA`, in order.

@@ -9,8 +9,22 @@ minimised, :func:`pareto_mask`), and writes next to the records (or into
 * ``pareto.png`` -- every complete design, cost (x) against iteration time (y),
   coloured by topology family, the front joined by a step line;
 * ``report.md`` and ``report.html`` -- the same content: summary, the plot,
-  the Pareto front, every trial (pruned and failed ones with their reason) and
-  the provenance (seed, configuration hash, package version, time range).
+  the Pareto front, the best design per budget, the sensitivity of each
+  objective to each parameter, per-workload tables (sweeps), every trial
+  (pruned and failed ones with their reason) and the provenance (seeds,
+  configuration hashes, samplers, objectives, package versions, time range).
+
+Best design per budget: for each budget ``B`` (the studies' ``budget_usd`` and
+the 25/50/75/100 % quantiles of the complete designs' costs), the complete
+design with the smallest iteration time among those costing at most ``B``.
+
+Sensitivity (:func:`sensitivity`): for every parameter and objective, the
+median of the objective over the complete designs grouped by the parameter's
+value (with counts), and for numeric parameters (degree, link rate, servers)
+Spearman's rank correlation between parameter and objective (Pearson on
+average ranks; ties share their mean rank).  Medians say *how much* each value
+changes the objective, the rank correlation says whether it moves
+monotonically; both are descriptive (the sampler decides which designs exist).
 
 This is a top-layer front end (DESIGN.md section 2): it only reads records.
 matplotlib is driven through its object API with the Agg canvas, so no global
@@ -30,7 +44,7 @@ import numpy as np
 
 from codesign.errors import InvalidSpecError, invalid
 
-__all__ = ["pareto_mask", "write_report"]
+__all__ = ["pareto_mask", "sensitivity", "spearman", "best_per_budget", "write_report"]
 
 #: Objective columns of the front: (x, y) = (cost, time), both minimised.
 OBJECTIVES = ("cost_usd", "iteration_time_s")
@@ -161,6 +175,127 @@ def _html_table(head: list[str], body: list[list[str]]) -> str:
     return f"<table>\n<thead><tr>{th}</tr></thead>\n<tbody>\n{trs}\n</tbody>\n</table>"
 
 
+# ------------------------------------------------------ budgets, sensitivity
+#: Parameters whose influence the sensitivity section reports: (column, label, numeric).
+PARAMETERS = (("family", "family", False), ("degree", "degree", True),
+              ("link_bandwidth_Bps", "link rate", True), ("servers", "servers", True),
+              ("gpu", "GPU", False), ("collective_method", "collective method", False),
+              ("strategy", "strategy", False), ("workload", "workload", False))
+
+
+def spearman(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> float:
+    """Spearman's rank correlation of two equally long samples.
+
+    Pearson correlation of the average ranks (ties share the mean of their ranks).
+    ``nan`` when fewer than 3 pairs are finite or either sample is constant.
+
+    Examples
+    --------
+    >>> spearman([1, 2, 3, 4], [10, 20, 30, 40])
+    1.0
+    >>> spearman([1, 2, 3, 4], [4, 3, 2, 1])
+    -1.0
+    """
+    import pandas as pd
+
+    a = np.asarray(x, dtype=np.float64)
+    b = np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(a) & np.isfinite(b)
+    if ok.sum() < 3:
+        return float("nan")
+    ra = pd.Series(a[ok]).rank(method="average").to_numpy()
+    rb = pd.Series(b[ok]).rank(method="average").to_numpy()
+    if ra.std() == 0 or rb.std() == 0:
+        return float("nan")
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def _objectives(frame) -> list[str]:
+    cols = ["iteration_time_s", "cost_usd", "throughput_per_usd", "exposed_communication_s"]
+    return [c for c in cols if c in frame and frame[c].notna().any()]
+
+
+def sensitivity(frame) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Grouped medians and rank correlations of the objectives against the parameters.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        Records (only ``status == "complete"`` rows are used).
+
+    Returns
+    -------
+    medians : list of dict
+        One row per (parameter, value): ``parameter``, ``value``, ``designs`` and the
+        median of each objective column.
+    correlations : list of dict
+        One row per numeric parameter that varies: ``parameter`` and Spearman's rho
+        against each objective column.
+    """
+    done = frame[frame["status"] == "complete"]
+    objectives = _objectives(done)
+    medians: list[dict[str, Any]] = []
+    correlations: list[dict[str, Any]] = []
+    for col, label, numeric in PARAMETERS:
+        if col not in done or done[col].dropna().nunique() < 2:
+            continue
+        for value, group in sorted(done.groupby(col), key=lambda g: str(g[0]) if not numeric
+                                   else float(g[0])):
+            medians.append({"parameter": label, "column": col, "value": value,
+                            "designs": len(group),
+                            **{o: float(group[o].astype(float).median()) for o in objectives}})
+        if numeric:
+            correlations.append({"parameter": label, **{
+                o: spearman(done[col].astype(float), done[o].astype(float))
+                for o in objectives}})
+    return medians, correlations
+
+
+def best_per_budget(frame) -> list[dict[str, Any]]:
+    """For each budget, the fastest complete design whose network costs at most that much.
+
+    Budgets: the distinct ``budget_usd`` values of the records and the 25, 50, 75 and
+    100 % quantiles of the complete designs' costs, ascending.
+    """
+    done = frame[(frame["status"] == "complete") & frame["cost_usd"].notna()
+                 & frame["iteration_time_s"].notna()]
+    if len(done) == 0:
+        return []
+    costs = done["cost_usd"].astype(float)
+    budgets = set(float(b) for b in np.quantile(costs.to_numpy(), [0.25, 0.5, 0.75, 1.0]))
+    if "budget_usd" in frame:
+        budgets |= set(float(b) for b in frame["budget_usd"].dropna())
+    out = []
+    for budget in sorted(budgets):
+        fit = done[costs <= budget * (1 + 1e-12)]
+        if len(fit) == 0:
+            out.append({"budget_usd": budget})
+            continue
+        best = fit.sort_values(["iteration_time_s", "cost_usd", "trial"]).iloc[0].to_dict()
+        out.append({**best, "budget_usd": budget})
+    return out
+
+
+def _per_workload(frame) -> dict[str, list[dict[str, Any]]]:
+    """Rows per workload from the ``per_workload_json`` column of complete records."""
+    import json
+
+    if "per_workload_json" not in frame:
+        return {}
+    out: dict[str, list[dict[str, Any]]] = {}
+    done = frame[(frame["status"] == "complete") & frame["per_workload_json"].notna()]
+    for rec in done.to_dict("records"):
+        for item in json.loads(rec["per_workload_json"]):
+            name = item.get("workload", "?") + (f" ({item['config']})" if item.get("config")
+                                                else "")
+            out.setdefault(name, []).append({
+                "trial": rec["trial"], "study": rec["study"], "family": rec["family"],
+                "degree": rec["degree"], "link_bandwidth_Bps": rec["link_bandwidth_Bps"],
+                "cost_usd": rec["cost_usd"], **{k: v for k, v in item.items()
+                                                if k not in ("workload", "config")}})
+    return out
+
+
 # ---------------------------------------------------------------------- plot
 def _usd_tick(value: float, _pos: object = None) -> str:
     for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
@@ -209,6 +344,73 @@ def _plot(frame, path: Path) -> None:
 
 
 # -------------------------------------------------------------------- report
+def _fmt_num(v: Any) -> str:
+    return f"{float(v):.3g}" if _finite(v) else ""
+
+
+def _fmt_tput(v: Any) -> str:
+    return f"{float(v):.3e}" if _finite(v) else ""
+
+
+_OBJ_FMT = {"iteration_time_s": ("iteration time", _fmt_time), "cost_usd": ("cost", _fmt_usd),
+            "throughput_per_usd": ("iterations/s per USD", _fmt_tput),
+            "exposed_communication_s": ("exposed comm.", _fmt_time)}
+
+
+def _section(heading: str, note: str, head: list[str], body: list[list[str]]
+             ) -> tuple[str, str, str]:
+    if not body:
+        return heading, "Nothing to show.", "<p>Nothing to show.</p>"
+    return (heading, f"{note}\n\n{_md_table(head, body)}",
+            f"<p>{html.escape(note)}</p>\n{_html_table(head, body)}")
+
+
+def _sweep_sections(frame) -> list[tuple[str, str, str]]:
+    """Best design per budget, sensitivity and per-workload sections (module docstring)."""
+    out = []
+    budget_rows = best_per_budget(frame)
+    head = ["budget", "trial", "family", "degree", "link rate", "topology", "iteration time",
+            "cost"]
+    body = [[_fmt_usd(r["budget_usd"]), _cell(r.get("trial")), _cell(r.get("family")),
+             _cell(r.get("degree")), _fmt_rate(r.get("link_bandwidth_Bps")),
+             _cell(r.get("topology_spec")), _fmt_time(r.get("iteration_time_s")),
+             _fmt_usd(r.get("cost_usd"))] for r in budget_rows]
+    out.append(_section("Best design per budget",
+                        "For each network budget (the study's budget and the 25/50/75/100 % "
+                        "cost quantiles of the complete designs), the fastest complete design "
+                        "costing at most that much (all studies together).", head, body))
+    medians, correlations = sensitivity(frame)
+    objs = _objectives(frame[frame["status"] == "complete"])
+    head = ["parameter", "value", "designs"] + [f"median {_OBJ_FMT[o][0]}" for o in objs]
+    body = [[m["parameter"], _fmt_rate(m["value"]) if m["column"] == "link_bandwidth_Bps"
+             else _cell(m["value"]), str(m["designs"])] + [_OBJ_FMT[o][1](m.get(o))
+                                                           for o in objs] for m in medians]
+    out.append(_section("Sensitivity: grouped medians",
+                        "Median of each objective over the complete designs, grouped by one "
+                        "parameter at a time (parameters that take a single value are left "
+                        "out).", head, body))
+    head = ["parameter"] + [f"rho vs {_OBJ_FMT[o][0]}" for o in objs]
+    body = [[c["parameter"]] + [_fmt_num(c.get(o)) for o in objs] for c in correlations]
+    out.append(_section("Sensitivity: rank correlation",
+                        "Spearman's rank correlation (rho in [-1, 1]) between each numeric "
+                        "parameter and each objective over the complete designs; blank when "
+                        "undefined (fewer than 3 designs or a constant column).", head, body))
+    for name, rows in sorted(_per_workload(frame).items()):
+        rows = sorted(rows, key=lambda r: (r.get("iteration_time_s") is None,
+                                           r.get("iteration_time_s") or 0.0))[:15]
+        head = ["trial", "family", "degree", "link rate", "strategy", "iteration time",
+                "compute", "exposed comm.", "bandwidth tax", "cost"]
+        body = [[_cell(r["trial"]), _cell(r["family"]), _cell(r["degree"]),
+                 _fmt_rate(r["link_bandwidth_Bps"]), _cell(r.get("strategy")),
+                 _fmt_time(r.get("iteration_time_s")), _fmt_time(r.get("compute_time_s")),
+                 _fmt_time(r.get("exposed_communication_s")), _fmt_num(r.get("bandwidth_tax")),
+                 _fmt_usd(r["cost_usd"])] for r in rows]
+        out.append(_section(f"Workload {name}",
+                            "The fastest complete designs for this workload (at most 15).",
+                            head, body))
+    return out
+
+
 def _provenance(frame, results_dir: Path) -> list[tuple[str, str]]:
     from codesign import __version__
 
@@ -222,7 +424,9 @@ def _provenance(frame, results_dir: Path) -> list[tuple[str, str]]:
     return [("results folder", str(results_dir)), ("studies", values("study")),
             ("seeds", values("seed")), ("config hashes", values("config_hash")),
             ("package versions (records)", values("package_version")),
-            ("time models", values("time_model")), ("evaluations (UTC)", span),
+            ("time models", values("time_model")), ("samplers", values("sampler")),
+            ("objectives", values("objectives")), ("workloads", values("workload")),
+            ("budgets (USD)", values("budget_usd")), ("evaluations (UTC)", span),
             ("report written", f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} "
                                f"by codesign {__version__}")]
 
@@ -313,6 +517,7 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
             md, htm = f"{note}\n\n{_md_table(head, body)}", \
                 f"<p>{note}</p>\n{_html_table(head, body)}"
         sections.append((f"Pareto front ({study})", md, htm))
+    sections += _sweep_sections(frame)
     for study in studies:
         sub = frame[frame["study"] == study]
         head, body = _rows(sub, _ALL_COLUMNS)

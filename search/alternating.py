@@ -95,11 +95,11 @@ class OptimizeSpec:
     reconfig_delay_s : float
         OCS reconfiguration delay of the ``ocs-reconfig`` baseline (TopoOpt: 10 ms).
     collective_method : str
-        Collective algorithm of the iteration model; ``"auto"`` (default) uses
-        ``multiring`` on direct-connect fabrics (AllReduce load-balanced over the d rings
-        of TotientPerms, as TopoOpt's NCCL integration does, Sec. 6) and ``ring`` on
-        switched ones (one link per server).  Transfers and all-to-alls use ECMP on
-        switched fabrics and minimum-hop host forwarding on direct-connect ones.
+        Collective algorithm of the iteration model; ``"auto"`` (default) is
+        :func:`evaluators.iteration.model.resolve_auto`: ``multiring`` on direct-connect
+        fabrics (AllReduce load-balanced over the d rings of TotientPerms, as TopoOpt's
+        NCCL integration does, Sec. 6) and ``ring`` on switched ones.  Transfers and
+        all-to-alls use ECMP on switched fabrics and host forwarding on direct-connect ones.
     network_model : str
         Network model of the iteration model.
     baselines : tuple of str
@@ -229,18 +229,12 @@ def evaluate_candidates(spec: OptimizeSpec, workload: Workload, topology,
     """
     from evaluators.iteration import evaluate
 
-    method = spec.collective_method
-    if method == "auto":
-        method = "multiring" if topology.switches == 0 else "ring"
-    # Switched multi-path fabrics spread flows by ECMP (as data-centre fat-trees do);
-    # direct-connect fabrics use their minimum-hop routes (host forwarding).
-    routing = "ecmp" if topology.switches else "shortest"
     out = []
     for c in candidates:
         try:
             r = evaluate(topology, workload, c.strategy, hardware=spec.hardware,
                          placement=c.placement(spec.gpus_per_server),
-                         collective_method=method, routing=routing,
+                         collective_method=spec.collective_method, routing="auto",
                          network_model=spec.network_model)
             out.append(float(r.iteration_time_s))
         except CodesignError:
@@ -387,7 +381,7 @@ def _alternate(spec: OptimizeSpec, pool) -> dict[str, Any]:
 
 def _baseline_topologies(spec: OptimizeSpec, topoopt_cost_usd: float) -> dict[str, tuple]:
     """``name -> (topology, cost breakdown, notes)`` for the requested static baselines."""
-    from search.evaluate_design import DesignPoint, topology_spec_for
+    from search.design_point import DesignPoint, topology_spec_for
     from topologies.cost import (cost_equivalent_fattree, expander_cost, fattree_cost,
                                  ideal_switch_cost)
     from topologies.registry import from_spec

@@ -70,7 +70,7 @@ from codesign.errors import invalid
 from evaluators.iteration.comm import CommCost, CommTimer, System
 from evaluators.iteration.phase import DEFAULT_RTOL
 
-__all__ = ["IterationResult", "evaluate", "resolve_system", "PURPOSES"]
+__all__ = ["IterationResult", "evaluate", "resolve_system", "resolve_auto", "PURPOSES"]
 
 #: Per-purpose communication keys of :class:`IterationResult`.
 PURPOSES = ("dp", "tp", "pp", "ep", "embedding", "zero")
@@ -111,6 +111,19 @@ class IterationResult:
         d = asdict(self)
         d["by_purpose_s"] = {p: d[f"{p}_s"] for p in PURPOSES}
         return d
+
+
+def resolve_auto(topology, collective_method: str, routing: str) -> tuple[str, str]:
+    """Resolve ``"auto"``: on direct-connect fabrics (no switches) ``multiring`` collectives
+    (ring all-reduce load-balanced over the fabric's rings, as TopoOpt's TotientPerms NCCL
+    integration does, Sec. 6) and ``shortest`` routes (host forwarding); on switched
+    fabrics ``ring`` (one link per server) and ``ecmp`` routes (per-flow ECMP)."""
+    direct = topology.switches == 0
+    if collective_method == "auto":
+        collective_method = "multiring" if direct else "ring"
+    if routing == "auto":
+        routing = "shortest" if direct else "ecmp"
+    return collective_method, routing
 
 
 def resolve_system(topology, placement, hardware) -> System:
@@ -261,7 +274,8 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
     placement : Placement, optional
         Default :meth:`Placement.for_strategy` with the hardware's GPUs per server.
     collective_method : str, optional
-        Registered algorithm for inter-node ring collectives (default ``ring``).
+        Registered algorithm for inter-node ring collectives (default ``ring``), or
+        ``"auto"`` (:func:`resolve_auto`: ``multiring`` without switches, else ``ring``).
     network_model : str, optional
         ``flow`` (default), ``congestion`` or ``analytical``.
     efficiency : float, optional
@@ -275,7 +289,8 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
     routing : str, optional
         Paths of transfers and all-to-alls: ``shortest`` (default, one minimum-hop path
         per pair, :meth:`Topology.route`) or ``ecmp`` (per server pair one of the
-        minimum-hop paths by hash, as switches' per-flow ECMP spreads flows).
+        minimum-hop paths by hash, as switches' per-flow ECMP spreads flows), or ``"auto"``
+        (``ecmp`` on switched fabrics, ``shortest`` on direct-connect ones).
 
     Returns
     -------
@@ -317,6 +332,7 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
     if placement is None:
         placement = Placement.for_strategy(s, hw.gpus_per_server)
     sysm = resolve_system(topo, placement, hw)
+    collective_method, routing = resolve_auto(topo, collective_method, routing)
     timer = CommTimer(sysm, collective_method, network_model, rtol, routing)
     demand = demand_for(workload, s, hw, placement,
                         bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_bytes is None else bucket_bytes,

@@ -33,6 +33,15 @@ PINNED = [
     ("started_at", "timestamp[us, tz=UTC]", True), ("duration_s", "double", True),
     ("seed", "int64", True), ("config_hash", "string", True),
     ("package_version", "string", True),
+    # version 2 (sweeps)
+    ("workload", "string", True), ("workload_mix_json", "string", True),
+    ("strategy", "string", True), ("gpu", "string", True), ("gpus", "int64", True),
+    ("collective_method", "string", True), ("compute_time_s", "double", True),
+    ("exposed_communication_s", "double", True), ("communication_time_s", "double", True),
+    ("bandwidth_tax", "double", True), ("mean_path_length", "double", True),
+    ("throughput_per_usd", "double", True), ("cost_per_throughput_usd", "double", True),
+    ("per_workload_json", "string", True), ("budget_usd", "double", True),
+    ("sampler", "string", True), ("objectives", "string", True),
 ]
 
 
@@ -48,7 +57,7 @@ def _row(number: int, **extra):
 def test_schema_is_pinned():
     got = [(f.name, str(f.type), f.nullable) for f in RECORD_SCHEMA]
     assert got == PINNED
-    assert RECORD_SCHEMA.metadata[b"codesign.schema_version"] == b"1"
+    assert RECORD_SCHEMA.metadata[b"codesign.schema_version"] == b"2"
     assert tuple(records.RECORD_COLUMNS) == tuple(name for name, *_ in PINNED)
 
 

@@ -1,18 +1,11 @@
-"""Evaluation of one cluster design: a pure function from :class:`DesignPoint` to :class:`DesignResult`.
+"""Design points of the sweeps: :class:`DesignPoint` and :func:`topology_spec_for`.
 
-Search proposes, evaluation never searches (DESIGN.md section 3).  A design
-point names a topology family, the number of servers, the server degree ``d``
-(links or NICs per server) and the rate ``B`` of one link; :func:`evaluate_design`
-
-1. turns it into a topology spec string (:func:`topology_spec_for`),
-2. builds the topology (:func:`topologies.registry.from_spec`),
-3. times a ring all-reduce of ``allreduce_size_bytes`` on it with the
-   alpha-beta stand-in :func:`evaluators.alpha_beta.ring_allreduce_estimate`,
-4. prices it with :func:`topologies.cost.topology_cost`.
-
-The iteration time of the walking skeleton *is* that all-reduce time
-(communication only, no compute model yet; ``time_model`` says so in every
-record).  Later issues replace the metric; the structure stays.
+A design point names a topology family, the number of servers, the server degree ``d``
+(links or NICs per server) and the rate ``B`` of one link; :func:`topology_spec_for`
+turns it into a topology spec string (:func:`topologies.registry.from_spec` builds it).
+Sweeps (:mod:`search.sweep_trial`), the what-if search and the TopoOpt baselines
+(:mod:`search.alternating`) use it, so every part of the framework builds a family from
+``(family, servers, d, B)`` the same way.
 
 How ``(family, servers, d, B)`` becomes a fabric follows TopoOpt (NSDI'23,
 Section 5.1), which compares architectures at equal ``d`` and ``B``:
@@ -36,41 +29,32 @@ Section 5.1), which compares architectures at equal ``d`` and ``B``:
   ``i -> i+p mod n`` with ``gcd(p, n) = 1`` (TotientPerms, Algorithm 2),
   ``p = 1`` always included and the others chosen closest to the geometric
   sequence ``n^(i/d)`` (a simplified SelectPermutations, Algorithm 3 line 7;
-  the full TopologyFinder is a later issue).
+  the full TopologyFinder is :mod:`topologies.topoopt`, the sweeps' ``topoopt``
+  family).
 
 A design that cannot be built (e.g. a torus of odd degree, a fat-tree of 20
-servers) or priced is *pruned*: the result has ``status="pruned"`` and a
-one-line ``reason``.  Unexpected exceptions propagate (the caller records the
-trial as failed).
+servers) raises :class:`~codesign.errors.InfeasibleError` with the reason.
 """
 
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from dataclasses import asdict, dataclass
 from fractions import Fraction
 
-from codesign.errors import CodesignError, InfeasibleError, invalid
+from codesign.errors import InfeasibleError, invalid
 
 __all__ = [
-    "TIME_MODEL",
     "DESIGN_FAMILIES",
     "DesignPoint",
-    "DesignResult",
     "topology_spec_for",
-    "evaluate_design",
 ]
-
-#: Name of the performance model recorded with every result (``time_model`` column).
-TIME_MODEL = "alpha-beta-ring-allreduce"
 
 
 @dataclass(frozen=True)
 class DesignPoint:
-    """One candidate cluster design (the input of :func:`evaluate_design`).
+    """One candidate cluster design (the input of :func:`topology_spec_for`).
 
     Attributes
     ----------
@@ -101,50 +85,6 @@ class DesignPoint:
     def to_dict(self) -> dict[str, object]:
         """The parameters as a JSON-ready dict (stored as ``params_json``)."""
         return asdict(self)
-
-
-@dataclass(frozen=True)
-class DesignResult:
-    """What :func:`evaluate_design` returns.
-
-    Attributes
-    ----------
-    status : str
-        ``"complete"`` or ``"pruned"`` (the design cannot be built or priced).
-    topology_spec : str
-        The spec string that was (or would have been) built; ``""`` if none.
-    iteration_time_s, allreduce_time_s : float or None
-        Seconds (``None`` unless complete).
-    cost_usd : float or None
-        Network cost, US dollars.
-    cost_breakdown : dict of str to float
-        Cost per component, US dollars.
-    npus, switches, links, diameter : int or None
-        Topology summary (directed links; diameter in hops between NPUs).
-    reason : str
-        Why the design was pruned; ``""`` when complete.
-    started_at : datetime
-        Start of the evaluation, UTC.
-    duration_s : float
-        Wall time of the evaluation, seconds.
-    time_model : str
-        :data:`TIME_MODEL`.
-    """
-
-    status: str
-    topology_spec: str = ""
-    iteration_time_s: float | None = None
-    allreduce_time_s: float | None = None
-    cost_usd: float | None = None
-    cost_breakdown: dict[str, float] = field(default_factory=dict)
-    npus: int | None = None
-    switches: int | None = None
-    links: int | None = None
-    diameter: int | None = None
-    reason: str = ""
-    started_at: datetime | None = None
-    duration_s: float | None = None
-    time_model: str = TIME_MODEL
 
 
 # ------------------------------------------------------------- design -> spec
@@ -267,54 +207,3 @@ def topology_spec_for(point: DesignPoint) -> str:
         raise invalid("design allreduce_size_bytes", point.allreduce_size_bytes,
                       "a finite size >= 0 bytes")
     return build(point)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
-def evaluate_design(point: DesignPoint) -> DesignResult:
-    """Build, time and price one design (pure: same point, same result but for timings).
-
-    Parameters
-    ----------
-    point : DesignPoint
-        The design.
-
-    Returns
-    -------
-    DesignResult
-        ``status="complete"`` with ``iteration_time_s`` = ``allreduce_time_s``
-        (seconds, alpha-beta ring stand-in) and ``cost_usd``; or
-        ``status="pruned"`` with the reason when the design cannot be built
-        or priced (:class:`~codesign.errors.CodesignError`).
-
-    Notes
-    -----
-    Runs as a Ray task in :func:`search.quickstart.run_quickstart`; cheap for
-    the quickstart sizes (tens of servers: milliseconds).  The topology
-    summary is computed directly rather than with ``Topology.summary()``,
-    whose exact bisection would dominate the run time.
-    """
-    from evaluators.alpha_beta import ring_allreduce_estimate
-    from topologies.cost import topology_cost
-    from topologies.registry import from_spec
-
-    started = datetime.now(timezone.utc)
-    t0 = time.perf_counter()
-    spec = ""
-    try:
-        spec = topology_spec_for(point)
-        topo = from_spec(spec)
-        t_ar = float(ring_allreduce_estimate(topo, point.allreduce_size_bytes))
-        cost = topology_cost(topo)
-        breakdown = {str(k): float(v) for k, v in cost.items.items()}
-        result = dict(status="complete", iteration_time_s=t_ar, allreduce_time_s=t_ar,
-                      cost_usd=float(cost.total_usd), cost_breakdown=breakdown,
-                      npus=topo.npus, switches=topo.switches, links=topo.n_links,
-                      diameter=int(topo.diameter))
-    except CodesignError as exc:
-        result = dict(status="pruned", reason=f"{type(exc).__name__}: {_one_line(exc)}")
-    return DesignResult(topology_spec=spec, started_at=started,
-                        duration_s=time.perf_counter() - t0, **result)

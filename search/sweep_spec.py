@@ -1,0 +1,434 @@
+"""The sweep specification: a strictly validated YAML file (or dict) describing a design study.
+
+``codesign sweep CONFIG.yaml`` reads one of these (:func:`load_sweep_spec`) and hands
+the :class:`SweepSpec` to :func:`search.sweep.run_sweep`.  Every key is checked with
+:mod:`codesign.specs`: an unknown key, a wrong type or an out-of-range value raises
+:class:`~codesign.errors.InvalidSpecError` with one line naming the field, the value
+and what is allowed.  Example (``experiments/sweeps/small.yaml`` is the canonical
+small sweep)::
+
+    study: small
+    workloads: resnet50                  # one zoo name, or a weighted mix:
+    # workloads:
+    #   - {name: resnet50, weight: 2}
+    #   - {name: dlrm, weight: 1, config: simulation, strategy: "dp=128"}
+    space:
+      families: [fattree, leafspine, ideal, expander, torus, perms, topoopt]
+      servers: 16                         # or a list of server counts
+      degree: {low: 2, high: 8}           # or an integer, or a list of integers
+      link_rate: [25Gbps, 100Gbps, 200Gbps, 400Gbps]   # or {low, high, step}
+      gpu: [A100-80]
+      gpus_per_server: 8                  # optional; default: the GPU's reference server
+      collective_method: [auto]             # auto: multiring without switches, ring with
+      strategy_search: off                # on: tp and pp are searched too
+      leafspine_oversub: 2
+    objectives: [iteration_time_s, cost_usd]
+    constraints: {budget_usd: 2.0e6, max_degree: 8}
+    sampler: nsga2                        # default nsga2 for >1 objective, tpe for one
+    population_size: 8
+    trials: 24
+    max_in_flight: 2
+    seed: 0
+    storage: null                         # Optuna journal file by default, or a URL
+
+Objectives and their directions (implied, :data:`OBJECTIVES`): ``iteration_time_s``,
+``cost_usd``, ``exposed_communication_s`` and ``cost_per_throughput_usd`` are
+minimised; ``throughput_per_usd`` is maximised.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from codesign.errors import invalid
+from codesign.specs import check_keys, load_yaml
+
+__all__ = [
+    "OBJECTIVES",
+    "SWEEP_FAMILIES",
+    "SAMPLERS",
+    "WorkloadItem",
+    "SweepSpace",
+    "SweepSpec",
+    "parse_sweep_spec",
+    "load_sweep_spec",
+]
+
+#: Objective name -> Optuna direction.
+OBJECTIVES: dict[str, str] = {
+    "iteration_time_s": "minimize",
+    "cost_usd": "minimize",
+    "throughput_per_usd": "maximize",
+    "cost_per_throughput_usd": "minimize",
+    "exposed_communication_s": "minimize",
+}
+#: Samplers a sweep may use.
+SAMPLERS = ("nsga2", "tpe", "grid", "random")
+#: Topology families of a sweep: the spec-string families of
+#: :data:`search.design_point.DESIGN_FAMILIES` plus ``topoopt`` (TopologyFinder on the
+#: trial's demand, :mod:`search.sweep_trial`).
+SWEEP_FAMILIES = ("fattree", "leafspine", "ideal", "expander", "torus", "perms", "topoopt")
+#: Tensor/pipeline-parallel degrees tried when ``strategy_search`` is on.
+STRATEGY_DEGREES = (1, 2, 4, 8)
+
+_STUDY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_TOP_KEYS = ("study", "workloads", "space", "objectives", "constraints", "sampler",
+             "population_size", "trials", "max_in_flight", "seed", "storage", "batch_size",
+             "trial_timeout_s")
+_SPACE_KEYS = ("families", "servers", "degree", "link_rate", "gpu", "gpus_per_server",
+               "collective_method", "strategy_search", "leafspine_oversub")
+_WORKLOAD_KEYS = ("name", "weight", "config", "strategy")
+_MAX_INT = 1 << 40
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _int(value: Any, where: str, minimum: int, maximum: int = _MAX_INT) -> int:
+    if not _is_int(value) or not minimum <= value <= maximum:
+        raise invalid(where, value, f"an integer in [{minimum}, {maximum}]")
+    return value
+
+
+def _number(value: Any, where: str, *, positive: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise invalid(where, value, "a number > 0" if positive else "a number")
+    v = float(value)
+    if not math.isfinite(v) or (positive and v <= 0):
+        raise invalid(where, value, "a finite number > 0" if positive else "a finite number")
+    return v
+
+
+def _names(value: Any, where: str, allowed: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not items or not all(isinstance(x, str) for x in items):
+        raise invalid(where, value, "a name or a non-empty list of names")
+    if len(set(items)) != len(items):
+        raise invalid(where, value, "distinct names")
+    if allowed is not None:
+        for x in items:
+            if x not in allowed:
+                raise invalid(where, x, f"one of {', '.join(allowed)}")
+    return tuple(items)
+
+
+def _bool(value: Any, where: str) -> bool:
+    # YAML 1.1 reads on/off as booleans; accept the strings too.
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("on", "off", "true", "false"):
+        return value.lower() in ("on", "true")
+    raise invalid(where, value, "on or off")
+
+
+@dataclass(frozen=True)
+class WorkloadItem:
+    """One workload of the (weighted) mix.
+
+    Attributes
+    ----------
+    name : str
+        Zoo name (:func:`codesign.workloads.workload_names`).
+    weight : float
+        Relative weight (> 0); weights are normalised by their sum.
+    config : str or None
+        Zoo configuration (``simulation``, ...); ``None``: the model's default.
+    strategy : str or None
+        Fixed parallelization strategy string; ``None``: pure data parallelism over all
+        GPUs, or the searched ``tp``/``pp`` when ``strategy_search`` is on.
+    """
+
+    name: str
+    weight: float = 1.0
+    config: str | None = None
+    strategy: str | None = None
+
+
+@dataclass(frozen=True)
+class SweepSpace:
+    """The design space (see the module docstring for the YAML form).
+
+    ``degree`` is either a tuple of allowed integers or a ``(low, high)`` range
+    (``degree_is_range``); ``link_rates_Bps`` is always the tuple of allowed rates,
+    bytes/s (a ``{low, high, step}`` range is expanded).
+    """
+
+    families: tuple[str, ...]
+    servers: tuple[int, ...]
+    degrees: tuple[int, ...]
+    degree_is_range: bool
+    link_rates_Bps: tuple[float, ...]
+    gpus: tuple[str, ...] = ("A100-80",)
+    collective_methods: tuple[str, ...] = ("auto",)
+    strategy_search: bool = False
+    leafspine_oversub: float = 2.0
+    gpus_per_server: int | None = None
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A validated sweep specification (build it with :func:`parse_sweep_spec`).
+
+    Attributes
+    ----------
+    study : str
+        Study name (a folder name); results go to ``results/<study>/``.
+    workloads : tuple of WorkloadItem
+        The workload mix.
+    space : SweepSpace
+        The design space.
+    objectives : tuple of str
+        Keys of :data:`OBJECTIVES`.
+    budget_usd : float or None
+        Designs whose network costs more are pruned ("budget exceeded").
+    max_degree : int or None
+        Degrees above it are removed from the space.
+    sampler : str
+        One of :data:`SAMPLERS`.
+    population_size : int
+        NSGA-II population.
+    trials : int
+        Planned number of trials; ``--resume`` tops the study up to it.
+    max_in_flight : int
+        Trials evaluated at the same time.
+    seed : int
+        Sampler and randomized-family seed.
+    storage : str or None
+        Optuna storage URL; ``None``: a journal file in the study folder.
+    batch_size : int
+        Records per Parquet part.
+    trial_timeout_s : float or None
+        A trial running longer is cancelled and recorded as failed.
+    """
+
+    study: str
+    workloads: tuple[WorkloadItem, ...]
+    space: SweepSpace
+    objectives: tuple[str, ...] = ("iteration_time_s", "cost_usd")
+    budget_usd: float | None = None
+    max_degree: int | None = None
+    sampler: str = "nsga2"
+    population_size: int = 8
+    trials: int = 24
+    max_in_flight: int = 2
+    seed: int = 0
+    storage: str | None = None
+    batch_size: int = 8
+    trial_timeout_s: float | None = 600.0
+
+    @property
+    def directions(self) -> list[str]:
+        """Optuna directions of :attr:`objectives`."""
+        return [OBJECTIVES[o] for o in self.objectives]
+
+    def identity(self) -> dict[str, Any]:
+        """What defines the study (hashed by :meth:`config_hash`): everything but the planned
+        trial count, storage, batch size and timeout (they change how long and where the
+        study runs, not which designs it proposes or how they are scored)."""
+        d = asdict(self)
+        for key in ("trials", "storage", "batch_size", "trial_timeout_s"):
+            d.pop(key)
+        return d
+
+    def config_hash(self) -> str:
+        """First 16 hex digits of the SHA-256 of :meth:`identity` as canonical JSON."""
+        from search.sweep_trial import time_model_name
+
+        ident = {**self.identity(), "time_model": time_model_name()}
+        return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]
+
+    def replace(self, **changes: Any) -> "SweepSpec":
+        """A copy with some top-level fields changed (``trials``, ``seed``, ``study``...)."""
+        from dataclasses import replace
+
+        return replace(self, **changes)
+
+
+def _workloads(value: Any) -> tuple[WorkloadItem, ...]:
+    from codesign.workloads import workload_configs, workload_names
+
+    names = tuple(workload_names())
+    if isinstance(value, str):
+        value = [{"name": value}]
+    if not isinstance(value, list) or not value:
+        raise invalid("sweep workloads", value, "a zoo name or a non-empty list of "
+                      "{name, weight, config, strategy}")
+    items = []
+    for i, raw in enumerate(value):
+        where = f"sweep workloads[{i}]"
+        if isinstance(raw, str):
+            raw = {"name": raw}
+        check_keys(raw, allowed=_WORKLOAD_KEYS, required=("name",), where=where)
+        name = raw["name"]
+        if not isinstance(name, str) or name not in names:
+            raise invalid(f"{where} name", name, f"one of {', '.join(names)}")
+        weight = _number(raw.get("weight", 1.0), f"{where} weight")
+        config = raw.get("config")
+        if config is not None:
+            configs = workload_configs(name)
+            if not isinstance(config, str) or config not in configs:
+                raise invalid(f"{where} config", config, f"one of {', '.join(configs)}")
+        strategy = raw.get("strategy")
+        if strategy is not None:
+            from codesign.workloads import parse_strategy
+
+            if not isinstance(strategy, str):
+                raise invalid(f"{where} strategy", strategy, "a strategy string dp=D,tp=T,pp=P")
+            parse_strategy(strategy)  # raises a one-line InvalidSpecError
+        items.append(WorkloadItem(name, weight, config, strategy))
+    keys = [(w.name, w.config, w.strategy) for w in items]
+    if len(set(keys)) != len(keys):
+        raise invalid("sweep workloads", [w.name for w in items],
+                      "distinct (name, config, strategy) entries")
+    return tuple(items)
+
+
+def _degrees(value: Any) -> tuple[tuple[int, ...], bool]:
+    where = "sweep space degree"
+    if _is_int(value):
+        return (_int(value, where, 1, 4096),), False
+    if isinstance(value, dict):
+        check_keys(value, allowed=("low", "high"), required=("low", "high"), where=where)
+        low = _int(value["low"], f"{where} low", 1, 4096)
+        high = _int(value["high"], f"{where} high", low, 4096)
+        return tuple(range(low, high + 1)), True
+    if isinstance(value, list) and value:
+        ints = tuple(_int(v, where, 1, 4096) for v in value)
+        if len(set(ints)) != len(ints):
+            raise invalid(where, value, "distinct integers")
+        return ints, False
+    raise invalid(where, value, "an integer, a list of integers or {low, high}")
+
+
+def _rates(value: Any) -> tuple[float, ...]:
+    from codesign.units import parse_bandwidth
+
+    where = "sweep space link_rate"
+
+    def one(v: Any, w: str) -> float:
+        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+            raise invalid(w, v, "a bandwidth such as 100Gbps")
+        r = parse_bandwidth(v, field=w)
+        if not math.isfinite(r) or r <= 0:
+            raise invalid(w, v, "a bandwidth > 0 such as 100Gbps")
+        return float(r)
+
+    if isinstance(value, dict):
+        check_keys(value, allowed=("low", "high", "step"), required=("low", "high", "step"),
+                   where=where)
+        low, high, step = (one(value[k], f"{where} {k}") for k in ("low", "high", "step"))
+        if high < low:
+            raise invalid(f"{where} high", value["high"], f"a bandwidth >= low ({value['low']})")
+        count = int(math.floor((high - low) / step + 1e-9)) + 1
+        if count > 1000:
+            raise invalid(f"{where} step", value["step"], "a step giving at most 1000 rates")
+        return tuple(low + i * step for i in range(count))
+    items = [value] if not isinstance(value, list) else value
+    if not items:
+        raise invalid(where, value, "a bandwidth, a list of bandwidths or {low, high, step}")
+    rates = tuple(one(v, where) for v in items)
+    if len(set(rates)) != len(rates):
+        raise invalid(where, value, "distinct bandwidths")
+    return rates
+
+
+def _space(value: Any) -> SweepSpace:
+    from codesign.workloads import hardware_names
+    from evaluators.registry import algorithm_names
+    where = "sweep space"
+    check_keys(value, allowed=_SPACE_KEYS, required=("families", "servers", "degree",
+                                                     "link_rate"), where=where)
+    families = _names(value["families"], f"{where} families", SWEEP_FAMILIES)
+    servers_raw = value["servers"]
+    servers_list = servers_raw if isinstance(servers_raw, list) else [servers_raw]
+    if not servers_list:
+        raise invalid(f"{where} servers", servers_raw, "an integer >= 2 or a list of them")
+    servers = tuple(_int(s, f"{where} servers", 2, 1 << 20) for s in servers_list)
+    if len(set(servers)) != len(servers):
+        raise invalid(f"{where} servers", servers_raw, "distinct integers")
+    degrees, is_range = _degrees(value["degree"])
+    rates = _rates(value["link_rate"])
+    gpus = _names(value.get("gpu", ["A100-80"]), f"{where} gpu", tuple(hardware_names()))
+    methods = _names(value.get("collective_method", ["auto"]), f"{where} collective_method",
+                     ("auto", *algorithm_names()))
+    search = _bool(value.get("strategy_search", False), f"{where} strategy_search")
+    oversub = _number(value.get("leafspine_oversub", 2.0), f"{where} leafspine_oversub")
+    per_server = value.get("gpus_per_server")
+    if per_server is not None:
+        per_server = _int(per_server, f"{where} gpus_per_server", 1, 1024)
+    return SweepSpace(families, servers, degrees, is_range, rates, gpus, methods, search,
+                      oversub, per_server)
+
+
+def parse_sweep_spec(spec: Any, *, where: str = "sweep spec") -> SweepSpec:
+    """Validate a loaded sweep specification (a mapping, e.g. from YAML).
+
+    Parameters
+    ----------
+    spec : mapping
+        Keys as in the module docstring.
+    where : str, optional
+        What the mapping is, for messages (the file name).
+
+    Returns
+    -------
+    SweepSpec
+
+    Raises
+    ------
+    InvalidSpecError
+        Any unknown key, wrong type or out-of-range value (one line naming it).
+    """
+    check_keys(spec, allowed=_TOP_KEYS, required=("study", "workloads", "space"), where=where)
+    study = spec["study"]
+    if not isinstance(study, str) or not _STUDY_RE.match(study):
+        raise invalid("sweep study", study, "a folder name of letters, digits, '_', '.' or '-'")
+    workloads = _workloads(spec["workloads"])
+    space = _space(spec["space"])
+    objectives = _names(spec.get("objectives", ["iteration_time_s", "cost_usd"]),
+                        "sweep objectives", tuple(OBJECTIVES))
+    constraints = spec.get("constraints") or {}
+    check_keys(constraints, allowed=("budget_usd", "max_degree"), where="sweep constraints")
+    budget = constraints.get("budget_usd")
+    budget = None if budget is None else _number(budget, "sweep constraints budget_usd")
+    max_degree = constraints.get("max_degree")
+    if max_degree is not None:
+        max_degree = _int(max_degree, "sweep constraints max_degree", 1, 4096)
+        kept = tuple(d for d in space.degrees if d <= max_degree)
+        if not kept:
+            raise invalid("sweep constraints max_degree", max_degree,
+                          f"an integer >= the smallest degree of the space ({min(space.degrees)})")
+        from dataclasses import replace
+
+        space = replace(space, degrees=kept)
+    default_sampler = "nsga2" if len(objectives) > 1 else "tpe"
+    sampler = spec.get("sampler", default_sampler)
+    if not isinstance(sampler, str) or sampler not in SAMPLERS:
+        raise invalid("sweep sampler", sampler, f"one of {', '.join(SAMPLERS)}")
+    population = _int(spec.get("population_size", 8), "sweep population_size", 2, 100000)
+    trials = _int(spec.get("trials", 24), "sweep trials", 1, 10_000_000)
+    in_flight = _int(spec.get("max_in_flight", 2), "sweep max_in_flight", 1, 100000)
+    seed = _int(spec.get("seed", 0), "sweep seed", 0, 2 ** 32 - 1)
+    storage = spec.get("storage")
+    if storage is not None and (not isinstance(storage, str) or "://" not in storage):
+        raise invalid("sweep storage", storage,
+                      "an Optuna storage URL such as sqlite:///study.db, or null (journal file)")
+    batch = _int(spec.get("batch_size", 8), "sweep batch_size", 1, 100000)
+    timeout = spec.get("trial_timeout_s", 600.0)
+    if timeout is not None:
+        timeout = _number(timeout, "sweep trial_timeout_s")
+    return SweepSpec(study, workloads, space, objectives, budget, max_degree, sampler, population,
+                     trials, in_flight, seed, storage, batch, timeout)
+
+
+def load_sweep_spec(path: str | Path) -> SweepSpec:
+    """Read and validate a sweep YAML file (:func:`parse_sweep_spec`)."""
+    data = load_yaml(path)
+    return parse_sweep_spec(data, where=f"sweep file {str(path)!r}")

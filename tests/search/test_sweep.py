@@ -1,0 +1,273 @@
+"""The sweep driver on local Ray: records, resume (also after kill -9), lost workers, outcomes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from codesign.errors import InvalidSpecError
+from codesign.records import load_records
+from search.ray_session import ray_session
+from search.sweep import SweepPoint, evaluate_trial, run_sweep
+from search.sweep_spec import WorkloadItem, parse_sweep_spec
+
+RATE = 100e9 / 8
+
+
+def _spec(**kw):
+    raw = {"study": "t", "workloads": "bert",
+           "space": {"families": ["ideal", "torus", "fattree"], "servers": 8,
+                     "degree": [2, 3], "link_rate": ["100Gbps", "400Gbps"]},
+           "trials": 3, "seed": 11, "population_size": 2, "max_in_flight": 2, "batch_size": 2}
+    raw.update(kw)
+    return parse_sweep_spec(raw)
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    with ray_session(num_cpus=2):
+        yield
+
+
+# ------------------------------------------------------------ evaluate_trial (no Ray)
+def test_infeasible_designs_are_pruned_with_reasons():
+    # unbuildable: 8 servers is not k^3/4
+    o = evaluate_trial(SweepPoint("fattree", 8, 2, RATE))
+    assert o.status == "pruned" and o.reason.startswith("unbuildable:") and "k^3/4" in o.reason
+    # budget exceeded: the price is known, the budget below it
+    free = evaluate_trial(SweepPoint("torus", 16, 4, RATE))
+    assert free.status == "complete"
+    cost = free.metrics["cost_usd"]
+    o = evaluate_trial(SweepPoint("torus", 16, 4, RATE, budget_usd=cost - 1))
+    assert o.status == "pruned" and o.reason.startswith("budget exceeded:")
+    assert evaluate_trial(SweepPoint("torus", 16, 4, RATE, budget_usd=cost)).status == "complete"
+    # memory: GPT-3 175B in pure data parallelism does not fit on an A100-80
+    o = evaluate_trial(SweepPoint("torus", 16, 4, RATE, workloads=(WorkloadItem("gpt3-175b"),)))
+    assert o.status == "pruned" and o.reason.startswith("memory:") and "GiB" in o.reason
+    # strategy on the wrong number of GPUs
+    o = evaluate_trial(SweepPoint("torus", 16, 4, RATE,
+                                  workloads=(WorkloadItem("resnet50", strategy="dp=64"),)))
+    assert o.status == "pruned" and "uses 64 GPUs" in o.reason
+
+
+def test_weighted_mix_is_the_weighted_mean_of_single_workloads():
+    one = {n: evaluate_trial(SweepPoint("ideal", 16, 2, RATE, workloads=(WorkloadItem(n),)))
+           for n in ("resnet50", "bert")}
+    mix = evaluate_trial(SweepPoint("ideal", 16, 2, RATE, workloads=(
+        WorkloadItem("resnet50", 3.0), WorkloadItem("bert", 1.0))))
+    t = {n: o.metrics["iteration_time_s"] for n, o in one.items()}
+    assert mix.metrics["iteration_time_s"] == pytest.approx(
+        (3 * t["resnet50"] + t["bert"]) / 4, rel=1e-12)
+    c = mix.metrics["cost_usd"]
+    assert mix.metrics["throughput_per_usd"] == pytest.approx(
+        1 / (c * mix.metrics["iteration_time_s"]))
+    per = json.loads(mix.metrics["per_workload_json"])
+    assert [p["workload"] for p in per] == ["resnet50", "bert"]
+    # More link bandwidth never slows an iteration down (same fabric, same workload).
+    slow = evaluate_trial(SweepPoint("torus", 16, 4, RATE)).metrics["iteration_time_s"]
+    fast = evaluate_trial(SweepPoint("torus", 16, 4, 4 * RATE)).metrics["iteration_time_s"]
+    assert fast <= slow
+
+
+def test_topoopt_family_is_topology_finder_on_the_trials_demand():
+    from codesign.workloads import demand_for, get_hardware, get_workload
+    from search.sweep_trial import _iteration
+    from topologies.topoopt import topology_finder
+
+    o = evaluate_trial(SweepPoint("topoopt", 16, 4, RATE, workloads=(WorkloadItem("bert"),)))
+    assert o.status == "complete" and o.metrics["topology_spec"].startswith("topoopt:16,")
+    assert o.metrics["switches"] == 0 and o.metrics["links"] == 16 * 4  # d out-links each
+    hw, w = get_hardware("A100-80"), get_workload("bert")
+    groups, mp = demand_for(w, "dp=128", hw).split()
+    topo = topology_finder(16, 4, groups, mp, link_bandwidth=RATE, seed=0).topology
+    expect = _iteration(topo, w, "dp=128", hw, "auto")["iteration_time_s"]
+    assert o.metrics["iteration_time_s"] == pytest.approx(expect, rel=1e-12)
+
+
+# ---------------------------------------------------------------- the loop on Ray
+def test_tiny_sweep_records_resume_and_refusals(tmp_path, ray_cluster):
+    import optuna
+    import ray
+    from optuna.trial import TrialState
+
+    spec = _spec()
+    seen = []
+    res = run_sweep(spec, results_dir=tmp_path / "a",
+                    progress=lambda done, total: seen.append((done, total)))
+    assert ray.is_initialized() and seen == [(1, 3), (2, 3), (3, 3)]
+    assert res.trials_run == 3 and res.records == 3 and res.failed == 0
+    df = pd.read_parquet(tmp_path / "a" / "t" / "records")  # plain pandas reads the folder
+    assert sorted(df["trial"]) == [0, 1, 2]
+    for row in df.to_dict("records"):
+        assert row["config_hash"] == spec.config_hash() and row["seed"] == 11
+        assert row["workload"] == "bert" and row["gpu"] == "A100-80"
+        if row["family"] == "fattree":
+            assert row["status"] == "pruned" and "k^3/4" in row["reason"]
+        elif row["family"] == "torus" and row["degree"] == 3:
+            assert row["status"] == "pruned" and "even degree" in row["reason"]
+        else:
+            assert row["status"] == "complete" and row["cost_usd"] > 0
+            assert row["strategy"] == "dp=64" and row["gpus"] == 64
+    storage = optuna.storages.JournalStorage(
+        optuna.storages.journal.JournalFileBackend(str(res.journal_path)))
+    study = optuna.load_study(study_name="t", storage=storage)
+    states = {"complete": TrialState.COMPLETE, "pruned": TrialState.PRUNED}
+    for t, row in zip(study.get_trials(), df.sort_values("trial").to_dict("records")):
+        assert t.state == states[row["status"]]
+        if row["status"] == "complete":
+            assert t.values == [row["iteration_time_s"], row["cost_usd"]]
+
+    # Same spec, fresh folder: same designs.
+    run_sweep(spec, results_dir=tmp_path / "b")
+    cols = ["trial", "family", "degree", "link_bandwidth_Bps", "status"]
+    assert load_records(tmp_path / "b")[cols].equals(load_records(tmp_path / "a")[cols])
+
+    # An existing study needs --resume; another spec is refused.
+    with pytest.raises(InvalidSpecError, match="--resume"):
+        run_sweep(spec.replace(trials=4), results_dir=tmp_path / "a")
+    with pytest.raises(InvalidSpecError, match="another specification"):
+        run_sweep(spec.replace(seed=12), results_dir=tmp_path / "a", resume=True)
+    more = run_sweep(spec.replace(trials=4), results_dir=tmp_path / "a", resume=True)
+    assert more.trials_run == 1 and load_records(tmp_path / "a")["trial"].tolist() == [0, 1, 2, 3]
+
+
+def test_failures_and_timeouts_are_recorded(tmp_path, ray_cluster):
+    def flaky(point):  # nested: Ray ships it by value
+        if point.family == "ideal":
+            raise RuntimeError("boom\nsecond line")
+        if point.family == "fattree":
+            time.sleep(60)
+        return evaluate_trial(point)
+
+    # A generous timeout: a loaded CI machine must not time out the honest trials.
+    spec = _spec(trials=4, trial_timeout_s=10.0, seed=4, population_size=50)
+    res = run_sweep(spec, results_dir=tmp_path, evaluate=flaky)
+    df = load_records(tmp_path)
+    assert df["trial"].tolist() == [0, 1, 2, 3]
+    for row in df.to_dict("records"):
+        if row["family"] == "ideal":
+            assert row["status"] == "failed" and row["reason"] == "RuntimeError: boom"
+        elif row["family"] == "fattree":
+            assert row["status"] == "failed" and row["reason"] == "timed out after 10 s"
+        else:
+            assert row["status"] in ("complete", "pruned")
+    assert res.failed == int((df["family"] != "torus").sum()) >= 1
+
+
+def test_a_lost_worker_is_retried_once_then_recorded_failed(tmp_path, ray_cluster):
+    marker = tmp_path / "killed-once"
+
+    def dies_once(point):
+        # The first attempt of every trial kills its worker process (as an OOM kill
+        # would); Ray reruns the task once and the retry succeeds.
+        flag = Path(f"{marker}-{point.family}-{point.degree}-{point.link_bandwidth_Bps}")
+        if not flag.exists():
+            flag.touch()
+            os._exit(1)
+        return evaluate_trial(point)
+
+    def always_dies(point):
+        os._exit(1)
+
+    res = run_sweep(_spec(trials=2, study="once"), results_dir=tmp_path, evaluate=dies_once)
+    assert res.failed == 0 and res.records == 2
+    assert list(tmp_path.glob("killed-once-*"))  # the workers really died
+    res = run_sweep(_spec(trials=2, study="always"), results_dir=tmp_path, evaluate=always_dies)
+    df = load_records(tmp_path / "always")
+    assert res.failed == 2 and (df["status"] == "failed").all()
+    assert df["reason"].str.contains("Worker|worker|died|crash", regex=True).all()
+
+
+_DRIVER = textwrap.dedent("""
+    import sys, time
+    from search.sweep import run_sweep, evaluate_trial
+    from search.sweep_spec import parse_sweep_spec
+
+    def slow(point):
+        time.sleep(0.4)
+        return evaluate_trial(point)
+
+    spec = parse_sweep_spec({"study": "k", "workloads": "bert", "trials": 10,
+        "space": {"families": ["ideal", "torus", "perms"], "servers": 8,
+                  "degree": [2, 3, 4], "link_rate": ["100Gbps", "400Gbps"]},
+        "population_size": 4, "max_in_flight": 2, "batch_size": 2, "seed": 3})
+    run_sweep(spec, results_dir=sys.argv[1], resume=True, num_cpus=2,
+              evaluate=slow if sys.argv[2] == "slow" else None)
+""")
+
+
+def test_resume_after_kill_9_gives_exactly_the_planned_trials(tmp_path):
+    script = tmp_path / "driver.py"
+    script.write_text(_DRIVER)
+    results = tmp_path / "results"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, str(script), str(results), "slow"], env=env,
+                            start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    records = results / "k" / "records"
+    deadline = time.monotonic() + 90
+    try:
+        # Kill once at least one batch is on disk but before the sweep ends.
+        while time.monotonic() < deadline and not list(records.glob("part-*.parquet")):
+            time.sleep(0.1)
+        assert proc.poll() is None, "the sweep ended before it could be killed"
+        os.killpg(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    before = load_records(results / "k")
+    assert 0 < len(before) < 10
+    done = subprocess.run([sys.executable, str(script), str(results), "fast"], env=env,
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    df = load_records(results / "k")
+    assert sorted(df["trial"].tolist()) == list(range(10))  # unique, none lost or repeated
+    assert set(df["status"]) <= {"complete", "pruned", "failed"}
+    # The rows written before the kill are unchanged.
+    merged = before.merge(df, on="trial", suffixes=("", "_after"))
+    assert (merged["status"] == merged["status_after"]).all() and len(merged) == len(before)
+
+
+def test_grid_sampler_strategy_search_and_storage_url(tmp_path, ray_cluster):
+    # Grid over 2 families x 1 degree x 1 rate x tp {1,2,4,8} x pp {1,2,4,8} = 32 points;
+    # 6 trials; sqlite storage instead of the journal.
+    spec = parse_sweep_spec({
+        "study": "g", "workloads": "bert", "sampler": "grid", "trials": 6, "seed": 2,
+        "storage": f"sqlite:///{tmp_path / 'optuna.db'}",
+        "space": {"families": ["ideal", "torus"], "servers": 8, "degree": 2,
+                  "link_rate": "100Gbps", "strategy_search": "on"},
+        "objectives": ["throughput_per_usd"]})
+    res = run_sweep(spec, results_dir=tmp_path)
+    assert res.journal_path is None and (tmp_path / "optuna.db").exists()
+    df = load_records(tmp_path / "g")
+    assert len(df) == 6 and df["sampler"].unique().tolist() == ["grid"]
+    combos = {(r["family"], json.loads(r["params_json"])["tp"], json.loads(r["params_json"])["pp"])
+              for r in df.to_dict("records")}
+    assert len(combos) == 6  # the grid never repeats a point
+    for row in df.to_dict("records"):
+        p = json.loads(row["params_json"])
+        if row["status"] == "complete":
+            dp = 64 // (p["tp"] * p["pp"])
+            expected = f"dp={dp}" + (f",tp={p['tp']}" if p["tp"] > 1 else "") + \
+                (f",pp={p['pp']}" if p["pp"] > 1 else "")
+            assert row["strategy"] == expected
+            assert row["throughput_per_usd"] == pytest.approx(
+                1 / (row["cost_usd"] * row["iteration_time_s"]))
+        else:
+            assert row["reason"].split(":")[0] in ("memory", "strategy", "unbuildable",
+                                                   "inapplicable")
+    # A grid covered exactly (2 points, 2 trials): the sampler's stop signal is harmless.
+    full = run_sweep(spec.replace(study="g2", trials=2, space=spec.space.__class__(
+        **{**spec.space.__dict__, "strategy_search": False})), results_dir=tmp_path)
+    assert full.records == 2 and full.failed == 0
+    assert sorted(load_records(tmp_path / "g2")["family"]) == ["ideal", "torus"]

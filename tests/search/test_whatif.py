@@ -1,0 +1,126 @@
+"""Procurement what-if: exact best fabric per budget on a small grid, parsers, CLI."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codesign.cli import main
+from codesign.errors import InvalidSpecError
+from search.sweep import SweepPoint, evaluate_trial
+from search.sweep_spec import WorkloadItem
+from search.whatif import parse_budgets, parse_mix, run_whatif
+
+GRID = dict(families=("torus", "ideal", "perms"), degrees=(2, 4), link_rates_Bps=(12.5e9, 50e9))
+MIX = (WorkloadItem("resnet50", 2.0), WorkloadItem("bert", 1.0))
+
+
+def test_best_fabric_per_budget_is_the_brute_force_optimum():
+    designs = []
+    for fam, d, r in itertools.product(GRID["families"], GRID["degrees"], GRID["link_rates_Bps"]):
+        o = evaluate_trial(SweepPoint(fam, 16, d, r, workloads=MIX))
+        if o.status == "complete":
+            designs.append((o.metrics["cost_usd"], o.metrics["iteration_time_s"], fam, d, r))
+    cheapest = min(c for c, *_ in designs)
+    budgets = (cheapest / 2, cheapest, 3 * cheapest, 1e9)
+    res = run_whatif(budgets, servers=16, workloads=MIX, **GRID)
+    assert res.evaluated == 12 and res.complete == len(designs)
+    assert res.choices[0].family is None  # below every fabric
+    times = []
+    for c in res.choices[1:]:
+        best = min(t for cost, t, *_ in designs if cost <= c.budget_usd)
+        assert c.iteration_time_s == pytest.approx(best, rel=1e-12)
+        assert c.cost_usd <= c.budget_usd
+        assert c.cost_per_throughput_usd == pytest.approx(c.cost_usd * c.iteration_time_s)
+        assert [p["workload"] for p in c.per_workload] == ["resnet50", "bert"]
+        times.append(c.iteration_time_s)
+    assert times == sorted(times, reverse=True)  # more money never makes it slower
+
+
+def test_parsers():
+    assert parse_budgets("2M,500k,$1e6") == (5e5, 1e6, 2e6)
+    assert parse_mix("resnet50:2,dlrm") == (WorkloadItem("resnet50", 2.0), WorkloadItem("dlrm"))
+    for bad in ("", "0", "-5", "1x", "nan"):
+        with pytest.raises(InvalidSpecError):
+            parse_budgets(bad)
+    for bad in ("", "gpt9", "resnet50:0", "resnet50:x", "resnet50,resnet50"):
+        with pytest.raises(InvalidSpecError):
+            parse_mix(bad)
+
+
+def test_cli_json_and_bad_input(capsys):
+    assert main(["whatif", "--budget", "1e5,1e9", "--servers", "16", "--workload", "bert",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [c["budget_usd"] for c in out["choices"]] == [1e5, 1e9]
+    assert out["choices"][1]["iteration_time_s"] <= out["choices"][0]["iteration_time_s"]
+    assert main(["whatif", "--budget", "lots", "--servers", "16"]) == 2
+    assert "budget" in capsys.readouterr().err
+    # --gpus: 128 A100 GPUs are 16 servers of 8, the same answer as --servers 16.
+    assert main(["whatif", "--budget", "1e5,1e9", "--gpus", "128", "--workload", "bert",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == out
+    assert main(["whatif", "--budget", "1e5", "--gpus", "12"]) == 2
+    assert "multiple of 8" in capsys.readouterr().err
+
+
+def test_ecmp_split_on_small_cases():
+    import numpy as np
+
+    from search.whatif import ecmp_link_loads
+    from topologies.registry import from_spec
+
+    ring = from_spec("ring:4")  # 0 -> 2 has two minimum-hop paths (via 1 and via 3)
+    load = ecmp_link_loads(ring, [(0, 2, 8.0)])
+    on = {(int(ring.src[i]), int(ring.dst[i])): load[i] for i in range(ring.n_links)}
+    assert on[(0, 1)] == on[(1, 2)] == on[(0, 3)] == on[(3, 2)] == pytest.approx(4.0)
+    assert load.sum() == pytest.approx(16.0)  # bytes x hops
+    ft = from_spec("fattree:k=4")  # 16 hosts: host 0 -> host 15 crosses the core, 4 paths
+    load = ecmp_link_loads(ft, [(0, 15, 4.0)])
+    assert load.sum() == pytest.approx(4.0 * 6)  # six hops on every path
+    assert np.isclose(load, 1.0).sum() == 8  # agg-core and core-agg hops split four ways
+
+
+def test_shared_cluster_properties():
+    from search.whatif import shared_cluster
+
+    rows = shared_cluster(servers=54, degree=4, link_rate_Bps=12.5e9, job_servers=8,
+                          gpus_per_server=4, jobs=(1, 6), config="5.6",
+                          mix=(("bert", 1.0, "dp=32"), ("vgg16", 1.0, "dp=32")),
+                          fabrics=("fattree", "ideal", "topoopt", "leafspine"))
+    by = {(r.fabric, r.jobs): r for r in rows}
+    # One job on a full-bisection fat-tree with ECMP: as fast as on the ideal switch.
+    assert by[("fattree", 1)].mean_iteration_s == pytest.approx(
+        by[("ideal", 1)].mean_iteration_s, rel=1e-9)
+    for r in rows:
+        assert r.mean_iteration_s <= r.p99_iteration_s <= r.max_iteration_s + 1e-12
+        assert r.cost_usd > 0 and r.load == pytest.approx(r.jobs * 8 / 54)
+    # Sharing can only slow a switched fabric down relative to a dedicated ideal switch.
+    assert by[("leafspine", 6)].max_iteration_s >= by[("ideal", 6)].max_iteration_s - 1e-12
+    with pytest.raises(InvalidSpecError):
+        shared_cluster(servers=54, job_servers=8, jobs=(7,))
+    with pytest.raises(InvalidSpecError):
+        shared_cluster(fabrics=("dragonfly",))
+
+
+def test_cli_shared_cluster_json(capsys):
+    assert main(["whatif", "--shared-cluster", "--servers", "54", "--degree", "4", "--json"]) == 2
+    assert "jobs" in capsys.readouterr().err  # 27 jobs of 16 servers do not fit in 54
+    assert main(["whatif", "--servers", "16"]) == 2  # no budget, no --shared-cluster
+    capsys.readouterr()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=20))
+def test_parsers_never_raise_other_errors(text):
+    for parse in (parse_budgets, parse_mix):
+        try:
+            out = parse(text)
+        except InvalidSpecError as exc:
+            assert "\n" not in str(exc)
+        else:
+            assert len(out) >= 1
