@@ -264,7 +264,10 @@ class CommTimer:
                 raise InvalidSpecError(f"collective_method {self.method!r} cannot time a {kind} "
                                        f"on {len(nodes)} nodes of {topo.name!r}: {exc}") from None
             self._structure[(kind, nodes)] = sched
-        else:   # same transfers and paths, another buffer size
+        else:   # same transfers and paths, another buffer size: keep the base's chunking
+            # (multiring splits every shard over its rings: chunks_per_npu = rings).
+            coll = Collective(kind, nodes, size, chunks_per_npu=base.collective.chunks_per_npu,
+                              root=base.collective.root)
             sched = Schedule(coll, base.chunk, base.src, base.dst, base.path_ptr,
                              base.path_links, base.start, base.end, base.op, base.metadata)
         ptr, links = sched.path_ptr, sched.path_links

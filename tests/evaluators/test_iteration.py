@@ -395,3 +395,20 @@ def test_cli_evaluate_errors(capsys, argv, code):
     assert main(["evaluate", *argv]) == code
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_cached_structure_is_retimed_with_its_own_chunking():
+    """A size-free method's cached schedule keeps its chunking when re-timed for another
+    size: multiring over 4 rings must not be re-timed as one ring (4x slower)."""
+    from evaluators.iteration.comm import CommTimer, System
+    from topologies.registry import from_spec
+
+    topo = from_spec("perms:16,p=1:3:5:7,bw=100Gbps")
+    nodes = tuple(range(16))
+    warm = CommTimer(System(topo, 64, 4, True, 1e11), "multiring", "flow")
+    warm.inter_collective("allgather", nodes, 1e8)
+    retimed = warm.inter_collective("allgather", nodes, 1e9).time_s
+    topo2 = from_spec("perms:16,p=1:3:5:7,bw=100Gbps")   # fresh caches
+    fresh = CommTimer(System(topo2, 64, 4, True, 1e11), "multiring", "flow")
+    assert retimed == pytest.approx(fresh.inter_collective("allgather", nodes, 1e9).time_s,
+                                    rel=1e-9)
