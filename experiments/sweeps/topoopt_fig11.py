@@ -25,7 +25,7 @@ from search.sweep_spec import load_sweep_spec
 HERE = Path(__file__).parent
 _NOTE = """Reading it against the paper: `topoopt` is TopologyFinder (Algorithm 1) run on
 the demand of the whole mix (one fabric for the six models, weights equal), with fixed
-strategies and a single-ring all-reduce timed by the iteration model; TopoOpt builds one
+strategies, timed by the iteration model; TopoOpt builds one
 fabric per job and co-optimises it with the strategy (the alternating loop, issue 8), so
 the factors of Fig. 11 (2.1-3x over a same-cost Fat-tree) are not expected here; the
 direction at equal cost is what this sweep checks.  `perms` is the ring-permutation part
