@@ -39,7 +39,8 @@ server); ``expander``: a random ``d``-regular graph of ``B`` links (seeded);
 ``ocs-reconfig``: TopoOpt's strategy on a reconfiguring circuit fabric
 (:mod:`evaluators.iteration.reconfig`, Algorithm 5 every 50 ms, ``reconfig_delay_s``
 pauses).  Each gets its own strategy search (the
-paper runs FlexFlow per architecture) starting from TopoOpt's strategy.
+paper runs FlexFlow per architecture) starting from TopoOpt's strategy; the baseline
+searches are independent, so they run in parallel, one per evaluator actor.
 """
 
 from __future__ import annotations
@@ -254,6 +255,15 @@ class _LocalPool:
     def evaluate(self, candidates: Sequence[Candidate]) -> list[float]:
         return evaluate_candidates(self.spec, self.workload, self.topology, candidates)
 
+    def search(self, topology, start: Candidate, seed: Sequence[int]) -> SearchResult:
+        """A whole strategy search on ``topology`` in this process."""
+        self.set_topology(topology)
+        return _search(self.spec, self.workload, self, start, seed)
+
+    def searches(self, jobs: Sequence[tuple]) -> list[SearchResult]:
+        """Independent searches ``(topology, start, seed)``, one after another."""
+        return [self.search(*job) for job in jobs]
+
 
 def _split(items: Sequence[Any], parts: int) -> list[list[Any]]:
     """``items`` in ``parts`` contiguous, nearly equal slices (order kept)."""
@@ -286,6 +296,15 @@ class _RayPool:
         parts = _split(list(candidates), len(self.actors))
         got = ray.get([a.evaluate.remote(p) for a, p in zip(self.actors, parts)])
         return [t for part in got for t in part]
+
+    def searches(self, jobs: Sequence[tuple]) -> list[SearchResult]:
+        """Independent searches dealt round-robin to the actors (each searches alone, with
+        its own caches); results in job order, so the same for any number of actors."""
+        import ray
+
+        refs = [self.actors[i % len(self.actors)].search.remote(*job)
+                for i, job in enumerate(jobs)]
+        return ray.get(refs)
 
 
 class _Evaluator(_LocalPool):
@@ -449,15 +468,18 @@ def _run(spec: OptimizeSpec, pool, workers: int) -> OptimizeResult:
     loop = _alternate(spec, pool)
     cost = topoopt_cost(spec.servers, spec.degree, spec.bandwidth_Bps)
     baselines: dict[str, BaselineResult] = {}
-    for name, (topo, bcost, notes) in _baseline_topologies(spec, cost.total_usd).items():
+    fabrics = _baseline_topologies(spec, cost.total_usd)
+    jobs = [(name, topo, (spec.seed, 1000 + i))
+            for i, (name, (topo, _, _)) in enumerate(fabrics.items()) if topo is not None]
+    found = dict(zip([j[0] for j in jobs], pool.searches(
+        [(topo, loop["candidate"], seed) for _, topo, seed in jobs])))
+    for name, (topo, bcost, notes) in fabrics.items():
         if topo is None:
             baselines[name] = BaselineResult(name, math.inf, math.nan, "", "", notes)
             continue
-        pool.set_topology(topo)
-        found = _search(spec, workload, pool, loop["candidate"], (spec.seed, 1000 + len(
-            baselines)))
-        baselines[name] = BaselineResult(name, found.best_time_s, bcost.total_usd,
-                                         str(found.best.strategy), topo.name, notes)
+        f = found[name]
+        baselines[name] = BaselineResult(name, f.best_time_s, bcost.total_usd,
+                                         str(f.best.strategy), topo.name, notes)
     if "ocs-reconfig" in spec.baselines:
         baselines["ocs-reconfig"] = _ocs_reconfig(spec, workload, loop["candidate"])
     finder = loop["finder"]

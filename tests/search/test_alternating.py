@@ -48,7 +48,7 @@ def test_every_baseline_is_evaluated_with_its_cost(small):
 
 def test_same_result_with_zero_one_or_two_ray_workers(small):
     spec, r0 = small
-    fast = OptimizeSpec(**{**spec.__dict__, "baselines": ("ideal",)})
+    fast = OptimizeSpec(**{**spec.__dict__, "baselines": ("ideal", "expander", "fattree")})
     a = optimize(fast, workers=0).to_dict()
     b = optimize(fast, workers=2).to_dict()
     for key in ("strategy", "placement", "iteration_time_s", "initial_time_s", "baselines",
