@@ -23,11 +23,13 @@ The loop, as implemented
 Ray layout (DESIGN.md section 7)
 --------------------------------
 One **coordinator actor** per job runs the loop; it owns a pool of ``workers``
-**evaluator actors**, each holding the workload and the current topology (sent once per
-topology through the object store), which time batches of candidate strategies with the
-iteration model.  Batches are split over the pool and gathered in order, and the search
-only depends on the times (:mod:`search.strategy_search`), so the result is the same for
-any number of workers.  ``workers=0`` runs everything in the calling process (no Ray).
+**evaluator actors**.  A strategy search is ``restarts`` independent MCMC chains (each
+with its share of the budget and its own seed); the chains -- and, after the loop, the
+chains of every baseline -- are dealt round-robin to the actors, which run them with
+their own caches (routes, collective schedules) on the topology sent with the job.
+Results are gathered in job order and the best chain wins (first on ties), so the result
+is the same for any number of workers (``workers=0`` runs everything in the calling
+process, without Ray); single evaluations between rounds go to the actors in batches.
 
 Baselines (Sec. 5.1)
 --------------------
@@ -88,7 +90,9 @@ class OptimizeSpec:
     rounds : int
         At most ``k`` alternating rounds.
     budget, restarts, batch : int
-        Strategy-search budget per round (distinct evaluations), chains, proposals per step.
+        Strategy-search budget per round (distinct evaluations, shared by the chains),
+        independent MCMC chains (run in parallel on the evaluator actors, each with its own
+        caches), proposals per step.
     tolerance : float
         Stop when a round improves the iteration time by less than this fraction.
     initial_strategy : str or None
@@ -118,7 +122,7 @@ class OptimizeSpec:
     batch_size: int | None = None
     rounds: int = 3
     budget: int = 24
-    restarts: int = 1
+    restarts: int = 2
     batch: int = 4
     tolerance: float = 0.01
     initial_strategy: str | None = None
@@ -255,13 +259,14 @@ class _LocalPool:
     def evaluate(self, candidates: Sequence[Candidate]) -> list[float]:
         return evaluate_candidates(self.spec, self.workload, self.topology, candidates)
 
-    def search(self, topology, start: Candidate, seed: Sequence[int]) -> SearchResult:
-        """A whole strategy search on ``topology`` in this process."""
+    def search(self, topology, start: Candidate, seed: Sequence[int], budget: int
+               ) -> SearchResult:
+        """One MCMC chain on ``topology`` in this process (its own caches)."""
         self.set_topology(topology)
-        return _search(self.spec, self.workload, self, start, seed)
+        return _chain(self.spec, self.workload, self, start, seed, budget)
 
     def searches(self, jobs: Sequence[tuple]) -> list[SearchResult]:
-        """Independent searches ``(topology, start, seed)``, one after another."""
+        """Independent chains ``(topology, start, seed, budget)``, one after another."""
         return [self.search(*job) for job in jobs]
 
 
@@ -298,8 +303,8 @@ class _RayPool:
         return [t for part in got for t in part]
 
     def searches(self, jobs: Sequence[tuple]) -> list[SearchResult]:
-        """Independent searches dealt round-robin to the actors (each searches alone, with
-        its own caches); results in job order, so the same for any number of actors."""
+        """Independent chains dealt round-robin to the actors (each runs alone, with its
+        own caches); results in job order, so the same for any number of actors."""
         import ray
 
         refs = [self.actors[i % len(self.actors)].search.remote(*job)
@@ -326,10 +331,36 @@ def topoopt_topology(spec: OptimizeSpec, workload: Workload, c: Candidate):
                            link_bandwidth=spec.bandwidth_Bps, seed=spec.seed)
 
 
-def _search(spec, workload, pool, start: Candidate, seed: Sequence[int]) -> SearchResult:
-    return mcmc_search(workload, start, pool.evaluate, budget=spec.budget,
-                       restarts=spec.restarts, batch=spec.batch,
-                       gpus_per_server=spec.gpus_per_server, seed=_seed(seed))
+def _chain(spec, workload, pool, start: Candidate, seed: Sequence[int], budget: int
+           ) -> SearchResult:
+    """One MCMC chain evaluated by ``pool``."""
+    return mcmc_search(workload, start, pool.evaluate, budget=budget, restarts=1,
+                       batch=spec.batch, gpus_per_server=spec.gpus_per_server,
+                       seed=_seed(seed))
+
+
+def _chain_jobs(spec: OptimizeSpec, topology, start: Candidate, seed: Sequence[int]
+                ) -> list[tuple]:
+    """``restarts`` independent chains sharing ``budget``: ``(topology, start, seed, budget)``."""
+    r = spec.restarts
+    return [(topology, start, (*seed, c), spec.budget // r + (1 if c < spec.budget % r else 0))
+            for c in range(r)]
+
+
+def _best(results: Sequence[SearchResult]) -> SearchResult:
+    """The best chain (first on ties), with the work of all chains added up."""
+    best = min(range(len(results)), key=lambda i: (results[i].best_time_s, i))
+    times: dict[str, float] = {}
+    for res in results:
+        times.update(res.times)
+    return replace(results[best], evaluations=sum(x.evaluations for x in results),
+                   accepted=sum(x.accepted for x in results),
+                   proposed=sum(x.proposed for x in results), times=times)
+
+
+def _search(spec, pool, topology, start: Candidate, seed: Sequence[int]) -> SearchResult:
+    """The strategy search on ``topology``: its chains in parallel on the pool's actors."""
+    return _best(pool.searches(_chain_jobs(spec, topology, start, seed)))
 
 
 def _seed(parts: Sequence[int]) -> int:
@@ -378,7 +409,7 @@ def _alternate(spec: OptimizeSpec, pool) -> dict[str, Any]:
     logs = []
     for r in range(spec.rounds):
         t0 = time.perf_counter()
-        found = _search(spec, workload, pool, cand, (spec.seed, r))
+        found = _search(spec, pool, finder.topology, cand, (spec.seed, r))
         new = topoopt_topology(spec, workload, found.best)
         pool.set_topology(new.topology)
         t_new = pool.evaluate([found.best])[0]
@@ -469,10 +500,16 @@ def _run(spec: OptimizeSpec, pool, workers: int) -> OptimizeResult:
     cost = topoopt_cost(spec.servers, spec.degree, spec.bandwidth_Bps)
     baselines: dict[str, BaselineResult] = {}
     fabrics = _baseline_topologies(spec, cost.total_usd)
-    jobs = [(name, topo, (spec.seed, 1000 + i))
-            for i, (name, (topo, _, _)) in enumerate(fabrics.items()) if topo is not None]
-    found = dict(zip([j[0] for j in jobs], pool.searches(
-        [(topo, loop["candidate"], seed) for _, topo, seed in jobs])))
+    # Every chain of every baseline is one independent job for the actor pool.
+    names, jobs = [], []
+    for i, (name, (topo, _, _)) in enumerate(fabrics.items()):
+        if topo is not None:
+            chains = _chain_jobs(spec, topo, loop["candidate"], (spec.seed, 1000 + i))
+            names.append((name, len(chains)))
+            jobs += chains
+    results, found = pool.searches(jobs), {}
+    for name, k in names:
+        found[name], results = _best(results[:k]), results[k:]
     for name, (topo, bcost, notes) in fabrics.items():
         if topo is None:
             baselines[name] = BaselineResult(name, math.inf, math.nan, "", "", notes)
