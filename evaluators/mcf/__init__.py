@@ -4,7 +4,10 @@ Modules: :mod:`~evaluators.mcf.ten` (time-expanded networks, switch copies),
 :mod:`~evaluators.mcf.fluid` (LP 4.2 / 3.16 blocks and their assembly),
 :mod:`~evaluators.mcf.switches` (realisability check), :mod:`~evaluators.mcf.problem`
 (solve at one step count with refinement), :mod:`~evaluators.mcf.alltoall`,
-:mod:`~evaluators.mcf.allreduce`, and the front door :mod:`~evaluators.mcf.api`.
+:mod:`~evaluators.mcf.allreduce`, the front door :mod:`~evaluators.mcf.api`, the
+decompositions (thesis Chapter 5) :mod:`~evaluators.mcf.dantzig_wolfe` and
+:mod:`~evaluators.mcf.symmetry`, the discretisation :mod:`~evaluators.mcf.discretize` and
+its tree-column master :mod:`~evaluators.mcf.tree_master`.
 """
 
 from evaluators.mcf.api import McfResult, OriginFlow, fluid_optimum

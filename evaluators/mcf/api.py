@@ -47,6 +47,7 @@ nodes, link groups or multicast).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,7 @@ import scipy.sparse as sp
 from codesign.errors import InfeasibleError, invalid
 from evaluators.collectives import Collective
 from evaluators.mcf.allreduce import allreduce_phases
+from evaluators.mcf.dantzig_wolfe import DECOMPOSITIONS
 from evaluators.mcf.alltoall import alltoall_phases, scatter_phases
 from evaluators.mcf.problem import (Attempt, Phase, Settings, StepsTooSmall, solve_at,
                                     solve_secondary)
@@ -152,6 +154,13 @@ class McfResult:
         phases.
     lp_shape : tuple of int
         (rows, columns) of the final LP.
+    decomposition : str
+        ``"none"``, ``"dw"`` or ``"mirrored"`` (how the LPs were solved).
+    decomposition_stats : dict or None
+        Dantzig-Wolfe: ``units`` (pricing problems per iteration), ``classes``
+        (symmetry classes, mirrored), ``iterations``, ``columns``,
+        ``pricing_solves``, ``pricing_s``, ``master_s``, ``lower_bound`` and
+        ``gap`` (Lagrangian certificate of the last solve), ``converged``.
     """
 
     kind: str
@@ -169,6 +178,8 @@ class McfResult:
     flows: tuple[OriginFlow, ...] = field(repr=False)
     shares: dict[int, float] | None = None
     lp_shape: tuple[int, int] = (0, 0)
+    decomposition: str = "none"
+    decomposition_stats: dict | None = None
 
     @property
     def algbw_Bps(self) -> float:
@@ -186,17 +197,19 @@ class McfResult:
             "refinement_rounds": self.refinement_rounds, "switch_copies": self.switch_copies,
             "switch_model": self.switch_model,
             "shares": None if self.shares is None else {str(k): v for k, v in self.shares.items()},
-            "lp_shape": list(self.lp_shape),
+            "lp_shape": list(self.lp_shape), "decomposition": self.decomposition,
+            "decomposition_stats": self.decomposition_stats,
         }
 
 
 def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
-                  secondary: bool = True, switch_model: str = "3.14",
+                  secondary: bool = True, switch_model: str | None = None,
                   memory_nodes: Sequence[int] = (),
                   link_groups: Sequence[tuple[Sequence[int], float]] = (),
                   link_costs: Sequence[float] | None = None, shares: str = "free",
                   max_steps: int | None = None, patience: int | None = None,
-                  max_rounds: int = 50, method: str = "highs-ipm") -> McfResult:
+                  max_rounds: int = 50, method: str = "highs-ipm",
+                  decomposition: str = "none") -> McfResult:
     """Bandwidth-optimal fluid time of a collective (thesis LP 4.2 / 3.16).
 
     Parameters
@@ -210,7 +223,9 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
     secondary : bool, optional
         Also minimise the secondary cost at the optimal time (a second LP).
     switch_model : {"3.14", "3.13", "exact", "multicast"}, optional
-        How switches are modelled (module docstring).
+        How switches are modelled (module docstring).  Default: ``"3.14"``
+        for the whole LP, ``"3.13"`` for the decompositions (smaller pricing
+        LPs; the refinement makes both exact).
     memory_nodes : sequence of int, optional
         Node ids (usually switch ids) that store and copy but do not reduce;
         they must not be participants.
@@ -234,7 +249,14 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
         Largest number of switch-refinement rounds (``optimal`` is False if
         more would be needed).
     method : {"highs-ipm", "highs-ds", "highs"}, optional
-        scipy HiGHS method.
+        scipy HiGHS method (whole LP; the decompositions use ``"highs"``).
+    decomposition : {"none", "dw", "mirrored"}, optional
+        ``"none"`` solves each LP whole; ``"dw"`` by Dantzig-Wolfe column
+        generation with one pricing LP per origin (thesis Sec. 5.1);
+        ``"mirrored"`` with one pricing LP per symmetry class of origins
+        (Sec. 5.2, classes from the topology's automorphisms,
+        :mod:`evaluators.mcf.symmetry`).  Same optimum (to the stopping gap,
+        ``1e-8`` relative on ``R``); see :mod:`evaluators.mcf.dantzig_wolfe`.
 
     Returns
     -------
@@ -262,8 +284,15 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
     >>> round(r.time_s, 6), r.steps, r.optimal
     (1.5, 2, True)
     """
+    if switch_model is None:
+        # 3.14's multiplicity variables grow with the destinations per origin;
+        # in a pricing LP that dominates (dgx-a100:8,links=all: 158 s against
+        # 10 s with 3.13), and the refinement makes either exact.
+        switch_model = "3.14" if decomposition == "none" else "3.13"
     opts = _validate(topology, collective, steps, secondary, switch_model, memory_nodes,
                      link_groups, link_costs, shares, max_steps, patience, max_rounds, method)
+    if decomposition not in DECOMPOSITIONS:
+        raise invalid("decomposition", decomposition, f"one of {', '.join(DECOMPOSITIONS)}")
     memory, costs, groups = opts
     n, P, M = topology.n_nodes, np.array(collective.npus, dtype=np.int64), collective.size_bytes
     N = P.size
@@ -298,6 +327,7 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
     else:  # allreduce
         phases, unit, n_shares = allreduce_phases(fwd, rev, P), M, N
     b_ref = float(topology.bandwidth.max())
+    t_sym = time.perf_counter()
     settings = Settings(
         bandwidth=topology.bandwidth / b_ref,
         groups=tuple((np.asarray(l, dtype=np.int64), bw / b_ref) for l, bw in groups),
@@ -306,7 +336,10 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
         ("3.13" if switch_model == "3.13" else "3.14"),
         n_shares=n_shares,
         fixed_shares=np.full(N, 1.0 / N) if (n_shares and shares == "equal") else None,
-        method=method, max_rounds=max_rounds)
+        method=method, max_rounds=max_rounds, decomposition=decomposition,
+        symmetry=_symmetry(topology, P, store, copy_fwd, copy_rev, costs, groups)
+        if decomposition == "mirrored" else None)
+    sym_s = time.perf_counter() - t_sym
     T0 = _min_steps(phases, topology, collective)
     scale = unit / b_ref                     # seconds per normalised R
     certificate = None
@@ -330,9 +363,31 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
     share_map = None
     if n_shares:
         share_map = {int(p): max(0.0, float(v)) for p, v in zip(P, final.shares(att.lp))}
+    dstats = None
+    if decomposition != "none" and att.dw_stats is not None:
+        dstats = att.dw_stats.to_dict()
+        for k in ("lower_bound", "gap"):
+            dstats.pop(k)
+        lb = dstats.pop("r_lower_bound")
+        dstats["lower_bound_s"] = None if lb is None else lb * scale
+        if settings.symmetry is not None:
+            dstats["classes"] = settings.symmetry.n_classes
+            dstats["symmetry_s"] = sym_s
     return McfResult(kind, M, sol.R * scale, optimal, status, float(max(gaps)), cost,
                      att.steps, certified, att.rounds, att.switch_copies, switch_model,
-                     flows, share_map, att.lp.shape)
+                     flows, share_map, att.lp.shape, decomposition, dstats)
+
+
+def _symmetry(topology, P, store, copy_fwd, copy_rev, costs, groups):
+    """Symmetry classes of the participants (roles, bandwidths, costs, groups preserved)."""
+    from evaluators.mcf.symmetry import npu_classes
+
+    part = np.zeros(topology.n_nodes, dtype=bool)
+    part[P] = True
+    labels = [(bool(part[v]), bool(store[v]), bool(copy_fwd[v]), bool(copy_rev[v]))
+              for v in range(topology.n_nodes)]
+    return npu_classes(topology.n_nodes, topology.src, topology.dst, topology.bandwidth, costs,
+                       labels, [int(p) for p in P], groups)
 
 
 # ------------------------------------------------------------------ helpers

@@ -67,6 +67,7 @@ import numpy as np
 
 from codesign.errors import invalid
 from evaluators.collectives import KINDS, REDUCING_KINDS, Collective
+from evaluators.mcf.dantzig_wolfe import DECOMPOSITIONS
 from evaluators.mcf.ten import HOLD, Network
 from evaluators.registry import register_algorithm
 from evaluators.schedule import COPY, REDUCE, Schedule
@@ -79,7 +80,6 @@ TOL = 1e-9
 MAX_SPLIT = 64
 #: Rough cap on transfers in one schedule (bounds ``q``).
 MAX_TRANSFERS = 400_000
-DECOMPOSITIONS = ("none",)
 
 
 
@@ -520,7 +520,8 @@ def _commodities(result, collective: Collective) -> tuple[list[_Commodity], np.n
     return comms, shares
 
 
-def discretize(result, topology, collective: Collective, *, epsilon: float = 0.1) -> Schedule:
+def discretize(result, topology, collective: Collective, *, epsilon: float = 0.1,
+               tree_master: bool = True) -> Schedule:
     """Theorem 4's discrete schedule from a fluid optimum (module docstring).
 
     Parameters
@@ -534,6 +535,14 @@ def discretize(result, topology, collective: Collective, *, epsilon: float = 0.1
         The collective; its ``chunks_per_npu`` divides the schedule's.
     epsilon : float, optional
         Relative slack over the fluid time ``R`` (``0 < epsilon <= 10``).
+    tree_master : bool, optional
+        When the greedy trees miss the budget (copy kinds: allgather,
+        broadcast, reduce-scatter, reduce, allreduce with the LP's shares),
+        re-decompose with the tree-column master of
+        :mod:`evaluators.mcf.tree_master`; the metadata then has
+        ``tree_lp_time_s`` (the best time of per-origin trees), ``tree_lp_gap``,
+        ``relaxation_gap`` (``R_tree / R - 1``) and
+        ``within_epsilon_of_tree_lp``.
 
     Returns
     -------
@@ -562,36 +571,82 @@ def discretize(result, topology, collective: Collective, *, epsilon: float = 0.1
     R = float(result.time_s)
     L = topology.n_links
     comms, shares = _commodities(result, collective)
-    for c in comms:
-        c.load = np.zeros((len(c.trees), L))
-        c.hops = np.zeros(len(c.trees), dtype=np.int64)
-        for j, (_, txs) in enumerate(c.trees):
-            for tx in txs:
-                np.add.at(c.load[j], list(tx.links), 1.0)
-            c.hops[j] = len(txs)
 
     def counts(q: int) -> list[np.ndarray]:
         per_owner = _largest_remainder(shares, N * q) if allreduce else None
         return [_largest_remainder([w for w, _ in c.trees],
                                    int(per_owner[c.owner]) if allreduce else q) for c in comms]
 
-    best = None
-    for q in range(1, MAX_SPLIT + 1):
-        cnt = counts(q)
-        load = sum((n @ c.load for n, c in zip(cnt, comms)), np.zeros(L))
-        cb = collective.with_chunks(K * q).chunk_bytes
-        delta = float((load * cb / topology.bandwidth).max()) * K / R - 1.0 if R > 0 else 0.0
-        transfers = K * sum(int(n @ c.hops) for n, c in zip(cnt, comms))
-        if best is not None and transfers > MAX_TRANSFERS:
-            break
-        if best is None or delta < best[1] - 1e-12:
-            best = (q, delta, cnt)
-        if delta <= delta_max + 1e-12:
-            break
-    q, delta, cnt = best
+    def rounding():
+        for c in comms:
+            c.load = np.zeros((len(c.trees), L))
+            c.hops = np.zeros(len(c.trees), dtype=np.int64)
+            for j, (_, txs) in enumerate(c.trees):
+                for tx in txs:
+                    np.add.at(c.load[j], list(tx.links), 1.0)
+                c.hops[j] = len(txs)
+        best = None
+        for q in range(1, MAX_SPLIT + 1):
+            cnt = counts(q)
+            load = sum((n @ c.load for n, c in zip(cnt, comms)), np.zeros(L))
+            cb = collective.with_chunks(K * q).chunk_bytes
+            delta = float((load * cb / topology.bandwidth).max()) * K / R - 1.0 if R > 0 else 0.0
+            transfers = K * sum(int(n @ c.hops) for n, c in zip(cnt, comms))
+            if best is not None and transfers > MAX_TRANSFERS:
+                break
+            if best is None or delta < best[1] - 1e-12:
+                best = (q, delta, cnt)
+            if delta <= delta_max + 1e-12:
+                break
+        return best
+
+    q, delta, cnt = rounding()
+    tree_info = None
+    if delta > delta_max + 1e-12 and tree_master and kind in TREE_MASTER_KINDS and comms:
+        tree_info = _tree_master(result, topology, comms)
+        if tree_info is not None:
+            q2, delta2, cnt2 = rounding()
+            q, delta, cnt = q2, delta2, cnt2
     plan_rows = _template(result, collective, comms, cnt, q, T, allreduce)
-    return _timed(topology, collective, result, plan_rows, K, q, T_tot, delta, delta_max,
-                  sum(len(c.trees) for c in comms), epsilon, N * q if allreduce else q)
+    sched = _timed(topology, collective, result, plan_rows, K, q, T_tot, delta, delta_max,
+                   sum(len(c.trees) for c in comms), epsilon, N * q if allreduce else q)
+    if tree_info is not None:
+        # The trees' own optimum is the achievable target (thesis Sec. 5.2 remark).
+        Rt = tree_info.time_s
+        sched.metadata.update(
+            tree_master=True, tree_lp_time_s=Rt, tree_lp_gap=tree_info.gap,
+            tree_lp_iterations=tree_info.iterations,
+            relaxation_gap=Rt / R - 1.0 if R > 0 else 0.0,
+            within_epsilon_of_tree_lp=bool((1 + delta) * R <= Rt * (1 + delta_max) + 1e-12 * R))
+    return sched
+
+
+#: Kinds whose blocks are copy trees of single origins (the tree master's scope;
+#: allreduce keeps the fluid LP's shares, its two phases share the link rows).
+TREE_MASTER_KINDS = ("allgather", "broadcast", "reducescatter", "reduce", "allreduce")
+
+
+def _tree_master(result, topology, comms):
+    """Replace the commodities' trees by the tree master's (module :mod:`tree_master`)."""
+    from evaluators.mcf.tree_master import tree_master as solve
+
+    nets, datas = [], []
+    for c in comms:
+        fl = result.flows[c.block]
+        f = fl.flow_bytes.toarray()
+        net = fl.network
+        into = np.array([f[k, net.head == s].sum() - f[k, net.tail == s].sum()
+                         for k, s in enumerate(net.sinks.tolist())])
+        nets.append(net)
+        datas.append(float(into.max()))
+    try:
+        out = solve(nets, datas, [c.trees for c in comms], topology.bandwidth,
+                    scale_s=max(float(result.time_s), 1e-300))
+    except Exception:        # pragma: no cover - keep the greedy trees if the master fails
+        return None
+    for c, trees in zip(comms, out.trees):
+        c.trees = trees
+    return out
 
 
 def _template(result, collective, comms, cnt, q: int, T: int, allreduce: bool):
@@ -679,7 +734,7 @@ def _timed(topology, collective, result, rows, K: int, q: int, T_tot: int, delta
                     summary="fluid multicommodity-flow optimum (thesis LP 4.2/3.16), "
                             "discretised by Theorem 4")
 def synthesize_mcf(topology, collective: Collective, *, epsilon: float = 0.1,
-                   switch_model: str = "3.14", steps: int | None = None,
+                   switch_model: str | None = None, steps: int | None = None,
                    decomposition: str = "none") -> Schedule:
     """Bandwidth-optimal schedule within ``epsilon`` of the fluid optimum.
 
@@ -692,12 +747,15 @@ def synthesize_mcf(topology, collective: Collective, *, epsilon: float = 0.1,
         Relative slack over the fluid time ``R`` (default 0.1): more replays
         and chunks for smaller values (module docstring).
     switch_model : {"3.14", "3.13", "exact", "multicast"}, optional
-        Passed to :func:`evaluators.mcf.fluid_optimum`.
+        Passed to :func:`evaluators.mcf.fluid_optimum` (default there: by
+        ``decomposition``).
     steps : int, optional
         ``T`` of the time-expanded network (default: searched).
-    decomposition : {"none"}, optional
-        How the LP is solved: ``"none"`` solves it directly.  (The
-        Dantzig-Wolfe variants are not implemented yet.)
+    decomposition : {"none", "dw", "mirrored"}, optional
+        How the fluid LP is solved: whole (``"none"``), by Dantzig-Wolfe
+        column generation (``"dw"``, thesis Sec. 5.1) or by Mirrored
+        Dantzig-Wolfe (``"mirrored"``, Sec. 5.2); see
+        :mod:`evaluators.mcf.dantzig_wolfe`.
 
     Returns
     -------
@@ -713,8 +771,8 @@ def synthesize_mcf(topology, collective: Collective, *, epsilon: float = 0.1,
     """
     from evaluators.mcf.api import fluid_optimum
 
-    if decomposition not in ("none",):
-        raise invalid("decomposition", decomposition, "'none' (Dantzig-Wolfe is not "
-                      "implemented yet)")
-    result = fluid_optimum(topology, collective, steps=steps, switch_model=switch_model)
+    if decomposition not in DECOMPOSITIONS:
+        raise invalid("decomposition", decomposition, f"one of {', '.join(DECOMPOSITIONS)}")
+    result = fluid_optimum(topology, collective, steps=steps, switch_model=switch_model,
+                           decomposition=decomposition)
     return discretize(result, topology, collective, epsilon=epsilon)

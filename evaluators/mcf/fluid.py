@@ -382,6 +382,8 @@ class FluidLP:
         live = np.flatnonzero(np.diff(cap.indptr) > 0)
         self.cap_sets = live
         self.cap_bw = set_bw[live]
+        #: (live sets x links) membership, for the Dantzig-Wolfe master's rows.
+        self.cap_incidence = incidence[live].tocsr()
         cap = cap[live].tocoo()
         self.A_ub = _csr([blk.row, m_blk + cap.row, m_blk + np.arange(live.size)],
                          [blk.col, cap.col, np.full(live.size, self.R_col)],

@@ -70,6 +70,8 @@ class Settings:
     method: str = "highs-ipm"
     max_rounds: int = 50
     options: dict | None = None
+    decomposition: str = "none"      # "none", "dw" or "mirrored" (dantzig_wolfe.py)
+    symmetry: object = None          # SymmetryClasses of the origins ("mirrored")
 
 
 @dataclass
@@ -83,6 +85,9 @@ class Attempt:
     rounds: int = 0
     realisable: bool = True
     checks: list[RegionCheck] = field(default_factory=list)
+    block_keys: list = field(default_factory=list)   # (phase index, origin) per block
+    dw_units: list | None = None     # Dantzig-Wolfe columns of the current ``lp``
+    dw_stats: object = None          # DWStats summed over this step count's solves
 
     @property
     def blocks(self) -> list[Block]:
@@ -123,17 +128,45 @@ def _build(phases: list[Phase], steps: int, settings: Settings, splits: list[set
                    settings.fixed_shares)
 
 
-def _solve(lp: FluidLP, settings: Settings, R_max: float | None = None) -> LPSolution:
-    opts = dict(settings.options or {})
-    return lp.solve(R_max=R_max, method=settings.method, options=opts)
+def _solve(lp: FluidLP, settings: Settings, R_max: float | None = None,
+           att: Attempt | None = None) -> LPSolution:
+    if settings.decomposition == "none" or att is None:
+        opts = dict(settings.options or {})
+        return lp.solve(R_max=R_max, method=settings.method, options=opts)
+    from evaluators.mcf.dantzig_wolfe import DWStats, block_units, solve_dw
+
+    if att.dw_stats is None:
+        att.dw_stats = DWStats(settings.decomposition)
+    if att.dw_units is None:
+        sym = settings.symmetry if settings.decomposition == "mirrored" else None
+        att.dw_units = block_units(lp, att.block_keys, sym)
+        att.dw_stats.units = len(att.dw_units)
+    return solve_dw(lp, att.dw_units, R_max=R_max, stats=att.dw_stats)
 
 
-def _refine(att: Attempt, checks: list[RegionCheck]) -> bool:
-    """Add the failing regions to the splits; whether anything failed."""
+def _block_keys(phases: list[Phase]) -> list:
+    return [(i, int(o)) for i, p in enumerate(phases) for o in p.origins]
+
+
+def _refine(att: Attempt, checks: list[RegionCheck], settings: Settings | None = None) -> bool:
+    """Add the failing regions to the splits; whether anything failed.
+
+    Mirrored Dantzig-Wolfe: a region split in one block is split, mapped by
+    the symmetry, in every block of its class, so the blocks stay isomorphic.
+    """
     failed = [c for c in checks if not c.passed]
     T1 = att.steps + 1
+    mirrored = settings is not None and settings.decomposition == "mirrored" \
+        and settings.symmetry is not None
     for c in failed:
-        att.splits[c.block].update((k // T1, k % T1) for k in c.keys)
+        if mirrored:
+            from evaluators.mcf.dantzig_wolfe import mirror_keys
+
+            for b2, keys in mirror_keys(settings.symmetry, att.block_keys, c.block, c.keys,
+                                        att.steps):
+                att.splits[b2].update((k // T1, k % T1) for k in keys)
+        else:
+            att.splits[c.block].update((k // T1, k % T1) for k in c.keys)
     return bool(failed)
 
 
@@ -145,18 +178,19 @@ def _until_realisable(phases: list[Phase], att: Attempt, settings: Settings,
                       R_max: float | None) -> LPSolution:
     """Solve ``att.lp``; split failing switch regions and re-solve until none fail."""
     while True:
-        sol = _solve(att.lp, settings, R_max)
+        sol = _solve(att.lp, settings, R_max, att)
         if not sol.success:
             att.realisable = False
             return sol
         att.checks = _check(att.lp, sol)
-        if not _refine(att, att.checks):
+        if not _refine(att, att.checks, settings):
             return sol
         if att.rounds >= settings.max_rounds:
             att.realisable = False
             return sol
         att.rounds += 1
         att.lp = _build(phases, att.steps, settings, att.splits)
+        att.dw_units = None
 
 
 def solve_at(phases: list[Phase], steps: int, settings: Settings,
@@ -170,7 +204,8 @@ def solve_at(phases: list[Phase], steps: int, settings: Settings,
     """
     n_blocks = sum(len(p.origins) for p in phases)
     splits = [set(s) for s in splits] if splits is not None else [set() for _ in range(n_blocks)]
-    att = Attempt(steps, _build(phases, steps, settings, splits), None, splits)
+    att = Attempt(steps, _build(phases, steps, settings, splits), None, splits,
+                  block_keys=_block_keys(phases))
     att.solution = _until_realisable(phases, att, settings, None)
     return att
 

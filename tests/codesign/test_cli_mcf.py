@@ -46,3 +46,23 @@ def test_bound_rejects_unknown_method(capsys):
     with pytest.raises(SystemExit) as err:
         main(["bound", "ring:4", "--collective", "allgather", "--size", "1MB", "--method", "x"])
     assert err.value.code == 2
+
+
+def test_bound_mcf_mirrored_option(capsys):
+    code, out = _run(capsys, ["bound", "torus:3x3", "--collective", "allgather", "--size", "9MB",
+                              "--method", "mcf", "--option", "decomposition=mirrored", "--json"])
+    assert code == 0 and out["decomposition"] == "mirrored"
+    r = fluid_optimum(from_spec("torus:3x3"), Collective.on("allgather", 9, 9e6))
+    assert math.isclose(out["lower_bound_s"], r.time_s, rel_tol=1e-6)
+    st = out["decomposition_stats"]
+    assert st["classes"] == 1 and st["units"] == 1 and st["r_gap"] <= 1e-6
+    assert out["optimal"] is True
+
+
+def test_bound_bad_options_exit_2(capsys):
+    for argv in (["--method", "mcf", "--option", "decomposition=magic"],
+                 ["--method", "mcf", "--option", "colour=red"],
+                 ["--option", "decomposition=dw"]):
+        code = main(["bound", "ring:4", "--collective", "allgather", "--size", "1MB", *argv])
+        assert code == 2
+        assert "Traceback" not in capsys.readouterr().err

@@ -33,6 +33,28 @@ traffic), so the topology is the single NVSwitch star.
 Ids: GPU ``g`` of node ``n`` is NPU ``8n + g``; NVSwitch of node ``n`` is
 ``N + n``; rail switch ``r`` is ``N + nodes + r``.
 ``node_attrs``: ``server`` (node index) and ``rail`` (local GPU index).
+
+Which links (``links=`` key; the thesis' three scenarios of Sec. 6.1)
+---------------------------------------------------------------------
+* ``links=nvlink`` (default, the thesis' "only using NVLink"): the model
+  above -- NVSwitch inside a node, each GPU's NIC cabled to its rail.
+* ``links=nic`` ("completely ignoring NVLink"): no NVSwitch.  GPUs talk
+  through the **PCIe host fabric** of the box: DGX-A100 has four PCIe
+  switches, each serving two GPUs and their two NICs, under the CPUs.  We
+  model, per node, PCIe switch ``p`` with a PCIe 4.0 x16 cable
+  (:data:`A100_PCIE_BW`, 32 GB/s per direction) to GPUs ``2p`` and ``2p+1``
+  and one to a *host* switch (the CPUs' root complexes as one routing node:
+  we have no CPU or memory vertices, which the thesis' model has), and the
+  NICs of GPUs ``2p``, ``2p+1`` hang off PCIe switch ``p`` (cables to rails
+  ``2p``, ``2p+1`` at the NIC bandwidth).  So every byte a GPU sends or
+  receives crosses its 32 GB/s PCIe link, as in the thesis (its "no NVLink"
+  latencies are ``(N - 1) / 32 GB/s`` per GB of shard from 2 nodes on).
+* ``links=all``: both -- NVSwitch, and the PCIe fabric with the NICs behind
+  the PCIe switches (a GPU reaches its NIC only through PCIe).
+
+Extra ids for ``nic``/``all``: after the NVSwitches (``all`` only) and rails
+come the PCIe switches (``4 nodes``, node-major) and the host switches
+(``nodes``).
 """
 
 from __future__ import annotations
@@ -48,7 +70,7 @@ from topologies.model import Topology
 from topologies.registry import register_family
 
 __all__ = ["dgx1", "dgx_a100", "hgx_h100", "rail_bisection_bandwidth", "DGX1_NVLINKS",
-           "GPUS_PER_NODE"]
+           "GPUS_PER_NODE", "LINK_SETS"]
 
 #: GPUs per DGX/HGX node.
 GPUS_PER_NODE = 8
@@ -71,6 +93,12 @@ DEFAULT_LATENCY = 1e-6
 #: Per-GPU NVLink bandwidth to the NVSwitch fabric and per-GPU NIC bandwidth, bytes/s.
 A100_NVLINK_BW, A100_NIC_BW = 300e9, 200e9 / 8
 H100_NVLINK_BW, H100_NIC_BW = 450e9, 400e9 / 8
+#: PCIe link bandwidth per direction (A100: 4.0 x16; H100: 5.0 x16), bytes/s.
+A100_PCIE_BW, H100_PCIE_BW = 32e9, 64e9
+#: Values of the ``links`` key (module docstring).
+LINK_SETS = ("nvlink", "nic", "all")
+#: GPUs per PCIe switch.
+GPUS_PER_PCIE_SWITCH = 2
 
 
 def dgx1(*, nvlink_bandwidth: float = V100_NVLINK_BW, latency: float = DEFAULT_LATENCY,
@@ -176,24 +204,47 @@ def rail_bisection_bandwidth(nodes: int, nvlink_bandwidth: float, nic_bandwidth:
 
 
 def _rail_nodes(nodes: int, nvlink_bandwidth: float, nic_bandwidth: float, latency: float,
-                nic_latency: float | None, family: str, name: str) -> Topology:
+                nic_latency: float | None, family: str, name: str, links: str = "nvlink",
+                pcie_bandwidth: float = A100_PCIE_BW) -> Topology:
     nodes = _check_int(nodes, f"{family} nodes", 1)
+    if links not in LINK_SETS:
+        raise invalid(f"{family} links", links, f"one of {', '.join(LINK_SETS)}")
     nv_bw, nv_lat = _check_link(nvlink_bandwidth, latency, f"{family} nvlink")
     nic_bw, nic_lat = _check_link(nic_bandwidth, latency if nic_latency is None else nic_latency,
                                   f"{family} nic")
+    pcie_bw, pcie_lat = _check_link(pcie_bandwidth, latency, f"{family} pcie")
     n = nodes * GPUS_PER_NODE
     rails = GPUS_PER_NODE if nodes > 1 else 0
-    if n + nodes + rails > MAX_NODES:
+    nvs = nodes if links != "nic" else 0
+    n_pcie = nodes * GPUS_PER_NODE // GPUS_PER_PCIE_SWITCH if links != "nvlink" else 0
+    hosts = nodes if links != "nvlink" else 0
+    n_sw = nvs + rails + n_pcie + hosts
+    if n + n_sw > MAX_NODES:
         raise invalid(f"{family} nodes", nodes, f"at most {MAX_NODES // (GPUS_PER_NODE + 1)}")
-    b = LinkBuilder(n, nodes + rails)
+    b = LinkBuilder(n, n_sw)
     gpus = np.arange(n)
     server, local = gpus // GPUS_PER_NODE, gpus % GPUS_PER_NODE
-    b.cable(gpus, n + server, nv_bw, nv_lat)
-    if rails:
-        b.cable(gpus, n + nodes + local, nic_bw, nic_lat)
+    if nvs:
+        b.cable(gpus, n + server, nv_bw, nv_lat)
+    rail0 = n + nvs
+    if links == "nvlink":
+        if rails:
+            b.cable(gpus, rail0 + local, nic_bw, nic_lat)
+    else:
+        pcie0 = rail0 + rails
+        host0 = pcie0 + n_pcie
+        sw = pcie0 + gpus // GPUS_PER_PCIE_SWITCH          # PCIe switch of each GPU
+        b.cable(gpus, sw, pcie_bw, pcie_lat)
+        ps = np.arange(n_pcie)
+        b.cable(pcie0 + ps, host0 + ps // (GPUS_PER_NODE // GPUS_PER_PCIE_SWITCH), pcie_bw,
+                pcie_lat)
+        if rails:   # the NIC of GPU g sits on g's PCIe switch
+            b.cable(sw, rail0 + local, nic_bw, nic_lat)
     params = {"nodes": nodes, "gpus_per_node": GPUS_PER_NODE, "rails": rails,
-              "nvlink_bandwidth_Bps": nv_bw, "nic_bandwidth_Bps": nic_bw}
-    if nodes <= RAIL_BISECTION_MAX_NODES:
+              "nvlink_bandwidth_Bps": nv_bw, "nic_bandwidth_Bps": nic_bw, "links": links}
+    if links != "nvlink":
+        params["pcie_bandwidth_Bps"] = pcie_bw
+    if links == "nvlink" and nodes <= RAIL_BISECTION_MAX_NODES:
         params["bisection_Bps"] = rail_bisection_bandwidth(nodes, nv_bw, nic_bw)
     return b.build(name=name or f"{family}:{nodes}", family=family, params=params,
                    node_attrs={"server": server, "rail": local})
@@ -201,7 +252,8 @@ def _rail_nodes(nodes: int, nvlink_bandwidth: float, nic_bandwidth: float, laten
 
 def dgx_a100(nodes: int = 1, *, nvswitch_bandwidth: float = A100_NVLINK_BW,
              nic_bandwidth: float = A100_NIC_BW, latency: float = DEFAULT_LATENCY,
-             nic_latency: float | None = None, name: str = "") -> Topology:
+             nic_latency: float | None = None, name: str = "", links: str = "nvlink",
+             pcie_bandwidth: float = A100_PCIE_BW) -> Topology:
     """``nodes`` DGX-A100 boxes on a rail-optimised network (see module docstring).
 
     Parameters
@@ -220,11 +272,17 @@ def dgx_a100(nodes: int = 1, *, nvswitch_bandwidth: float = A100_NVLINK_BW,
         Seconds per NIC/rail link.
     name : str, optional
         Display name.
+    links : {"nvlink", "nic", "all"}, optional
+        Which links exist (module docstring): NVSwitch + NICs on the GPUs
+        (default), the PCIe host fabric with the NICs behind it and no
+        NVSwitch, or both.
+    pcie_bandwidth : float, optional
+        PCIe link bandwidth, bytes/s per direction (``links`` nic/all).
 
     Returns
     -------
     Topology
-        ``8*nodes`` NPUs; ``nodes`` NVSwitch nodes plus 8 rail switches when
+        With the default ``links``: ``8*nodes`` NPUs; ``nodes`` NVSwitch nodes plus 8 rail switches when
         ``nodes > 1``; ``16*nodes`` directed NVSwitch links plus ``16*nodes``
         directed NIC links when ``nodes > 1``; diameter 2 for one node, 4
         otherwise (GPU, NVSwitch, GPU, rail, GPU).
@@ -236,15 +294,17 @@ def dgx_a100(nodes: int = 1, *, nvswitch_bandwidth: float = A100_NVLINK_BW,
     (16, 10, 64, 4)
     """
     return _rail_nodes(nodes, nvswitch_bandwidth, nic_bandwidth, latency, nic_latency,
-                       "dgx-a100", name)
+                       "dgx-a100", name, links, pcie_bandwidth)
 
 
 def hgx_h100(nodes: int = 1, *, nvswitch_bandwidth: float = H100_NVLINK_BW,
              nic_bandwidth: float = H100_NIC_BW, latency: float = DEFAULT_LATENCY,
-             nic_latency: float | None = None, name: str = "") -> Topology:
-    """``nodes`` HGX-H100 boxes: as :func:`dgx_a100` with NVLink 4 (450 GB/s) and NDR 400 Gb/s."""
+             nic_latency: float | None = None, name: str = "", links: str = "nvlink",
+             pcie_bandwidth: float = H100_PCIE_BW) -> Topology:
+    """``nodes`` HGX-H100 boxes: as :func:`dgx_a100` with NVLink 4 (450 GB/s), NDR 400 Gb/s
+    and PCIe 5.0 x16 (64 GB/s)."""
     return _rail_nodes(nodes, nvswitch_bandwidth, nic_bandwidth, latency, nic_latency,
-                       "hgx-h100", name)
+                       "hgx-h100", name, links, pcie_bandwidth)
 
 
 # ---------------------------------------------------------------- spec strings
@@ -279,14 +339,17 @@ def _rail_spec(family: str, builder, nv_default: float, nic_default: float):
         nic = parse_bandwidth(options["nic"], field=f"{family} nic") \
             if "nic" in options else nic_default
         lat, nic_lat = _latencies(options, family)
+        links = options.get("links", "nvlink")
         return builder(nodes, nvswitch_bandwidth=nv, nic_bandwidth=nic, latency=lat,
-                       nic_latency=nic_lat, name=spec_name(family, shape, options))
+                       nic_latency=nic_lat, name=spec_name(family, shape, options), links=links)
     return build
 
 
-register_family("dgx-a100", keys=("nvlink", "nic", "lat"), shape="NODES", example="dgx-a100:2",
+register_family("dgx-a100", keys=("nvlink", "nic", "lat", "links"), shape="NODES",
+                example="dgx-a100:2",
                 summary="DGX-A100 nodes: NVSwitch per node, 8 rails of 200Gbps NICs")(
     _rail_spec("dgx-a100", dgx_a100, A100_NVLINK_BW, A100_NIC_BW))
-register_family("hgx-h100", keys=("nvlink", "nic", "lat"), shape="NODES", example="hgx-h100:2",
+register_family("hgx-h100", keys=("nvlink", "nic", "lat", "links"), shape="NODES",
+                example="hgx-h100:2",
                 summary="HGX-H100 nodes: NVSwitch per node, 8 rails of 400Gbps NICs")(
     _rail_spec("hgx-h100", hgx_h100, H100_NVLINK_BW, H100_NIC_BW))
