@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from codesign.errors import invalid
-from evaluators.netsim.flow import max_min_rates
+from evaluators.netsim.flow import coarse_max_min_rates, max_min_rates
 
 __all__ = ["PhaseResult", "flow_phase", "route_table", "DEFAULT_RTOL"]
 
@@ -169,40 +169,6 @@ def route_table(topology) -> _Routes:
     return r
 
 
-def _max_min_coarse(capacity: np.ndarray, hop_flow: np.ndarray, hop_link: np.ndarray,
-                    n_flows: int, rtol: float) -> np.ndarray:
-    """Progressive filling with coarse levels: feasible rates within ``rtol`` of max-min.
-
-    As :func:`evaluators.netsim.flow.max_min_rates`, except that at each filling level
-    every link whose fair share is within ``1 + rtol`` of the smallest one saturates
-    together (its remaining capacity is left unused).  Rates are feasible and each is
-    close to the exact ones (conservative: capacity is only ever left unused); the
-    number of levels drops from the number of distinct bottlenecks to about
-    ``log(max rate / min rate) / rtol``.
-    """
-    rates = np.zeros(n_flows, dtype=np.float64)
-    cap = np.asarray(capacity, dtype=np.float64).copy()
-    n_links = cap.size
-    frozen = np.zeros(n_flows, dtype=bool)
-    hf, hl = hop_flow, hop_link          # hops of unfrozen flows (compacted every level)
-    level = 0.0
-    while hf.size:
-        cnt = np.bincount(hl, minlength=n_links)
-        crossed = cnt > 0
-        share = np.full(n_links, np.inf)
-        share[crossed] = cap[crossed] / cnt[crossed]
-        delta = float(share.min())
-        level += delta
-        cap[crossed] -= delta * cnt[crossed]
-        sat = crossed & (share <= delta + rtol * level)
-        newly = np.unique(hf[sat[hl]])
-        rates[newly] = level
-        frozen[newly] = True
-        keep = ~frozen[hf]
-        hf, hl = hf[keep], hl[keep]
-    return rates
-
-
 def flow_phase(topology, src, dst, size, *, rtol: float = DEFAULT_RTOL,
                paths: tuple[np.ndarray, np.ndarray] | None = None,
                routing: str = "shortest") -> PhaseResult:
@@ -272,7 +238,7 @@ def flow_phase(topology, src, dst, size, *, rtol: float = DEFAULT_RTOL,
         hops = np.repeat(ptr[act] - offsets, counts) + np.arange(int(counts.sum()))
         local = np.repeat(np.arange(act.size), counts)
         rate = (max_min_rates(topology.bandwidth, local, links[hops], act.size) if rtol == 0
-                else _max_min_coarse(topology.bandwidth, local, links[hops], act.size, rtol))
+                else coarse_max_min_rates(topology.bandwidth, local, links[hops], act.size, rtol))
         left = rem[act] / rate
         t1 = t + float(left.min())
         horizon = max(t1 * (1 + rtol), t1)
