@@ -53,6 +53,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from codesign.errors import CodesignError, invalid
 from codesign.units import parse_bandwidth
 from codesign.workloads import get_workload
@@ -247,6 +249,17 @@ def evaluate_candidates(spec: OptimizeSpec, workload: Workload, topology,
     return out
 
 
+def _same_network(a, b) -> bool:
+    """Whether topologies ``a`` and ``b`` have the same nodes and links (``a`` may be None)."""
+    if a is b:
+        return True
+    if a is None or b is None or (a.npus, a.switches, a.n_links) != (b.npus, b.switches,
+                                                                    b.n_links):
+        return False
+    return all(np.array_equal(getattr(a, f), getattr(b, f))
+               for f in ("src", "dst", "bandwidth", "latency"))
+
+
 class _LocalPool:
     """The evaluator pool without Ray (``workers=0``)."""
 
@@ -254,7 +267,11 @@ class _LocalPool:
         self.spec, self.workload, self.topology = spec, spec.load_workload(), None
 
     def set_topology(self, topology) -> None:
-        self.topology = topology
+        # The iteration model caches routes and collective timings per topology *object*;
+        # a topology shipped to an actor again arrives as a new object, so keep the one we
+        # have when it is the same network (its caches stay warm).
+        if not _same_network(self.topology, topology):
+            self.topology = topology
 
     def evaluate(self, candidates: Sequence[Candidate]) -> list[float]:
         return evaluate_candidates(self.spec, self.workload, self.topology, candidates)
@@ -365,8 +382,6 @@ def _search(spec, pool, topology, start: Candidate, seed: Sequence[int]) -> Sear
 
 def _seed(parts: Sequence[int]) -> int:
     """One integer seed from a tuple (stable across runs and processes)."""
-    import numpy as np
-
     return int(np.random.SeedSequence(list(parts)).generate_state(1)[0])
 
 

@@ -95,3 +95,16 @@ def test_cli_optimize_bad_input_exits_2(capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bandwidth" in err
+
+
+def test_same_network_recognises_a_copy_and_a_change():
+    import pickle
+
+    from search.alternating import _same_network
+    from topologies.registry import from_spec
+
+    t = from_spec("perms:8,p=1:3,bw=100Gbps")
+    assert _same_network(t, pickle.loads(pickle.dumps(t)))       # as an actor receives it
+    assert not _same_network(t, from_spec("perms:8,p=1:5,bw=100Gbps"))
+    assert not _same_network(t, from_spec("perms:8,p=1:3,bw=200Gbps"))
+    assert not _same_network(None, t)
