@@ -31,7 +31,8 @@ __all__ = ["DEFAULT_FAMILIES", "QUICKSTART_SPEC", "QuickstartConfig", "Quickstar
 #: The embedded specification (``experiments/sweeps/small.yaml``).
 QUICKSTART_SPEC: dict[str, Any] = {
     "study": "quickstart",
-    "workloads": "resnet50",
+    "workloads": [{"name": "resnet50", "weight": 1},
+                  {"name": "dlrm", "weight": 1, "strategy": "dp=128,embedding=model"}],
     "space": {
         "families": ["fattree", "leafspine", "ideal", "expander", "torus", "perms"],
         "servers": 16,

@@ -37,5 +37,5 @@ def test_tiny_quickstart_tops_up(tmp_path):
         again = run_quickstart(QuickstartConfig(trials=3, results_dir=tmp_path))
     assert again.trials_run == 1
     df = load_records(tmp_path / "quickstart")
-    assert df["trial"].tolist() == [0, 1, 2] and set(df["workload"]) == {"resnet50"}
+    assert df["trial"].tolist() == [0, 1, 2] and set(df["workload"]) == {"resnet50*1+dlrm*1"}
     assert set(df["status"]) <= {"complete", "pruned"}
