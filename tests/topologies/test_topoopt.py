@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from codesign.errors import InfeasibleError, InvalidSpecError
 from topologies.topoopt import (
-    coin_change_mod, coin_change_table, ocs_reconfig, ocs_reconfig_schedule, ring_targets,
+    coin_change_mod, coin_change_table, ocs_reconfig, ring_targets,
     select_permutations, theorem1_diameter_bound, topology_finder, totient_perms)
 from topologies.topoopt.matching import mp_matching
 from topologies.topoopt.paths import k_shortest_paths, neighbour_lists
@@ -332,23 +332,6 @@ def test_ocs_reconfig_greedy_follows_demand_with_discount():
     assert r.circuits[0, 1] == 3 and r.circuits[2, 3] >= 1
     flat = ocs_reconfig(t, 3, discount="none")
     assert flat.circuits[0, 1] == 3 and flat.circuits[2, 3] == 3
-
-
-def test_ocs_reconfig_schedule_counts_reconfigurations():
-    n = 6
-    a = np.zeros((n, n))
-    a[0, 1] = 5e7
-    b = np.zeros((n, n))
-    b[2, 5] = 5e7
-    s = ocs_reconfig_schedule([a, a, b], 2, link_bandwidth=1e9, reconfig_delay_s=0.01)
-    assert s.reconfigured == (True, False, True) and s.reconfigurations == 2
-    assert s.time_lost_s == pytest.approx(0.02)
-    assert len(s.topologies) == 3 and s.unsatisfied_bytes == (0.0, 0.0, 0.0)
-    # Two circuits 0 -> 1 of 1 GB/s for 50 - 10 ms serve 8e7 of 1e8 bytes.
-    s = ocs_reconfig_schedule([2 * a], 2, link_bandwidth=1e9)
-    assert s.unsatisfied_bytes[0] == pytest.approx(2e7)
-    with pytest.raises(InvalidSpecError, match="reconfig_delay_s"):
-        ocs_reconfig_schedule([a], 2, reconfig_delay_s=0.06)
 
 
 def test_topology_cost_matches_topoopt_cost():

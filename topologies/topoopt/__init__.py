@@ -9,17 +9,16 @@
   replacement for connectivity;
 * :mod:`~topologies.topoopt.paths` -- k shortest paths for MP routing;
 * :mod:`~topologies.topoopt.finder` -- :func:`topology_finder` (Algorithm 1);
-* :mod:`~topologies.topoopt.ocs` -- :func:`ocs_reconfig` (Algorithm 5) and the
-  epoch driver :func:`ocs_reconfig_schedule`.
+* :mod:`~topologies.topoopt.ocs` -- :func:`ocs_reconfig` (Algorithm 5; the epoch loop
+  around it is :class:`evaluators.netsim.reconfigurable.ReconfigurableFabric`).
 """
 
 from topologies.topoopt.coin_change import CoinTable, coin_change_mod, coin_change_table
 from topologies.topoopt.finder import TopoOptResult, topology_finder
-from topologies.topoopt.ocs import OCSResult, OCSSchedule, ocs_reconfig, ocs_reconfig_schedule
+from topologies.topoopt.ocs import OCSResult, ocs_reconfig
 from topologies.topoopt.perms import (
     ring_order, ring_targets, select_permutations, theorem1_diameter_bound, totient_perms)
 
 __all__ = ["totient_perms", "ring_order", "ring_targets", "select_permutations",
            "theorem1_diameter_bound", "coin_change_mod", "coin_change_table", "CoinTable",
-           "topology_finder", "TopoOptResult", "ocs_reconfig", "ocs_reconfig_schedule",
-           "OCSResult", "OCSSchedule"]
+           "topology_finder", "TopoOptResult", "ocs_reconfig", "OCSResult"]

@@ -12,9 +12,10 @@ paired at random (the "highest demand" is then a tie), and the OWAN two-edge
 replacement (line 21) makes the graph strongly connected for host-based forwarding.
 Circuits are one-way (an OCS port pairs one transmit with one receive fibre).
 
-:func:`ocs_reconfig_schedule` is the reconfigurable-fabric loop of App. E.4: every
-epoch (50 ms) it collects the unsatisfied demand, runs Algorithm 5, and when the
-circuits change pauses all flows for the reconfiguration delay (10 ms).
+The reconfigurable-fabric loop of App. E.4 (every 50 ms Algorithm 5 on the unsatisfied
+demand, 10 ms pauses, flows at max-min rates with host forwarding) is
+:class:`evaluators.netsim.reconfigurable.ReconfigurableFabric`, with this function as
+its circuit policy.
 """
 
 from __future__ import annotations
@@ -30,13 +31,7 @@ from topologies.model import Topology
 from topologies.topoopt.matching import discount_function
 from topologies.topoopt.repair import MP, LinkSet, connect_pieces, fill_interfaces
 
-__all__ = ["OCSResult", "OCSSchedule", "ocs_reconfig", "ocs_reconfig_schedule",
-           "DEFAULT_EPOCH_S", "DEFAULT_RECONFIG_DELAY_S"]
-
-#: App. E.4: demand is collected every 50 ms.
-DEFAULT_EPOCH_S = 0.05
-#: App. E.4: flows pause 10 ms while the OCS reconfigures.
-DEFAULT_RECONFIG_DELAY_S = 0.01
+__all__ = ["OCSResult", "ocs_reconfig"]
 
 
 @dataclass(frozen=True)
@@ -46,35 +41,6 @@ class OCSResult:
     topology: Topology
     circuits: np.ndarray
     repairs: int
-
-
-@dataclass(frozen=True)
-class OCSSchedule:
-    """The epochs of :func:`ocs_reconfig_schedule`.
-
-    Attributes
-    ----------
-    topologies : tuple of Topology
-        The fabric during each epoch.
-    reconfigured : tuple of bool
-        Whether the circuits changed at the start of the epoch.
-    time_lost_s : float
-        Total pause, ``reconfigurations x reconfig_delay_s``.
-    unsatisfied_bytes : tuple of float
-        Demand left at the end of each epoch (carried to the next).
-    epoch_s, reconfig_delay_s : float
-    """
-
-    topologies: tuple
-    reconfigured: tuple
-    time_lost_s: float
-    unsatisfied_bytes: tuple
-    epoch_s: float
-    reconfig_delay_s: float
-
-    @property
-    def reconfigurations(self) -> int:
-        return int(sum(self.reconfigured))
 
 
 def _demand(demand, n_field: str = "ocs_reconfig demand") -> np.ndarray:
@@ -179,78 +145,3 @@ def ocs_reconfig(demand, degree: int, *, discount="halve", link_bandwidth: float
     final = np.zeros((n, n), dtype=np.int64)
     np.add.at(final, (s, dd), 1)
     return OCSResult(topo, final, repairs)
-
-
-def ocs_reconfig_schedule(demands, degree: int, *, epoch_s: float = DEFAULT_EPOCH_S,
-                          reconfig_delay_s: float = DEFAULT_RECONFIG_DELAY_S,
-                          link_bandwidth: float = DEFAULT_BW, latency: float = DEFAULT_LAT,
-                          discount="halve", seed: int = 0) -> OCSSchedule:
-    """Run OCS-reconfig every epoch over a time series of demand (App. E.4).
-
-    At the start of epoch ``e`` the pending demand is ``demands[e]`` plus what was
-    left unsatisfied; :func:`ocs_reconfig` computes circuits for it.  If they differ
-    from the current ones (always for the first epoch), flows pause for
-    ``reconfig_delay_s``.  Then each circuit ``i -> j`` carries up to
-    ``link_bandwidth x (epoch_s - pause)`` bytes of the pair's pending demand;
-    the rest is carried over.  Only direct circuits count as service here (traffic
-    relayed through other servers is left to the iteration model), so the
-    unsatisfied bytes are an upper bound.
-
-    Parameters
-    ----------
-    demands : sequence of array_like
-        ``n x n`` bytes arriving in each epoch.
-    degree : int
-        Interfaces per server.
-    epoch_s : float, optional
-        Epoch length, seconds (50 ms).
-    reconfig_delay_s : float, optional
-        OCS reconfiguration pause, seconds (10 ms), less than ``epoch_s``.
-    link_bandwidth, latency, discount, seed
-        As :func:`ocs_reconfig`.
-
-    Returns
-    -------
-    OCSSchedule
-
-    Examples
-    --------
-    >>> hot = np.zeros((4, 4)); hot[0, 1] = 1e9
-    >>> s = ocs_reconfig_schedule([hot, hot, hot], 1, link_bandwidth=1e9)
-    >>> s.reconfigurations, round(s.time_lost_s, 3)
-    (1, 0.01)
-    """
-    mats = [_demand(m, f"ocs_reconfig_schedule demands[{i}]") for i, m in enumerate(demands)]
-    if not mats:
-        raise invalid("ocs_reconfig_schedule demands", "[]", "at least one epoch")
-    n = mats[0].shape[0]
-    for i, m in enumerate(mats):
-        if m.shape != (n, n):
-            raise invalid(f"ocs_reconfig_schedule demands[{i}] shape", m.shape, f"({n}, {n})")
-    for fname, v in (("epoch_s", epoch_s), ("reconfig_delay_s", reconfig_delay_s)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v) \
-                or v < 0:
-            raise invalid(f"ocs_reconfig_schedule {fname}", v, "a finite number of seconds >= 0")
-    if not reconfig_delay_s < epoch_s:
-        raise invalid("ocs_reconfig_schedule reconfig_delay_s", reconfig_delay_s,
-                      f"less than the epoch ({epoch_s} s)")
-    pending = np.zeros((n, n))
-    current: OCSResult | None = None
-    topologies, changed, left = [], [], []
-    for m in mats:
-        pending = pending + m
-        new = ocs_reconfig(pending, degree, discount=discount, link_bandwidth=link_bandwidth,
-                           latency=latency, seed=seed) if pending.any() or current is None \
-            else current
-        moved = current is None or not np.array_equal(new.circuits, current.circuits)
-        if moved:
-            current = new
-        usable = epoch_s - (reconfig_delay_s if moved else 0.0)
-        served = np.minimum(pending, current.circuits * float(link_bandwidth) * usable)
-        pending = pending - served
-        topologies.append(current.topology)
-        changed.append(bool(moved))
-        left.append(float(pending.sum()))
-    return OCSSchedule(tuple(topologies), tuple(changed), float(sum(changed) *
-                                                               reconfig_delay_s),
-                       tuple(left), float(epoch_s), float(reconfig_delay_s))
