@@ -455,7 +455,7 @@ def _baseline_topologies(spec: OptimizeSpec, topoopt_cost_usd: float) -> dict[st
     out: dict[str, tuple] = {}
 
     def point(family, rate, **kw):
-        return from_spec(topology_spec_for(DesignPoint(family, n, d, rate, 0.0,
+        return from_spec(topology_spec_for(DesignPoint(family, n, d, rate,
                                                        seed=spec.seed, **kw)))
 
     for name in spec.baselines:

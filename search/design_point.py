@@ -66,8 +66,6 @@ class DesignPoint:
         Links (NICs) per server, ``d``.
     link_bandwidth_Bps : float
         Rate ``B`` of one link, bytes/s per direction.
-    allreduce_size_bytes : float
-        All-reduce buffer per server, bytes.
     seed : int, optional
         Seed of randomized families (expander).
     oversub : float, optional
@@ -78,7 +76,6 @@ class DesignPoint:
     servers: int
     degree: int
     link_bandwidth_Bps: float
-    allreduce_size_bytes: float
     seed: int = 0
     oversub: float = 2.0
 
@@ -188,9 +185,9 @@ def topology_spec_for(point: DesignPoint) -> str:
 
     Examples
     --------
-    >>> topology_spec_for(DesignPoint("torus", 16, 4, 12.5e9, 2**30))
+    >>> topology_spec_for(DesignPoint("torus", 16, 4, 12.5e9))
     'torus:4x4,bw=100Gbps'
-    >>> topology_spec_for(DesignPoint("fattree", 16, 2, 12.5e9, 2**30))
+    >>> topology_spec_for(DesignPoint("fattree", 16, 2, 12.5e9))
     'fattree:k=4,bw=200Gbps'
     """
     build = DESIGN_FAMILIES.get(point.family)
@@ -203,7 +200,4 @@ def topology_spec_for(point: DesignPoint) -> str:
     if not math.isfinite(point.link_bandwidth_Bps) or point.link_bandwidth_Bps <= 0:
         raise invalid("design link_bandwidth_Bps", point.link_bandwidth_Bps,
                       "a finite bandwidth > 0 bytes/s")
-    if not math.isfinite(point.allreduce_size_bytes) or point.allreduce_size_bytes < 0:
-        raise invalid("design allreduce_size_bytes", point.allreduce_size_bytes,
-                      "a finite size >= 0 bytes")
     return build(point)

@@ -273,7 +273,7 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
             spec, topo = _topoopt_fabric(point, *demand)
         else:
             spec = topology_spec_for(DesignPoint(point.family, point.servers, point.degree,
-                                                 point.link_bandwidth_Bps, 0.0,
+                                                 point.link_bandwidth_Bps,
                                                  seed=point.seed, oversub=point.oversub))
             topo = from_spec(spec)
         cost = topology_cost(topo)

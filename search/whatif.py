@@ -417,7 +417,7 @@ def shared_cluster(*, servers: int = 432, degree: int = 8, link_rate_Bps: float 
                           f"an integer in [1, {servers // job_servers}] ({servers} servers / "
                           f"{job_servers} per job)")
     hw = dataclasses.replace(get_hardware(gpu), gpus_per_server=gpus_per_server)
-    part_spec = topology_spec_for(DesignPoint("perms", job_servers, degree, link_rate_Bps, 0.0,
+    part_spec = topology_spec_for(DesignPoint("perms", job_servers, degree, link_rate_Bps,
                                               seed=seed))
     partition = from_spec(part_spec)
     part_counts = _path_counts(partition)
@@ -458,13 +458,13 @@ def shared_cluster(*, servers: int = 432, degree: int = 8, link_rate_Bps: float 
                 budget = float(topoopt_cost(servers, degree, link_rate_Bps).total_usd)
                 rates = [r for r in (10e9 / 8, 25e9 / 8, 40e9 / 8, 50e9 / 8, 100e9 / 8)
                          if r <= link_rate_Bps and topology_cost(from_spec(topology_spec_for(
-                             DesignPoint("fattree", servers, degree, r, 0.0)))).total_usd
+                             DesignPoint("fattree", servers, degree, r)))).total_usd
                          <= budget]
                 if not rates:
                     raise InfeasibleError(f"no Fat-tree of {servers} servers costs at most the "
                                           f"TopoOpt fabric (${budget:,.0f})")
                 rate = max(rates)
-            spec = topology_spec_for(DesignPoint(fab.split("-")[0], servers, degree, rate, 0.0,
+            spec = topology_spec_for(DesignPoint(fab.split("-")[0], servers, degree, rate,
                                                  seed=seed))
             topo = from_spec(spec)
             counts = _path_counts(topo)

@@ -10,12 +10,11 @@ from codesign.errors import InfeasibleError, InvalidSpecError
 from search.design_point import DESIGN_FAMILIES, DesignPoint, topology_spec_for
 from search.quickstart import DEFAULT_FAMILIES
 
-GIB = float(2 ** 30)
 G100 = 100e9 / 8  # 100 Gbps in bytes/s
 
 
 def _p(family, servers=16, degree=4, bw=G100, **kw):
-    return DesignPoint(family, servers, degree, bw, GIB, **kw)
+    return DesignPoint(family, servers, degree, bw, **kw)
 
 
 @pytest.mark.parametrize("point, spec", [
