@@ -355,23 +355,29 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------- workloads
-def _cmd_workload_show(args: argparse.Namespace) -> int:
+def _workload_arg(name: str, config: str | None, options: dict[str, Any]):
+    """A zoo name (with ``--config`` / ``--option`` overrides) or a model YAML file.
+
+    The same rule for every command that takes a workload: a name ending in ``.yaml`` /
+    ``.yml`` or naming an existing file is a model file (overrides go in the file)."""
     from pathlib import Path
 
-    from codesign.units import format_size
     from codesign.workloads import get_workload, load_workload
 
-    options = _parse_options(args.option or [])
-    looks_like_file = args.name.endswith((".yaml", ".yml")) or Path(args.name).is_file()
-    if looks_like_file:
-        if args.config or options:
+    if name.endswith((".yaml", ".yml")) or Path(name).is_file():
+        if config or options:
             from codesign.errors import invalid
 
-            raise invalid("--config/--option", args.config or options,
+            raise invalid("--config/--option", config or options,
                           "nothing with a model file (put overrides in the file)")
-        workload = load_workload(args.name)
-    else:
-        workload = get_workload(args.name, args.config, **options)
+        return load_workload(name)
+    return get_workload(name, config, **options)
+
+
+def _cmd_workload_show(args: argparse.Namespace) -> int:
+    from codesign.units import format_size
+
+    workload = _workload_arg(args.name, args.config, _parse_options(args.option or []))
     payload = workload.to_dict()
     demand = None
     if args.strategy:
@@ -462,14 +468,14 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- evaluate
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from codesign.workloads import get_hardware, get_workload
+    from codesign.workloads import get_hardware
     from codesign.workloads.demand import demand_for
     from codesign.workloads.placement import Placement
     from codesign.workloads.strategy import as_strategy
     from topologies.registry import load_topology
 
     topo = load_topology(args.topology)
-    workload = get_workload(args.workload, args.config, **_parse_options(args.option or []))
+    workload = _workload_arg(args.workload, args.config, _parse_options(args.option or []))
     hw = get_hardware(args.hardware)
     per_server = args.gpus_per_server or hw.gpus_per_server
     strategy = as_strategy(args.strategy or f"dp={topo.npus * per_server}")
@@ -495,12 +501,28 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     def human() -> None:
         print(f"{payload['workload']} {payload['strategy']} on {payload['topology']} "
               f"({payload['hardware']})")
+        skip = ("workload", "strategy", "topology", "hardware", "by_purpose_s", "breakdown",
+                "memory")
         for key, value in payload.items():
-            if key.endswith("_s") and isinstance(value, float):
+            if key in skip or isinstance(value, (dict, list)):
+                continue
+            if key.endswith("_s") and isinstance(value, float) and key != "flops_per_gpu_s":
                 print(f"  {key:<26}{value * 1e3:>14.3f} ms")
-            elif key not in ("workload", "strategy", "topology", "hardware", "by_purpose_s"):
+            else:
                 print(f"  {key:<26}{value:>14}" if not isinstance(value, float)
                       else f"  {key:<26}{value:>14.4g}")
+        if payload.get("breakdown"):
+            print("  breakdown (adds up to the iteration time):")
+            for key, value in payload["breakdown"].items():
+                if value:
+                    print(f"    {key:<24}{value * 1e3:>14.3f} ms")
+        if payload.get("memory"):
+            mem = payload["memory"]
+            print("  memory per GPU (most loaded):")
+            for key in ("weights_bytes", "gradients_bytes", "optimizer_bytes",
+                        "activations_bytes", "embedding_bytes", "total_bytes",
+                        "capacity_bytes"):
+                print(f"    {key:<24}{mem[key] / 2**30:>14.2f} GiB")
 
     _emit(args, payload, human)
     return 0
@@ -738,12 +760,18 @@ def build_parser() -> argparse.ArgumentParser:
             "time one training iteration of a workload and strategy on a topology")
     p.add_argument("--topology", required=True,
                    help="spec string or YAML file; NPUs are the job's servers or its GPUs")
-    p.add_argument("--workload", required=True, help="zoo name (dlrm, resnet50, gpt3-175b, ...)")
+    p.add_argument("--workload", required=True,
+                   help="zoo name (dlrm, resnet50, gpt3-175b, ...) or a model YAML file")
     p.add_argument("--config", help="zoo configuration (e.g. simulation, testbed)")
     p.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help="override a workload hyper-parameter, repeatable (batch_size=512)")
-    p.add_argument("--strategy", help="dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E]"
-                   "[,embedding=data|model] (default: pure data parallel on every GPU)")
+                   help="override a workload hyper-parameter or setting, repeatable "
+                        "(batch_size=512; transformers: layers, hidden, heads, kv_heads, "
+                        "ffn, vocab, seq_len, experts, top_k, capacity_factor, "
+                        "shared_experts, precision)")
+    p.add_argument("--strategy", help="dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z]"
+                   "[,ep=E][,embedding=data|model][,sp=true][,recompute=none|selective|full]"
+                   "[,schedule=1f1b|interleaved|gpipe][,vpp=V][,precision=...] "
+                   "(default: pure data parallel on every GPU)")
     p.add_argument("--hardware", default="A100-80", help="GPU (default A100-80)")
     p.add_argument("--gpus-per-server", type=int,
                    help="GPUs per server (default: the hardware's)")

@@ -34,7 +34,8 @@ from codesign.errors import invalid
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.model import Layer, Workload
 
-__all__ = ["DEFAULT_EFFICIENCY", "LayerTime", "layer_time", "layer_times", "dtype_name"]
+__all__ = ["DEFAULT_EFFICIENCY", "LayerTime", "layer_time", "layer_times", "dtype_name",
+           "resolve_precision"]
 
 #: Fraction of peak FLOP/s assumed for compute-bound layers (see the module docstring).
 DEFAULT_EFFICIENCY = 0.5
@@ -69,6 +70,38 @@ class LayerTime:
 def dtype_name(dtype_bytes: int) -> str:
     """The number format the roofline assumes for ``dtype_bytes``-byte data."""
     return _DTYPE_BY_BYTES[dtype_bytes]
+
+
+def resolve_precision(workload: Workload, hardware: Hardware | str,
+                      precision: str | None = None) -> str:
+    """The number format whose peak the roofline uses for ``workload`` on ``hardware``.
+
+    ``precision`` (a strategy's) wins, then ``workload.precision``, then the rule of
+    :class:`~codesign.workloads.model.Workload`: 2-byte models ``bf16``, 1-byte ``fp8``,
+    4-byte models ``tf32`` where the GPU has TF32 tensor cores (Ampere and later; the
+    default math of cuDNN convolutions in PyTorch and of NVIDIA's NGC containers) and
+    ``fp32`` otherwise.  ``tf32`` asked on a GPU without it (V100) falls back to
+    ``fp32``, what the hardware would run; ``bf16`` reads the ``fp16`` peak.
+
+    Raises
+    ------
+    InvalidSpecError
+        ``fp8`` (or another format) on a GPU whose catalog entry has no peak for it.
+    """
+    hw = get_hardware(hardware)
+    peaks = dict(hw.peak)
+    p = precision or workload.precision
+    if p is None:
+        p = {1: "fp8", 2: "bf16"}.get(workload.dtype_bytes, "tf32")
+        if p == "fp8" and "fp8" not in peaks:
+            p = "bf16"
+    if p == "tf32" and "tf32" not in peaks:
+        p = "fp32"
+    if p == "bf16" and "bf16" not in peaks and "fp16" in peaks:
+        return "bf16"
+    if p not in peaks:
+        raise invalid("precision", p, f"one of {', '.join(peaks)} on {hw.name}")
+    return p
 
 
 def _fraction(name: str, value: Any) -> float:

@@ -71,7 +71,7 @@ from typing import Any, Union
 import numpy as np
 
 from codesign.errors import invalid
-from codesign.workloads.compute import DEFAULT_EFFICIENCY, layer_time
+from codesign.workloads.compute import DEFAULT_EFFICIENCY, layer_time, resolve_precision
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.memory import MemoryBreakdown, check_memory, memory_per_gpu
 from codesign.workloads.model import Layer, Workload
@@ -80,7 +80,8 @@ from codesign.workloads.strategy import (
     Strategy, as_strategy, check_applicable, is_table, layer_params_per_gpu, stage_bounds)
 
 __all__ = ["Compute", "CollectiveOp", "Transfer", "Demand", "demand_for",
-           "DEFAULT_BUCKET_BYTES", "RING_KINDS", "ring_bytes_per_member"]
+           "DEFAULT_BUCKET_BYTES", "RING_KINDS", "ring_bytes_per_member",
+           "optimizer_step_bytes"]
 
 #: PyTorch DDP's ``bucket_cap_mb=25`` (MiB).
 DEFAULT_BUCKET_BYTES = 25.0 * 2**20
@@ -108,8 +109,10 @@ def ring_bytes_per_member(kind: str, size: float, n: int) -> float:
 class Compute:
     """Work on GPUs: every rank of ``ranks`` runs it for ``seconds`` (per occurrence).
 
-    ``name`` is the layer (or ``tables`` for the placed embeddings), ``flops`` the
-    FLOPs per GPU per occurrence, ``repeat`` the occurrences per iteration.
+    ``name`` is the layer (or ``tables`` for the placed embeddings, ``optimizer`` for
+    the optimizer step), ``flops`` the FLOPs per GPU per occurrence, ``repeat`` the
+    occurrences per iteration; ``kind`` is ``compute`` (the model's own forward and
+    backward), ``recompute`` (activation recomputation) or ``optimizer``.
     """
 
     name: str
@@ -119,15 +122,18 @@ class Compute:
     flops: float
     stage: int = 0
     repeat: int = 1
+    kind: str = "compute"
 
 
 @dataclass(frozen=True)
 class CollectiveOp:
     """A collective on ``members`` (GPU ranks, ring order) of ``bytes`` (nccl-tests size).
 
-    ``purpose`` is ``dp``, ``dp-expert``, ``zero``, ``tp``, ``pp``, ``ep`` or
+    ``purpose`` is ``dp``, ``dp-expert``, ``zero``, ``tp``, ``pp``, ``ep``, ``cp`` or
     ``embedding``; ``bucket`` numbers gradient buckets per stage and purpose;
-    ``ready_after`` names the layer whose backward completes the bucket.
+    ``ready_after`` names the layer whose backward completes the bucket;
+    ``hidden_s`` is compute time the collective runs under (context parallelism's ring
+    exchange overlaps the attention blocks it feeds), so only its excess is exposed.
     """
 
     kind: str
@@ -141,6 +147,7 @@ class CollectiveOp:
     layer: str = ""
     stage: int = 0
     repeat: int = 1
+    hidden_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -192,6 +199,7 @@ class Demand:
     bucket_bytes: float
     memory: MemoryBreakdown
     layer_names: tuple[str, ...] = field(default=(), repr=False)
+    precision: str = ""
 
     # ------------------------------------------------------------------ views
     @property
@@ -200,7 +208,7 @@ class Demand:
 
     @property
     def bubble_fraction(self) -> float:
-        """1F1B bubble ``(p - 1) / (m + p - 1)``."""
+        """Pipeline bubble ``(p - 1) / (v m + p - 1)`` (``v = 1`` unless interleaved)."""
         return self.strategy.bubble_fraction
 
     def compute(self) -> list[Compute]:
@@ -377,12 +385,28 @@ def _max_compute(d: Demand) -> float:
 
 # ---------------------------------------------------------------------------- builder
 def _sharded(layer: Layer, s: Strategy) -> Layer:
-    """The part of ``layer`` one GPU computes: TP splits FLOPs and activation traffic."""
+    """The part of ``layer`` one GPU computes: TP splits FLOPs and activation traffic,
+    context parallelism splits the tokens (causal load balancing gives each CP rank the
+    same attention work, Megatron-LM's 2 x cp chunk assignment)."""
     shared, expert = layer_params_per_gpu(layer, s)
-    t = s.tp if layer.tp_shardable else 1
+    t = (s.tp if layer.tp_shardable else 1) * s.cp
     return replace(layer, params=int(round(shared + expert)), expert_params=0, experts=0,
                    top_k=0, fwd_flops=layer.fwd_flops / t, bwd_flops=layer.bwd_flops / t,
-                   io_bytes=layer.io_bytes / t)
+                   io_bytes=layer.io_bytes / t,
+                   attn_core_fwd_flops=layer.attn_core_fwd_flops / t)
+
+
+def _recompute_flops(layer: Layer, s: Strategy) -> float:
+    """Forward FLOPs per sample rerun in the backward pass (Korthikanti et al. Sec. 5).
+
+    ``full``: the whole forward; ``selective``: the attention core, when its ``s x s``
+    tensors were dropped (with flash attention nothing is stored, and its backward kernel
+    already recomputes the scores)."""
+    if s.recompute == "full":
+        return layer.fwd_flops
+    if s.recompute == "selective" and layer.attn_core_saved_bytes > 0:
+        return layer.attn_core_fwd_flops
+    return 0.0
 
 
 def _buckets(sizes: list[tuple[str, float]], cap: float) -> list[tuple[float, str]]:
@@ -406,6 +430,18 @@ def _buckets(sizes: list[tuple[str, float]], cap: float) -> list[tuple[float, st
     return out
 
 
+def optimizer_step_bytes(params: float, optimizer_bytes_per_param: float,
+                         dtype_bytes: int) -> float:
+    """HBM bytes the optimizer step moves for ``params`` parameters on one GPU.
+
+    The step is memory bound (an element-wise pass): it reads and writes the optimizer
+    state (``K`` bytes each way: Adam's fp32 master weights, momentum and variance in
+    mixed precision, Rajbhandari et al. SC'20 Sec. 3.1), reads the gradient and reads and
+    writes the weights: ``(2 K + 3 d)`` bytes per parameter (``3 d`` for plain SGD).
+    """
+    return params * (2.0 * optimizer_bytes_per_param + 3.0 * dtype_bytes)
+
+
 def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware | str,
                placement: Placement | None = None, *,
                bucket_bytes: float = DEFAULT_BUCKET_BYTES,
@@ -417,10 +453,11 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     ----------
     workload : Workload
     strategy : Strategy or str
-        ``"dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]"``.
+        A strategy string (:mod:`codesign.workloads.strategy`).
     hardware : Hardware or str
-        GPU for compute times (roofline, :func:`~codesign.workloads.compute.layer_time`)
-        and memory capacity.
+        GPU for compute times (roofline, :func:`~codesign.workloads.compute.layer_time`,
+        at the peak of :func:`~codesign.workloads.compute.resolve_precision`) and memory
+        capacity.
     placement : Placement, optional
         Default :meth:`Placement.for_strategy` with the hardware's GPUs per server.
     bucket_bytes : float, optional
@@ -464,20 +501,35 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     if placement is None:
         placement = Placement.for_strategy(s, hw.gpus_per_server)
     placement.check(s)
+    precision = resolve_precision(workload, hw, s.precision)
     memory = (check_memory if check else memory_per_gpu)(workload, s, hw, placement)
     b = workload.batch_size / (s.dp * s.m)
-    m, T = s.m, s.tp
+    m, T, C = s.m, s.tp, s.cp
     grid = placement.rank_grid(s)
     stages = stage_bounds(workload, s)
     layers = workload.layers
     placed = s.embedding == "model"
     tables = [layer for layer in layers if is_table(layer)] if placed else []
     owners = placement.table_ranks(len(tables)) if placed else ()
-    zero_rep = m if s.zero >= 3 else 1  # ZeRO-3 gathers per micro-batch (only pp=1 here)
+    # ZeRO-3 gathers parameters for every micro-batch's forward and backward; ZeRO-2
+    # reduce-scatters every micro-batch's gradients (sharded gradients cannot be
+    # accumulated locally), with or without pipelining.
+    zero_rep = m if s.zero >= 3 else 1
+    opt_K = float(workload.optimizer_bytes_per_param)
+    n_dense, n_expert = (s.data_ranks, s.dp // s.ep) if s.zero else (1, 1)
 
     def seconds(layer: Layer, batch: float) -> tuple[float, float]:
-        t = layer_time(_sharded(layer, s), hw, batch, efficiency=efficiency)
+        t = layer_time(_sharded(layer, s), hw, batch, efficiency=efficiency, dtype=precision)
         return t.fwd_s, t.bwd_s
+
+    def tp_ops(nbytes: float, phase: str, layer: Layer, p: int, groups) -> list[Op]:
+        """Megatron's TP all-reduce of ``nbytes`` per rank, or with sequence parallelism
+        a reduce-scatter and an all-gather of the same size (Korthikanti Sec. 4.2.2)."""
+        if not nbytes or not groups:
+            return []
+        kinds = ("reducescatter", "allgather") if s.sp else ("allreduce",)
+        return [CollectiveOp(kind, grp, nbytes, phase, "tp", layer=layer.name, stage=p,
+                             repeat=m) for kind in kinds for grp in groups]
 
     fwd: list[Op] = []
     bwd_by_stage: list[list[Op]] = []
@@ -488,22 +540,26 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         ranks_p = placement.stage_ranks(s, p)
         tp_groups = placement.tp_groups(s, p) if T > 1 else []
         ep_groups = placement.ep_groups(s, p) if s.ep > 1 else []
-        dp_groups = placement.dp_groups(s, p) if s.dp > 1 else []
+        cp_groups = placement.cp_groups(s, p) if C > 1 else []
+        dp_groups = placement.dp_groups(s, p) if s.data_ranks > 1 else []
         xdp_groups = placement.expert_dp_groups(s, p) if s.dp // s.ep > 1 else []
         # Backward: the gradient of this stage's output arrives from the next stage,
         # then the layers run in reverse order (each block keeps its internal order).
         bwd_head = (_boundary(grid, s, p + 1, p, layers[stop - 1], b, "backward")
                     if p < s.pp - 1 else [])
+        if p == 0 and s.vpp > 1:   # the last chunk's gradient wraps round to stage 0
+            bwd_head = _wrap(grid, s, 0, layers[stop - 1], b, "backward") + bwd_head
         blocks: list[list[Op]] = []
         dense_stream: list[tuple[str, float]] = []
         expert_stream: list[tuple[str, float]] = []
         fwd_stage: list[Op] = []
         emitted_tables = False
+        step_params = 0.0
         for layer in layers[start:stop]:
             if placed and is_table(layer):
                 if not emitted_tables:  # all tables run together, at the first one
                     f, bw = _embedding_ops(tables, owners, placement, s, hw, b, index_bytes,
-                                           efficiency)
+                                           efficiency, precision)
                     fwd_stage += f
                     blocks.append(bw)
                     emitted_tables = True
@@ -513,6 +569,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             f_ops: list[Op] = []
             b_ops: list[Op] = []
             shared, expert = layer_params_per_gpu(layer, s)
+            step_params += shared / n_dense + expert / n_expert
             if s.zero >= 3:
                 for w, groups in ((shared, dp_groups), (expert, xdp_groups)):
                     for grp in groups if w else ():
@@ -520,24 +577,50 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                             target.append(CollectiveOp(
                                 "allgather", grp, w * layer.dtype_bytes, phase, "zero",
                                 layer=layer.name, stage=p, repeat=zero_rep))
-            a2a = b * layer.ep_alltoall_bytes / T
+            a2a = b * layer.ep_alltoall_bytes / (T * C)
             ep_ops = [CollectiveOp("alltoall", grp, a2a, "forward", "ep", layer=layer.name,
                                    stage=p, repeat=m)
                       for grp in ep_groups] if layer.experts and a2a else []
+            # Context parallelism: the ring exchange of key/value blocks (an all-gather
+            # of the CP group's K/V) overlaps the attention blocks; backward circulates
+            # K/V again and reduce-scatters their gradients (Megatron-LM's CP).
+            core = (sh.attn_core_fwd_flops / sh.fwd_flops) if sh.fwd_flops else 0.0
+            kv = b * layer.kv_bytes / T if cp_groups and layer.kv_bytes else 0.0
+            cp_f = [CollectiveOp("allgather", grp, kv, "forward", "cp", layer=layer.name,
+                                 stage=p, repeat=m, hidden_s=core * f_s)
+                    for grp in cp_groups] if kv else []
+            cp_b = [CollectiveOp(kind, grp, kv, "backward", "cp", layer=layer.name,
+                                 stage=p, repeat=m, hidden_s=core * b_s / 2)
+                    for kind in ("allgather", "reducescatter") for grp in cp_groups] \
+                if kv else []
+            tp_f = tp_ops(b * layer.tp_allreduce_bytes / C, "forward", layer, p, tp_groups)
+            tp_b = tp_ops(b * layer.tp_bwd_allreduce_bytes / C, "backward", layer, p,
+                          tp_groups)
+            # Activation recomputation reruns (part of) the forward before the backward;
+            # full recomputation repeats the forward's communication too.
+            rflops = _recompute_flops(sh, s)
+            if rflops:
+                r_ops: list[Op] = []
+                if s.recompute == "full":
+                    r_ops += [replace(op, phase="backward") for op in ep_ops + cp_f]
+                r_ops.append(Compute(layer.name, "backward", ranks_p,
+                                     f_s * rflops / sh.fwd_flops, b * rflops, p, m,
+                                     kind="recompute"))
+                if s.recompute == "full":
+                    r_ops += [replace(op, phase="backward") for op in ep_ops]
+                    r_ops += [replace(op, phase="backward") for op in tp_f]
+                b_ops += r_ops
             # Each pass: dispatch (or its gradient), the layer, combine, then the TP
             # all-reduce of the output (forward, the g operator) or of the input gradient
             # (backward, the f operator).
-            for phase, target, sec, flops, tp_bytes in (
-                    ("forward", f_ops, f_s, sh.fwd_flops, layer.tp_allreduce_bytes),
-                    ("backward", b_ops, b_s, sh.bwd_flops, layer.tp_bwd_allreduce_bytes)):
+            for phase, target, sec, flops, tps, cps in (
+                    ("forward", f_ops, f_s, sh.fwd_flops, tp_f, cp_f),
+                    ("backward", b_ops, b_s, sh.bwd_flops, tp_b, cp_b)):
                 around = [replace(op, phase=phase) for op in ep_ops]
-                target += around
+                target += around + cps
                 target.append(Compute(layer.name, phase, ranks_p, sec, b * flops, p, m))
                 target += around
-                if tp_bytes:
-                    target += [CollectiveOp("allreduce", grp, b * tp_bytes, phase, "tp",
-                                            layer=layer.name, stage=p, repeat=m)
-                               for grp in tp_groups]
+                target += tps
             fwd_stage += f_ops
             blocks.append(b_ops)
             dense_stream.append((layer.name, shared * layer.dtype_bytes))
@@ -545,6 +628,8 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         fwd += fwd_stage
         if p < s.pp - 1:
             fwd += _boundary(grid, s, p, p + 1, layers[stop - 1], b, "forward")
+        elif s.vpp > 1:   # the last stage's chunk feeds stage 0's next chunk
+            fwd += _wrap(grid, s, p, layers[stop - 1], b, "forward")
         ordered = list(bwd_head)
         for blk in reversed(blocks):
             ordered += blk
@@ -563,6 +648,13 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                     if s.zero in (1, 2):
                         opt_ops.append(CollectiveOp("allgather", grp, size, "optimizer",
                                                     "zero", False, k, after, stage=p))
+        # The optimizer step over this stage's (ZeRO-sharded) parameters: memory bound.
+        dtype = workload.dtype_bytes
+        step_bytes = optimizer_step_bytes(step_params, opt_K, dtype)
+        if step_bytes > 0:
+            opt_ops.append(Compute("optimizer", "optimizer", ranks_p,
+                                   step_bytes / hw.memory_bandwidth_Bps, 0.0, p, 1,
+                                   kind="optimizer"))
 
     bwd_all: list[Op] = []
     for ops in reversed(bwd_by_stage):
@@ -570,30 +662,47 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     ops = tuple(fwd + bwd_all + grad_ops + opt_ops)
     return Demand(workload=workload.name, hardware=hw.name, strategy=s, placement=placement,
                   ops=ops, stages=stages, microbatch_size=b, bucket_bytes=float(bucket_bytes),
-                  memory=memory, layer_names=tuple(layer.name for layer in layers))
+                  memory=memory, layer_names=tuple(layer.name for layer in layers),
+                  precision=precision)
 
 
 def _boundary(grid: np.ndarray, s: Strategy, src_stage: int, dst_stage: int, layer: Layer,
-              b: float, phase: str) -> list[Op]:
-    """Stage-boundary transfers (and the receiving TP all-gather) of one micro-batch."""
-    size = b * layer.activation_bytes
+              b: float, phase: str, repeat: int | None = None) -> list[Op]:
+    """Stage-boundary transfers (and the receiving TP all-gather) of one micro-batch.
+
+    Each (TP, data) position sends its ``1 / (tp x cp)`` share of the boundary
+    activation.  With ``vpp`` model chunks per GPU every micro-batch crosses each
+    boundary ``vpp`` times (Narayanan et al. SC'21 Sec. 2.2.2)."""
+    size = b * layer.activation_bytes / s.cp
     stage = min(src_stage, dst_stage)
+    rep = s.m * s.vpp if repeat is None else repeat
     ops: list[Op] = []
-    for d in range(s.dp):
+    for d in range(s.data_ranks):
         for t in range(s.tp):
             ops.append(Transfer(int(grid[t, d, src_stage]), int(grid[t, d, dst_stage]),
                                 size / s.tp, phase, "pp", layer=layer.name, stage=stage,
-                                repeat=s.m))
+                                repeat=rep))
         if s.tp > 1:
             grp = tuple(sorted(int(r) for r in grid[:, d, dst_stage]))
             ops.append(CollectiveOp("allgather", grp, size, phase, "pp", layer=layer.name,
-                                    stage=stage, repeat=s.m))
+                                    stage=stage, repeat=rep))
     return ops
+
+
+def _wrap(grid: np.ndarray, s: Strategy, stage: int, layer: Layer, b: float, phase: str
+          ) -> list[Op]:
+    """Interleaved schedule: ``vpp - 1`` crossings per micro-batch from the last stage back
+    to the first (forward) or from the first to the last (backward), attributed to
+    ``stage`` (the sender's)."""
+    last = s.pp - 1
+    src, dst = (last, 0) if phase == "forward" else (0, last)
+    ops = _boundary(grid, s, src, dst, layer, b, phase, repeat=s.m * (s.vpp - 1))
+    return [replace(op, stage=stage) for op in ops]
 
 
 def _embedding_ops(tables: list[Layer], owners: tuple[int, ...], placement: Placement,
                    s: Strategy, hw: Hardware, b: float, index_bytes: int,
-                   efficiency: float) -> tuple[list[Op], list[Op]]:
+                   efficiency: float, precision: str) -> tuple[list[Op], list[Op]]:
     """Forward and backward ops of tables placed on servers (``embedding=model``).
 
     Every rank is a data-parallel replica with ``b`` samples per micro-batch; the owner
@@ -612,7 +721,7 @@ def _embedding_ops(tables: list[Layer], owners: tuple[int, ...], placement: Plac
     samples = b * s.dp
     comp_f: dict[int, list[float]] = {}
     for layer, o in zip(tables, owners, strict=True):
-        t = layer_time(layer, hw, samples, efficiency=efficiency)
+        t = layer_time(layer, hw, samples, efficiency=efficiency, dtype=precision)
         acc = comp_f.setdefault(o, [0.0, 0.0, 0.0, 0.0])
         acc[0] += t.fwd_s
         acc[1] += t.bwd_s

@@ -166,15 +166,23 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
     sh = s * h
     skv = s * kv_dim
     # Saved for backward (Korthikanti et al. 2022, Sec. 4.1), in elements then bytes.
-    saved = (sh * (2 if norm != "none" else 1) + sh + 2 * skv + sh) * d
+    n_norm = 1 if norm != "none" else 0
+    saved = (sh * (1 + n_norm) + sh + 2 * skv + sh) * d
     saved += (sh * 1.0 if dropout else 0.0)  # output dropout mask, 1 byte per element
+    # Replicated on every TP rank unless sequence parallel (Korthikanti et al. Sec. 4.2):
+    # the norm input, the QKV input and the output dropout mask.
+    sp_part = sh * (1 + n_norm) * d + (sh if dropout else 0.0)
     io = (sh * (2 if norm != "none" else 0) + sh + (sh + 2 * skv) + (sh + 2 * skv) + sh
           + 2 * sh) * d
+    core_saved = 0.0
     if not flash:
         ss = a * s * s
-        saved += ss * d + (ss * (1.0 + d) if dropout else 0.0)
+        core_saved = ss * d + (ss * (1.0 + d) if dropout else 0.0)
+        saved += core_saved
         io += 4.0 * ss * d  # scores written, read by softmax, written, read by context
-    return _block(name, "attention", params, fwd, sh * d, d, io, saved, tp)
+    return _block(name, "attention", params, fwd, sh * d, d, io, saved, tp,
+                  attn_core_fwd_flops=2.0 * score_macs, attn_core_saved_bytes=core_saved,
+                  sp_saved_bytes=sp_part, checkpoint_bytes=sh * d, kv_bytes=2.0 * skv * d)
 
 
 def mlp(name: str, *, hidden: int, ffn: int, seq: int, dtype_bytes: int, bias: bool = True,
@@ -197,34 +205,54 @@ def mlp(name: str, *, hidden: int, ffn: int, seq: int, dtype_bytes: int, bias: b
     n_norm = 1 if norm != "none" else 0
     saved = (sh * n_norm + sh + (2 * sf if gated else (sf if activation else 0)) + sf) * d
     saved += sh if dropout else 0.0
+    # Replicated without sequence parallelism: norm input, first input, dropout mask.
+    sp_part = (sh * n_norm + sh) * d + (sh if dropout else 0.0)
     io = (2 * sh * n_norm + sh + (mats - 1) * sf + (3 * sf if gated else 2 * sf)
           + sf + sh) * d
-    return _block(name, "dense", params, fwd, sh * d, d, io, saved, tp)
+    return _block(name, "dense", params, fwd, sh * d, d, io, saved, tp,
+                  sp_saved_bytes=sp_part)
 
 
 def moe(name: str, *, hidden: int, ffn: int, experts: int, top_k: int, seq: int,
         dtype_bytes: int, norm: str = "rmsnorm", gated: bool = True, bias: bool = False,
-        tp: bool = True) -> Layer:
+        tp: bool = True, capacity_factor: float = 1.0, shared_experts: int = 0) -> Layer:
     """A mixture-of-experts feed-forward block (router + ``experts`` MLPs), one layer.
 
     Each token goes to ``top_k`` experts (Shazeer et al. 2017; Mixtral, Jiang et al.
     2024).  FLOPs count the router and ``top_k`` expert MLPs per token; parameters
     count every expert.  The dispatch all-to-all sends each token's hidden vector to
     its ``top_k`` experts.
+
+    ``capacity_factor`` (>= 1) is the load of the busiest expert relative to a perfect
+    balance: the capacity factor of token-dropping routers, which pad every expert's
+    buffer to ``capacity_factor x tokens x top_k / experts`` (GShard, Lepikhin et al.
+    2021 Sec. 2.2; Switch Transformer, Fedus et al. 2022 Sec. 2.1), or the measured
+    token imbalance of dropless ones.  It scales the routed experts' FLOPs, activations
+    and all-to-all bytes (the busiest rank sets the pace).  ``shared_experts`` are
+    always-active experts of the same width that every token passes (DeepSeekMoE, Dai et
+    al. 2024 Sec. 3.2): dense parameters, replicated across expert parallelism.
     """
     d = dtype_bytes
+    if not capacity_factor >= 1.0:
+        from codesign.errors import invalid
+        raise invalid("moe capacity_factor", capacity_factor, "a number >= 1")
     dense_block = mlp(name, hidden=hidden, ffn=ffn, seq=seq, dtype_bytes=d, bias=bias,
                       norm="none", gated=gated, dropout=False, tp=tp)
     expert_params = experts * dense_block.params
     router = hidden * experts
     s = float(seq)
-    fwd = 2.0 * router * s + top_k * dense_block.fwd_flops
+    routed = top_k * capacity_factor
+    fwd = 2.0 * router * s + (routed + shared_experts) * dense_block.fwd_flops
     sh = s * hidden
-    saved = (2 * sh + s * experts) * d + top_k * (dense_block.saved_bytes)
-    io = (2 * sh + sh + s * experts) * d + top_k * dense_block.io_bytes
-    return _block(name, "expert", expert_params + router + norm_params(norm, hidden), fwd,
+    saved = (2 * sh + s * experts) * d + (routed + shared_experts) * dense_block.saved_bytes
+    io = (2 * sh + sh + s * experts) * d + (routed + shared_experts) * dense_block.io_bytes
+    shared = shared_experts * dense_block.params
+    return _block(name, "expert",
+                  expert_params + shared + router + norm_params(norm, hidden), fwd,
                   sh * d, d, io, saved, tp, experts=experts, top_k=top_k,
-                  expert_params=expert_params, ep_alltoall_bytes=sh * d * top_k)
+                  expert_params=expert_params,
+                  ep_alltoall_bytes=sh * d * top_k * capacity_factor,
+                  sp_saved_bytes=2 * sh * d)
 
 
 def lstm(name: str, in_features: int, hidden: int, *, seq: int, dtype_bytes: int,

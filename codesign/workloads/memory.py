@@ -13,13 +13,26 @@ that many)::
     zero=0:  W + G + K psi          zero=2:  W + G / N + K psi / N
     zero=1:  W + G + K psi / N      zero=3:  W / N + G / N + K psi / N
 
-Activations: each GPU keeps ``saved_bytes`` per sample of its stage's layers for the
-micro-batches in flight.  Under 1F1B stage ``s`` of ``p`` has at most ``min(m, p - s)``
-micro-batches in flight (stage 0 holds ``p``; Narayanan et al. SC'21, Sec. 2.2); without
-pipelining one micro-batch (gradient accumulation).  Tensor parallelism divides the
-activations of ``tp_shardable`` layers by ``tp`` -- exact with sequence parallelism
-(Korthikanti et al. 2022, Sec. 4.2.2, Eq. 4), which shards the norm and dropout
-activations too; without it slightly optimistic.
+Activations: each GPU keeps, per sample of each micro-batch in flight, what its stage's
+layers save for the backward pass, sharded by the strategy (Korthikanti et al. 2022,
+"Reducing Activation Recomputation in Large Transformer Models"; for a GPT layer with
+``s`` tokens, hidden ``h``, ``a`` heads, 2-byte activations):
+
+* no recomputation, TP only (Eq. 2): ``s h (10 + 24 / t + 5 a s / (h t))`` -- the norm
+  inputs, first-linear inputs and dropout masks (``Layer.sp_saved_bytes``, ``10 s h``)
+  stay whole on every TP rank;
+* with sequence parallelism (Eq. 4): ``s h (34 + 5 a s / h) / t``;
+* selective recomputation (Sec. 5, Eq. 6): drops the attention core's ``5 a s^2``
+  (``Layer.attn_core_saved_bytes``);
+* full recomputation: only the layer input ``2 s h`` (``Layer.checkpoint_size``; split by
+  ``t`` with SP), plus, for the micro-batch being recomputed, one transformer layer's
+  full activations (the working set of the backward pass);
+* context parallelism divides everything by ``cp`` (each rank holds ``s / cp`` tokens).
+
+Micro-batches in flight at stage ``s`` of ``p``: 1F1B ``min(m, p - s)`` (Narayanan et
+al. SC'21, Sec. 2.2), GPipe ``m``, interleaved ``p (1 + (p - 1) / (p v))`` at stage 0
+(:func:`~codesign.workloads.strategy.inflight_microbatches`); without pipelining one
+micro-batch (gradient accumulation).
 
 Embedding tables with ``embedding=model`` sit whole on their GPU (placement), with
 their gradients and optimizer state (dense, as FlexFlow and Megatron keep them), and
@@ -31,7 +44,7 @@ temporary all-gathered layer (at most the largest layer's weights).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -41,9 +54,10 @@ from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.model import Workload
 from codesign.workloads.placement import Placement
 from codesign.workloads.strategy import (
-    Strategy, as_strategy, check_applicable, is_table, layer_params_per_gpu, stage_bounds)
+    Strategy, as_strategy, check_applicable, inflight_microbatches, is_table,
+    layer_params_per_gpu, stage_bounds)
 
-__all__ = ["MemoryBreakdown", "memory_per_gpu", "check_memory"]
+__all__ = ["MemoryBreakdown", "memory_per_gpu", "check_memory", "activation_bytes_per_sample"]
 
 _GIB = float(2**30)
 
@@ -52,8 +66,11 @@ _GIB = float(2**30)
 class MemoryBreakdown:
     """Memory of the most loaded GPU, bytes.
 
-    ``inflight_microbatches`` and ``microbatch_size`` (samples) explain the activations;
-    ``capacity_bytes`` is the GPU's HBM.
+    ``inflight_microbatches`` and ``microbatch_size`` (samples) explain the activations
+    (``inflight_microbatches`` may be fractional with the interleaved schedule);
+    ``recompute_workspace_bytes`` (part of the activations) is the full activations of
+    the layer being recomputed with ``recompute=full``; ``capacity_bytes`` is the
+    GPU's HBM.
     """
 
     strategy: str
@@ -65,9 +82,10 @@ class MemoryBreakdown:
     optimizer_bytes: float
     activations_bytes: float
     embedding_bytes: float
-    inflight_microbatches: int
+    inflight_microbatches: float
     microbatch_size: float
     capacity_bytes: float
+    recompute_workspace_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> float:
@@ -80,12 +98,18 @@ class MemoryBreakdown:
         """Whether :attr:`total_bytes` fits in :attr:`capacity_bytes`."""
         return self.total_bytes <= self.capacity_bytes
 
+    @property
+    def shortfall_bytes(self) -> float:
+        """Bytes over capacity (0 when it fits)."""
+        return max(0.0, self.total_bytes - self.capacity_bytes)
+
     def to_dict(self) -> dict[str, Any]:
         return {"strategy": self.strategy, "hardware": self.hardware, "rank": self.rank,
                 "stage": self.stage, "weights_bytes": self.weights_bytes,
                 "gradients_bytes": self.gradients_bytes,
                 "optimizer_bytes": self.optimizer_bytes,
                 "activations_bytes": self.activations_bytes,
+                "recompute_workspace_bytes": self.recompute_workspace_bytes,
                 "embedding_bytes": self.embedding_bytes, "total_bytes": self.total_bytes,
                 "capacity_bytes": self.capacity_bytes,
                 "inflight_microbatches": self.inflight_microbatches,
@@ -97,10 +121,38 @@ class MemoryBreakdown:
                 f"(rank {self.rank}, stage {self.stage}: weights "
                 f"{self.weights_bytes / _GIB:.1f}, gradients {self.gradients_bytes / _GIB:.1f}, "
                 f"optimizer {self.optimizer_bytes / _GIB:.1f}, activations "
-                f"{self.activations_bytes / _GIB:.1f} for {self.inflight_microbatches} "
+                f"{self.activations_bytes / _GIB:.1f} for {self.inflight_microbatches:g} "
                 f"micro-batches of {self.microbatch_size:g}, embedding tables "
                 f"{self.embedding_bytes / _GIB:.1f}), hardware {self.hardware} has "
                 f"{self.capacity_bytes / _GIB:.1f} GiB")
+
+
+def activation_bytes_per_sample(layer: Any, strategy: Strategy) -> float:
+    """Bytes ``layer`` keeps per sample of a micro-batch on one GPU (module docstring)."""
+    s = strategy
+    t = s.tp if layer.tp_shardable else 1
+    tsp = t if s.sp else 1
+    if s.recompute == "full":
+        return layer.checkpoint_size / tsp / s.cp
+    core = layer.attn_core_saved_bytes if s.recompute == "selective" else 0.0
+    sp_part = min(layer.sp_saved_bytes, layer.saved_bytes) if t > 1 else 0.0
+    rest = layer.saved_bytes - sp_part - core
+    return (rest / t + sp_part / tsp) / s.cp
+
+
+def _recompute_workspace(layers: Any, strategy: Strategy) -> float:
+    """Largest recomputation unit's full activations per sample (``recompute=full``).
+
+    A unit starts at a layer that keeps a checkpoint and runs up to the next one (a
+    transformer layer: attention and MLP)."""
+    full = replace(strategy, recompute="none")
+    best = unit = 0.0
+    for layer in layers:
+        if layer.checkpoint_size > 0:
+            unit = 0.0
+        unit += activation_bytes_per_sample(layer, full)
+        best = max(best, unit)
+    return best
 
 
 def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardware | str,
@@ -133,7 +185,10 @@ def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardw
     placed = s.embedding == "model"
     micro = workload.batch_size / (s.dp * s.m)
     opt = float(workload.optimizer_bytes_per_param)
-    n_dense, n_expert = (s.dp, s.dp // s.ep) if s.zero else (1, 1)
+    # ZeRO shards over the ranks holding the same weights: dp x cp (Megatron-LM's
+    # distributed optimizer uses the data-parallel group with context parallelism);
+    # expert parameters over their dp / ep replicas.
+    n_dense, n_expert = (s.data_ranks, s.dp // s.ep) if s.zero else (1, 1)
 
     def state(params: float, dtype: int, group: int) -> tuple[float, float, float]:
         w, g, o = params * dtype, params * dtype, params * opt
@@ -149,16 +204,17 @@ def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardw
     per_stage = []
     for p, (start, stop) in enumerate(stages):
         w = g = o = act = 0.0
-        for layer in workload.layers[start:stop]:
-            if placed and is_table(layer):
-                continue
+        kept = [layer for layer in workload.layers[start:stop]
+                if not (placed and is_table(layer))]
+        for layer in kept:
             shared, expert = layer_params_per_gpu(layer, s)
             for params, group in ((shared, n_dense), (expert, n_expert)):
                 dw, dg, do = state(params, layer.dtype_bytes, group)
                 w, g, o = w + dw, g + dg, o + do
-            act += layer.saved_bytes / (s.tp if layer.tp_shardable else 1)
-        inflight = min(s.m, s.pp - p)
-        per_stage.append((w, g, o, act * micro * inflight, inflight))
+            act += activation_bytes_per_sample(layer, s)
+        inflight = inflight_microbatches(s, p) if s.pp > 1 else 1.0
+        work = _recompute_workspace(kept, s) * micro if s.recompute == "full" else 0.0
+        per_stage.append((w, g, o, act * micro * inflight + work, inflight, work))
 
     # Ranks' stages, and the tables each rank holds (embedding=model).
     if placement is None:
@@ -175,12 +231,13 @@ def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardw
     common = np.array([sum(x[:4]) for x in per_stage])
     totals = common[stage_of] + tables
     rank = int(np.argmax(totals))
-    w, g, o, act, inflight = per_stage[int(stage_of[rank])]
+    w, g, o, act, inflight, work = per_stage[int(stage_of[rank])]
     return MemoryBreakdown(
         strategy=str(s), hardware=hw.name, rank=rank, stage=int(stage_of[rank]),
         weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=act,
         embedding_bytes=float(tables[rank]), inflight_microbatches=inflight,
-        microbatch_size=micro, capacity_bytes=hw.memory_bytes)
+        microbatch_size=micro, capacity_bytes=hw.memory_bytes,
+        recompute_workspace_bytes=work)
 
 
 def check_memory(workload: Workload, strategy: Strategy | str, hardware: Hardware | str,

@@ -41,6 +41,17 @@ Conventions (stated once, used by every builder in this package)
 * Expert parallelism: ``ep_alltoall_bytes`` is the per-sample dispatch all-to-all of
   an expert layer in the forward pass (``seq x hidden x top_k x dtype_bytes``); the
   combine all-to-all has the same size, and the backward pass repeats both.
+* Execution knobs (Korthikanti et al. 2022; see :mod:`codesign.workloads.strategy`):
+  ``attn_core_fwd_flops`` and ``attn_core_saved_bytes`` are the forward FLOPs and the
+  saved ``s x s`` tensors of the attention core (what selective recomputation reruns
+  and drops: ``4 s^2 h`` FLOPs and ``5 a s^2`` bytes for 2-byte activations with
+  dropout); ``sp_saved_bytes`` is the part of ``saved_bytes`` that tensor parallelism
+  alone leaves replicated on every TP rank and sequence parallelism splits (norm
+  inputs, the inputs of the first linear layers, dropout masks: ``10 s h`` per GPT
+  layer, Eq. 2 vs Eq. 4); ``checkpoint_bytes`` is what full recomputation keeps (the
+  transformer layer's input, ``2 s h`` with 2-byte activations, Sec. 5; ``None`` = the
+  layer's output); ``kv_bytes`` the keys and values one sample's attention produces
+  (what context parallelism circulates in its ring).
 """
 
 from __future__ import annotations
@@ -57,6 +68,7 @@ __all__ = ["KINDS", "Layer", "Workload", "MemorySummary"]
 KINDS = ("dense", "embedding", "attention", "expert", "convolution", "norm", "other")
 
 _MAX_COUNT = 10**16  # sanity bound on counts; far above any real model
+_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 
 
 def _nonneg_number(where: str, value: Any) -> float:
@@ -114,6 +126,14 @@ class Layer:
     signature : str
         Operator signature used to match measured profiles (FlexFlow names such as
         ``Dense_2048_2048`` or ``Embed_10000000x128``); empty if none.
+    attn_core_fwd_flops, attn_core_saved_bytes : float
+        Attention core forward FLOPs and saved ``s x s`` bytes per sample.
+    sp_saved_bytes : float
+        Saved bytes per sample that sequence parallelism (not TP alone) splits.
+    checkpoint_bytes : float or None
+        Bytes per sample full recomputation keeps; ``None`` = ``activation_bytes``.
+    kv_bytes : float
+        Key and value bytes per sample (context-parallel ring exchange).
     """
 
     name: str
@@ -136,6 +156,11 @@ class Layer:
     tp_bwd_allreduce_bytes: float = 0.0
     ep_alltoall_bytes: float = 0.0
     signature: str = ""
+    attn_core_fwd_flops: float = 0.0
+    attn_core_saved_bytes: float = 0.0
+    sp_saved_bytes: float = 0.0
+    checkpoint_bytes: float | None = None
+    kv_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         where = f"layer {self.name!r}"
@@ -147,7 +172,9 @@ class Layer:
                      "expert_params"):
             object.__setattr__(self, name, _nonneg_int(f"{where} {name}", getattr(self, name)))
         for name in ("fwd_flops", "bwd_flops", "activation_bytes", "io_bytes", "saved_bytes",
-                     "tp_allreduce_bytes", "tp_bwd_allreduce_bytes", "ep_alltoall_bytes"):
+                     "tp_allreduce_bytes", "tp_bwd_allreduce_bytes", "ep_alltoall_bytes",
+                     "attn_core_fwd_flops", "attn_core_saved_bytes", "sp_saved_bytes",
+                     "kv_bytes"):
             object.__setattr__(self, name, _nonneg_number(f"{where} {name}", getattr(self, name)))
         if isinstance(self.dtype_bytes, bool) or self.dtype_bytes not in (1, 2, 4, 8):
             raise invalid(f"{where} dtype_bytes", self.dtype_bytes, "1, 2, 4 or 8")
@@ -155,6 +182,16 @@ class Layer:
             raise invalid(f"{where} tp_shardable", self.tp_shardable, "true or false")
         if not isinstance(self.signature, str):
             raise invalid(f"{where} signature", self.signature, "a string")
+        if self.checkpoint_bytes is not None:
+            object.__setattr__(self, "checkpoint_bytes", _nonneg_number(
+                f"{where} checkpoint_bytes", self.checkpoint_bytes))
+        for name in ("attn_core_saved_bytes", "sp_saved_bytes"):
+            if getattr(self, name) > self.saved_bytes * (1 + 1e-12):
+                raise invalid(f"{where} {name}", getattr(self, name),
+                              f"at most saved_bytes ({self.saved_bytes:g})")
+        if self.attn_core_fwd_flops > self.fwd_flops * (1 + 1e-12):
+            raise invalid(f"{where} attn_core_fwd_flops", self.attn_core_fwd_flops,
+                          f"at most fwd_flops ({self.fwd_flops:g})")
         if self.expert_params > self.params:
             raise invalid(f"{where} expert_params", self.expert_params,
                           f"at most params ({self.params})")
@@ -182,6 +219,13 @@ class Layer:
             return float(self.params)
         shared = self.params - self.expert_params
         return shared + self.expert_params * self.top_k / self.experts
+
+    @property
+    def checkpoint_size(self) -> float:
+        """Bytes per sample full recomputation keeps (``checkpoint_bytes`` or the output)."""
+        if self.checkpoint_bytes is not None:
+            return self.checkpoint_bytes
+        return min(self.activation_bytes, self.saved_bytes)
 
     @property
     def lookup_bytes(self) -> float:
@@ -251,6 +295,11 @@ class Workload:
         The builder that made the layers (``"transformer"``), or ``"layers"``.
     description, source : str
         What it is and where the numbers come from.
+    precision : str or None
+        Number format of the matrix math the source trained with (``bf16``, ``tf32``,
+        ...); ``None`` = by storage: 2-byte ``bf16``, 1-byte ``fp8``, 4-byte ``tf32``
+        on GPUs with TF32 tensor cores (Ampere and later; PyTorch's default for cuDNN
+        convolutions) else ``fp32``.  A strategy's ``precision`` overrides it.
     """
 
     name: str
@@ -266,9 +315,13 @@ class Workload:
     description: str = ""
     source: str = ""
     hyperparameters: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    precision: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", tuple(self.layers))
+        if self.precision is not None and self.precision not in _PRECISIONS:
+            raise invalid(f"workload {self.name!r} precision", self.precision,
+                          " or ".join(_PRECISIONS))
         if not self.layers:
             raise invalid(f"workload {self.name!r} layers", [], "at least one layer")
         seen: set[str] = set()
@@ -342,7 +395,7 @@ class Workload:
             "description": self.description, "source": self.source,
             "batch_size": self.batch_size, "batch_per_gpu": self.batch_per_gpu,
             "reference_gpus": self.reference_gpus, "seq_len": self.seq_len,
-            "dtype_bytes": self.dtype_bytes,
+            "dtype_bytes": self.dtype_bytes, "precision": self.precision,
             "optimizer_bytes_per_param": self.optimizer_bytes_per_param,
             "layer_count": len(self.layers),
             "parameters": self.parameters, "active_parameters": self.active_parameters,

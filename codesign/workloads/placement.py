@@ -11,7 +11,11 @@ tensor-parallel innermost, then data-parallel, pipeline outermost)::
 
 so a TP group is ``T`` consecutive ranks (on one server when ``T`` divides the GPUs per
 server) and a pipeline stage is ``T x D`` consecutive ranks.  Ranks fill servers in
-order: ``server(rank) = rank // gpus_per_server``.  Expert-parallel groups (``ep=E``)
+order: ``server(rank) = rank // gpus_per_server``.  Context parallelism (``cp=C``) splits
+the data axis: its ``D x C`` positions are ``d' = c + C d`` (context-parallel index
+innermost, Megatron-LM's ``tp-cp-dp-pp`` order), so a CP group is ``C`` neighbours on
+the data axis and the gradient group of a stage is all ``D x C`` of them (CP ranks hold
+the same weights).  Expert-parallel groups (``ep=E``)
 are ``E`` data-parallel neighbours: ``d = E * b + e`` with ``e`` the expert-parallel
 index, ``b`` the expert-replica index (Megatron-LM's ``tp-ep-dp-pp`` order).
 
@@ -110,7 +114,7 @@ class Placement:
         world = strategy.gpus
         per = min(world, gpus_per_server)
         if world % per:
-            raise invalid("strategy dp*tp*pp", world,
+            raise invalid("strategy dp*tp*pp*cp", world,
                           f"a multiple of gpus_per_server ({gpus_per_server}) to fill servers")
         return cls(servers=world // per, gpus_per_server=per, order=tuple(order),
                    table_servers=None if table_servers is None else tuple(table_servers))
@@ -134,20 +138,23 @@ class Placement:
         if strategy.gpus != self.gpus:
             raise InvalidSpecError(
                 f"invalid placement {self.servers}x{self.gpus_per_server} GPUs: strategy "
-                f"{strategy} uses dp*tp*pp = {strategy.gpus} GPUs; use servers x "
+                f"{strategy} uses dp*tp*pp*cp = {strategy.gpus} GPUs; use servers x "
                 f"gpus_per_server = {strategy.gpus}")
 
     # ------------------------------------------------------------------ rank layout
     def rank_grid(self, strategy: Strategy) -> np.ndarray:
-        """``grid[t, d, p]`` = global rank of TP index ``t``, DP index ``d``, stage ``p``."""
+        """``grid[t, d, p]`` = global rank of TP index ``t``, data index ``d``, stage ``p``.
+
+        The data axis has ``dp x cp`` positions (module docstring)."""
         self.check(strategy)
-        size = {"tp": strategy.tp, "dp": strategy.dp, "pp": strategy.pp}
+        data = strategy.data_ranks
+        size = {"tp": strategy.tp, "dp": data, "pp": strategy.pp}
         stride, strides = 1, {}
         for axis in self.order:
             strides[axis] = stride
             stride *= size[axis]
         t = np.arange(strategy.tp)[:, None, None] * strides["tp"]
-        d = np.arange(strategy.dp)[None, :, None] * strides["dp"]
+        d = np.arange(data)[None, :, None] * strides["dp"]
         p = np.arange(strategy.pp)[None, None, :] * strides["pp"]
         return (t + d + p).astype(np.int64)
 
@@ -158,10 +165,17 @@ class Placement:
     def tp_groups(self, strategy: Strategy, stage: int) -> list[tuple[int, ...]]:
         """Tensor-parallel groups of pipeline stage ``stage``, one per DP index."""
         g = self.rank_grid(strategy)
-        return [tuple(int(r) for r in g[:, d, stage]) for d in range(strategy.dp)]
+        return [tuple(int(r) for r in g[:, d, stage]) for d in range(strategy.data_ranks)]
+
+    def cp_groups(self, strategy: Strategy, stage: int) -> list[tuple[int, ...]]:
+        """Context-parallel groups of stage ``stage`` (ring order), one per (t, d)."""
+        g = self.rank_grid(strategy)
+        c = strategy.cp
+        return [tuple(int(r) for r in g[t, d * c:(d + 1) * c, stage])
+                for t in range(strategy.tp) for d in range(strategy.dp)]
 
     def dp_groups(self, strategy: Strategy, stage: int) -> list[tuple[int, ...]]:
-        """Data-parallel groups of stage ``stage``, one per TP index (rank order)."""
+        """Gradient groups of stage ``stage``: the ``dp x cp`` ranks of each TP index."""
         g = self.rank_grid(strategy)
         return [tuple(sorted(int(r) for r in g[t, :, stage])) for t in range(strategy.tp)]
 

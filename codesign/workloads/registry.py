@@ -24,7 +24,8 @@ User model files (YAML, strict keys) come in three forms::
       - {name: fc1, kind: dense, params: 1048576, fwd_flops: 2097152, activation_bytes: 2KiB}
 
 Optional keys in every form: ``description``, ``source``, ``batch_size``,
-``batch_per_gpu``, ``reference_gpus``, ``optimizer_bytes_per_param``; the layers form
+``batch_per_gpu``, ``reference_gpus``, ``optimizer_bytes_per_param``, ``precision``
+(``fp32|tf32|bf16|fp16|fp8``, the number format of the matrix math); the layers form
 also takes ``dtype_bytes`` and ``seq_len``.  In a layer, ``bwd_flops`` defaults to
 ``fwd_flops`` for embeddings and to 2 x ``fwd_flops`` otherwise; byte fields accept
 size strings (``2KiB``).
@@ -82,6 +83,8 @@ SETTINGS = {
     "batch_per_gpu": Param("int", None, minimum=1, maximum=10**9),
     "reference_gpus": Param("int", None, minimum=1, maximum=10**8),
     "optimizer_bytes_per_param": Param("float", None, minimum=0, maximum=1024),
+    "precision": Param("choice", None, choices=("fp32", "tf32", "bf16", "fp16", "fp8"),
+                       doc="number format of the matrix math the model trains with"),
 }
 
 _ENTRY_KEYS = ("builder", "description", "source", "params", "settings", "default_config",
@@ -220,7 +223,7 @@ def build_workload(name: str, builder: str, params: Mapping[str, Any],
         optimizer_bytes_per_param=12.0 if opt is None else opt,
         seq_len=values.get("seq_len"), batch_per_gpu=checked["batch_per_gpu"],
         reference_gpus=checked["reference_gpus"], config=config, builder=builder,
-        description=description, source=source,
+        description=description, source=source, precision=checked["precision"],
         hyperparameters={k: (list(v) if isinstance(v, tuple) else v)
                          for k, v in values.items()},
     )
@@ -240,7 +243,8 @@ _FILE_KEYS = ("name", "description", "source", "builder", "base", "config", "par
               "layers", "dtype_bytes", "seq_len", *SETTINGS)
 _LAYER_KEYS = tuple(f for f in Layer.__dataclass_fields__)
 _BYTE_FIELDS = {"activation_bytes", "io_bytes", "saved_bytes", "tp_allreduce_bytes",
-                "tp_bwd_allreduce_bytes", "ep_alltoall_bytes"}
+                "tp_bwd_allreduce_bytes", "ep_alltoall_bytes", "attn_core_saved_bytes",
+                "sp_saved_bytes", "checkpoint_bytes", "kv_bytes"}
 
 
 def load_workload(path: str | Path) -> Workload:
@@ -344,7 +348,8 @@ def _from_layers(spec: Mapping[str, Any], name: str, settings: Mapping[str, Any]
         dtype_bytes=dtype["dtype_bytes"], optimizer_bytes_per_param=12.0 if opt is None else opt,
         seq_len=dtype["seq_len"], batch_per_gpu=checked["batch_per_gpu"],
         reference_gpus=checked["reference_gpus"], builder="layers",
-        description=text["description"], source=text["source"])
+        description=text["description"], source=text["source"],
+        precision=checked["precision"])
 
 
 def _is_number(value: Any) -> bool:

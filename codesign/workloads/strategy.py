@@ -3,26 +3,49 @@
 The strategy string is fixed by DESIGN.md section 6::
 
     dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]
+      [,cp=C][,sp=true|false][,recompute=none|selective|full]
+      [,schedule=1f1b|interleaved|gpipe][,vpp=V][,precision=fp32|tf32|bf16|fp16|fp8]
 
 * ``dp`` data-parallel replicas, ``tp`` Megatron tensor-parallel ranks (Shoeybi et al.
-  2019), ``pp`` pipeline stages run with the 1F1B schedule (PipeDream-Flush; Narayanan
-  et al. SC'21, Sec. 2.2) over ``microbatches`` micro-batches per iteration.  The job
-  uses ``dp x tp x pp`` GPUs.
+  2019), ``pp`` pipeline stages over ``microbatches`` micro-batches per iteration.  The
+  job uses ``dp x tp x pp x cp`` GPUs.
 * ``zero`` is the ZeRO stage (Rajbhandari et al. SC'20, Sec. 5): 0 none, 1 optimizer
-  state sharded over the data-parallel group, 2 also gradients, 3 also parameters.
+  state sharded over the data-parallel group (Megatron-LM's distributed optimizer), 2
+  also gradients, 3 also parameters.  With pipelining, stages 2 and 3 communicate every
+  micro-batch (sharded gradients cannot accumulate locally; sharded parameters are
+  gathered for each micro-batch's forward and backward), which the demand emits.
 * ``ep`` expert-parallel ranks for mixture-of-experts layers.  As in Megatron-LM and
   DeepSpeed-MoE, the expert-parallel group is carved out of the data-parallel group
-  (``ep`` divides ``dp``): the ``ep`` ranks of a group hold different experts, and the
-  ``dp / ep`` groups hold replicas of them.
-* ``embedding=data`` replicates embedding tables (their gradients join the DP
-  all-reduce); ``embedding=model`` places each table whole on one server (TopoOpt
-  Sec. 2.1, the DLRM hybrid), see :mod:`codesign.workloads.placement`.
+  (``ep`` divides ``dp``).
+* ``embedding=data`` replicates embedding tables; ``embedding=model`` places each table
+  whole on one server (TopoOpt Sec. 2.1, the DLRM hybrid).
+* ``cp`` context parallelism (Megatron-LM's context parallel, ring attention; Liu et al.
+  2023 "Ring Attention with Blockwise Transformers"): each sample's sequence is split
+  over ``cp`` ranks (in ``2 cp`` chunks so that causal attention is load balanced), the
+  ranks circulate their key/value blocks in a ring during attention, and they hold the
+  same weights, so gradients synchronise over ``dp x cp`` ranks.
+* ``sp`` sequence parallelism with TP (Korthikanti et al. 2022, "Reducing Activation
+  Recomputation in Large Transformer Models", Sec. 4.2.2): the TP all-reduces become a
+  reduce-scatter plus an all-gather and the norm / dropout activations are split by
+  ``tp`` too.  Needs ``tp > 1``.
+* ``recompute`` activation recomputation (Korthikanti et al. 2022, Sec. 5): ``full``
+  keeps only each transformer layer's input and reruns the forward pass in the
+  backward pass; ``selective`` recomputes only the attention core (``Q K^T``, softmax,
+  dropout, ``softmax V``), whose ``s x s`` tensors dominate the activations.
+* ``schedule``: ``1f1b`` (PipeDream-Flush, Narayanan et al. SC'21 Sec. 2.2.1),
+  ``gpipe`` (all forwards, then all backwards: same bubble, every micro-batch in
+  flight), ``interleaved`` with ``vpp`` virtual stages per GPU (Narayanan et al. SC'21
+  Sec. 2.2.2: bubble ``(p - 1) / v`` stage-times, ``v`` times the stage crossings).
+* ``precision``: the number format of the matrix math (whose peak the compute model
+  uses); default the workload's (:attr:`Workload.precision`).
 
-Decisions where the string is silent (stated here, tested): ``dp``, ``tp`` and ``pp``
-default to 1 when omitted (``"dp=64"`` is pure data parallelism); ``microbatches``
+Decisions where the string is silent (stated here, tested): ``dp``, ``tp``, ``pp`` and
+``cp`` default to 1 when omitted (``"dp=64"`` is pure data parallelism); ``microbatches``
 defaults to 1 without pipelining and to ``pp`` with it (the fewest that fill the
-1F1B pipeline); keys may appear in any order, at most once, lowercase, with optional
-spaces around ``,`` and ``=``.  :func:`format_strategy` gives the canonical string.
+1F1B pipeline); ``sp`` defaults to false and ``recompute`` to none (Megatron-LM's
+defaults); ``schedule`` to 1f1b; keys may appear in any order, at most once, lowercase,
+with optional spaces around ``,`` and ``=``.  :func:`format_strategy` gives the
+canonical string (non-default keys only).
 """
 
 from __future__ import annotations
@@ -35,14 +58,27 @@ from codesign.errors import InvalidSpecError, invalid
 
 __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRATEGY_KEYS",
            "pipeline_stages", "bubble_fraction", "is_table", "layer_params_per_gpu",
-           "check_applicable", "stage_bounds"]
+           "check_applicable", "stage_bounds", "RECOMPUTE", "SCHEDULES", "PRECISIONS",
+           "inflight_microbatches"]
 
 #: Keys of the strategy string, in canonical order.
-STRATEGY_KEYS = ("dp", "tp", "pp", "microbatches", "zero", "ep", "embedding")
+STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "embedding", "sp",
+                 "recompute", "schedule", "vpp", "precision")
+#: Activation recomputation modes (Korthikanti et al. 2022, Sec. 5).
+RECOMPUTE = ("none", "selective", "full")
+#: Pipeline schedules.
+SCHEDULES = ("1f1b", "interleaved", "gpipe")
+#: Number formats of the matrix math.
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 _MAX_DEGREE = 10**7          # far above any cluster
 _MAX_MICROBATCHES = 10**9
 _EMBEDDING = ("data", "model")
-_FORM = "dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]"
+_BOOL = {"true": True, "false": False}
+_FORM = ("dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]"
+         "[,sp=true|false][,recompute=none|selective|full][,schedule=1f1b|interleaved|gpipe]"
+         "[,vpp=V][,precision=fp32|tf32|bf16|fp16|fp8]")
+_CHOICES = {"embedding": _EMBEDDING, "recompute": RECOMPUTE, "schedule": SCHEDULES,
+            "precision": PRECISIONS}
 
 
 def positive_int(field: str, value: Any, maximum: int) -> int:
@@ -58,26 +94,38 @@ def _degree(name: str, value: Any, maximum: int = _MAX_DEGREE) -> int:
 
 @dataclass(frozen=True)
 class Strategy:
-    """A hybrid parallelization strategy (see the module docstring).
+    """A hybrid parallelization strategy with its execution knobs (module docstring).
 
     Parameters
     ----------
-    dp, tp, pp : int
-        Data-, tensor- and pipeline-parallel degrees (>= 1).
+    dp, tp, pp, cp : int
+        Data-, tensor-, pipeline- and context-parallel degrees (>= 1).
     microbatches : int or None
         Micro-batches per iteration; ``None`` = 1 without pipelining, ``pp`` with it
-        (:attr:`m` gives the effective value).
+        (:attr:`m` gives the effective value).  With ``pp = 1``, ``m > 1`` is gradient
+        accumulation.
     zero : int
         ZeRO stage, 0..3.
     ep : int
         Expert-parallel degree; divides ``dp``.
     embedding : str
         ``"data"`` (replicated tables) or ``"model"`` (tables placed on servers).
+    sp : bool
+        Sequence parallelism (needs ``tp > 1``).
+    recompute : str
+        ``"none"``, ``"selective"`` or ``"full"``.
+    schedule : str
+        ``"1f1b"``, ``"interleaved"`` (needs ``vpp >= 2``, ``pp >= 2`` and ``pp``
+        dividing the micro-batches, as Megatron-LM requires) or ``"gpipe"``.
+    vpp : int
+        Virtual pipeline stages (model chunks) per GPU; > 1 only with ``interleaved``.
+    precision : str or None
+        Number format of the matrix math; ``None`` = the workload's.
 
     Raises
     ------
     InvalidSpecError
-        A field out of range; the message names it.
+        A field out of range or a combination that does not exist; the message names it.
     """
 
     dp: int = 1
@@ -87,27 +135,61 @@ class Strategy:
     zero: int = 0
     ep: int = 1
     embedding: str = "data"
+    cp: int = 1
+    sp: bool = False
+    recompute: str = "none"
+    schedule: str = "1f1b"
+    vpp: int = 1
+    precision: str | None = None
 
     def __post_init__(self) -> None:
-        for name in ("dp", "tp", "pp", "ep"):
+        for name in ("dp", "tp", "pp", "ep", "cp", "vpp"):
             _degree(name, getattr(self, name))
         if self.microbatches is not None:
             _degree("microbatches", self.microbatches, _MAX_MICROBATCHES)
         if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
             raise invalid("strategy zero", self.zero, "0, 1, 2 or 3 (the ZeRO stage)")
-        if self.embedding not in _EMBEDDING:
-            raise invalid("strategy embedding", self.embedding, "data or model")
+        for name, choices in _CHOICES.items():
+            value = getattr(self, name)
+            if name == "precision" and value is None:
+                continue
+            if value not in choices:
+                raise invalid(f"strategy {name}", value, " or ".join(choices))
+        if not isinstance(self.sp, bool):
+            raise invalid("strategy sp", self.sp, "true or false")
         if self.dp % self.ep:
             raise invalid("strategy ep", self.ep,
                           f"a divisor of dp ({self.dp}): expert-parallel groups are carved "
                           "out of the data-parallel group")
+        if self.sp and self.tp == 1:
+            raise invalid("strategy sp", "true", "false with tp=1 (sequence parallelism "
+                          "splits the tensor-parallel group's activations)")
+        if self.cp > 1 and self.ep > 1:
+            raise invalid("strategy cp", self.cp, "1 with ep > 1 (context parallelism of "
+                          "expert layers is not modelled)")
+        if self.schedule == "interleaved":
+            if self.pp < 2 or self.vpp < 2:
+                raise invalid("strategy schedule", "interleaved",
+                              f"1f1b or gpipe unless pp >= 2 and vpp >= 2 (pp={self.pp}, "
+                              f"vpp={self.vpp})")
+            if self.m % self.pp:
+                raise invalid("strategy microbatches", self.m,
+                              f"a multiple of pp ({self.pp}) with the interleaved schedule "
+                              "(Megatron-LM's rule)")
+        elif self.vpp != 1:
+            raise invalid("strategy vpp", self.vpp, "1 unless schedule=interleaved")
         if self.gpus > _MAX_DEGREE:
-            raise invalid("strategy dp*tp*pp", self.gpus, f"at most {_MAX_DEGREE} GPUs")
+            raise invalid("strategy dp*tp*pp*cp", self.gpus, f"at most {_MAX_DEGREE} GPUs")
 
     @property
     def gpus(self) -> int:
-        """GPUs the strategy uses: ``dp x tp x pp``."""
-        return self.dp * self.tp * self.pp
+        """GPUs the strategy uses: ``dp x tp x pp x cp``."""
+        return self.dp * self.tp * self.pp * self.cp
+
+    @property
+    def data_ranks(self) -> int:
+        """Ranks holding the same weights of a stage: ``dp x cp`` (the gradient group)."""
+        return self.dp * self.cp
 
     @property
     def m(self) -> int:
@@ -118,51 +200,90 @@ class Strategy:
 
     @property
     def bubble_fraction(self) -> float:
-        """1F1B pipeline bubble ``(p - 1) / (m + p - 1)`` (Narayanan et al. SC'21, Sec. 2.2)."""
-        return bubble_fraction(self.pp, self.m)
+        """Pipeline bubble over the iteration: :func:`bubble_fraction`."""
+        return bubble_fraction(self.pp, self.m, self.vpp)
 
     def __str__(self) -> str:
         return format_strategy(self)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"dp": self.dp, "tp": self.tp, "pp": self.pp, "microbatches": self.m,
-                "zero": self.zero, "ep": self.ep, "embedding": self.embedding,
+        return {"dp": self.dp, "tp": self.tp, "pp": self.pp, "cp": self.cp,
+                "microbatches": self.m, "zero": self.zero, "ep": self.ep,
+                "embedding": self.embedding, "sp": self.sp, "recompute": self.recompute,
+                "schedule": self.schedule, "vpp": self.vpp, "precision": self.precision,
                 "gpus": self.gpus, "text": str(self)}
 
 
-def bubble_fraction(pp: int, microbatches: int) -> float:
-    """Idle fraction of a 1F1B (or GPipe) pipeline: ``(p - 1) / (m + p - 1)``.
+def bubble_fraction(pp: int, microbatches: int, vpp: int = 1) -> float:
+    """Idle fraction of a pipelined iteration: ``(p - 1) / (v m + p - 1)``.
 
-    With ``m`` micro-batches of forward+backward time ``t`` per stage, an iteration
-    takes ``(m + p - 1) t`` of which ``(p - 1) t`` is bubble (Narayanan et al. SC'21,
-    Sec. 2.2: bubble time over ideal time is ``(p - 1) / m``).
+    With ``m`` micro-batches of forward+backward time ``t`` per stage, 1F1B and GPipe take
+    ``(m + p - 1) t`` of which ``(p - 1) t`` is bubble (Narayanan et al. SC'21, Sec. 2.2:
+    bubble time over ideal time ``(p - 1) / m``); the interleaved schedule with ``v``
+    model chunks per GPU cuts the bubble to ``(p - 1) t / v`` (Sec. 2.2.2: ``(p - 1) /
+    (v m)`` of the ideal time).
     """
     _degree("pp", pp)
     _degree("microbatches", microbatches, _MAX_MICROBATCHES)
-    return (pp - 1) / (microbatches + pp - 1)
+    _degree("vpp", vpp)
+    return (pp - 1) / (vpp * microbatches + pp - 1)
+
+
+def inflight_microbatches(strategy: Strategy, stage: int) -> float:
+    """Micro-batches whose activations stage ``stage`` holds at its peak.
+
+    In units of "all of this stage's layers for one micro-batch":
+
+    * 1F1B: ``min(m, p - s)`` (PipeDream-Flush warm-up, Narayanan et al. SC'21 Sec. 2.2.1);
+    * GPipe: ``m`` (every forward before any backward; Huang et al. 2019);
+    * interleaved with ``v`` chunks: Megatron-LM warms up ``2 (p - s - 1) + (v - 1) p``
+      chunk forwards plus the first steady-state one, each ``1 / v`` of the stage's
+      layers: ``(2 (p - s - 1) + (v - 1) p + 1) / v``, at most ``m`` -- for stage 0
+      ``p (1 + (p - 1) / (p v))``, Korthikanti et al. 2022 Sec. 4.2.3.
+    """
+    s, p, m = strategy, strategy.pp, strategy.m
+    if s.schedule == "gpipe":
+        return float(m)
+    if s.schedule == "interleaved":
+        v = s.vpp
+        return min(float(m), (2 * (p - stage - 1) + (v - 1) * p + 1) / v)
+    return float(min(m, p - stage))
 
 
 def format_strategy(strategy: Strategy) -> str:
     """Canonical string: ``dp,tp,pp`` always; the others only when not the default."""
-    parts = [f"dp={strategy.dp}", f"tp={strategy.tp}", f"pp={strategy.pp}"]
-    if strategy.microbatches is not None:
-        parts.append(f"microbatches={strategy.microbatches}")
-    if strategy.zero:
-        parts.append(f"zero={strategy.zero}")
-    if strategy.ep != 1:
-        parts.append(f"ep={strategy.ep}")
-    if strategy.embedding != "data":
-        parts.append(f"embedding={strategy.embedding}")
+    s = strategy
+    parts = [f"dp={s.dp}", f"tp={s.tp}", f"pp={s.pp}"]
+    if s.cp != 1:
+        parts.append(f"cp={s.cp}")
+    if s.microbatches is not None:
+        parts.append(f"microbatches={s.microbatches}")
+    if s.zero:
+        parts.append(f"zero={s.zero}")
+    if s.ep != 1:
+        parts.append(f"ep={s.ep}")
+    if s.embedding != "data":
+        parts.append(f"embedding={s.embedding}")
+    if s.sp:
+        parts.append("sp=true")
+    if s.recompute != "none":
+        parts.append(f"recompute={s.recompute}")
+    if s.schedule != "1f1b":
+        parts.append(f"schedule={s.schedule}")
+    if s.vpp != 1:
+        parts.append(f"vpp={s.vpp}")
+    if s.precision is not None:
+        parts.append(f"precision={s.precision}")
     return ",".join(parts)
 
 
 def parse_strategy(text: str) -> Strategy:
-    """Parse ``"dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]"``.
+    """Parse a strategy string (module docstring; DESIGN.md section 6).
 
     Parameters
     ----------
     text : str
-        The strategy string (DESIGN.md section 6).
+        The strategy string.
 
     Returns
     -------
@@ -172,13 +293,16 @@ def parse_strategy(text: str) -> Strategy:
     ------
     InvalidSpecError
         Empty string, a part without ``=``, an unknown or repeated key, a value that is
-        not a decimal integer in range (or not ``data``/``model``); one line naming the
-        field.
+        not a decimal integer in range (or not one of the key's words); one line naming
+        the field.
 
     Examples
     --------
     >>> parse_strategy("dp=4,tp=8,pp=2,microbatches=16,zero=1")
-    Strategy(dp=4, tp=8, pp=2, microbatches=16, zero=1, ep=1, embedding='data')
+    Strategy(dp=4, tp=8, pp=2, microbatches=16, zero=1, ep=1, embedding='data', cp=1, \
+sp=False, recompute='none', schedule='1f1b', vpp=1, precision=None)
+    >>> str(parse_strategy("dp=8,tp=8,pp=16,sp=true,recompute=selective"))
+    'dp=8,tp=8,pp=16,sp=true,recompute=selective'
     """
     if not isinstance(text, str) or not text.strip():
         raise invalid("strategy", text, _FORM)
@@ -193,10 +317,15 @@ def parse_strategy(text: str) -> Strategy:
                                    f"{', '.join(STRATEGY_KEYS)}")
         if key in values:
             raise invalid(f"strategy {key}", raw, "each key at most once")
-        if key == "embedding":
-            if raw not in _EMBEDDING:
-                raise invalid("strategy embedding", raw, "data or model")
+        if key in _CHOICES:
+            if raw not in _CHOICES[key]:
+                raise invalid(f"strategy {key}", raw, " or ".join(_CHOICES[key]))
             values[key] = raw
+            continue
+        if key == "sp":
+            if raw not in _BOOL:
+                raise invalid("strategy sp", raw, "true or false")
+            values[key] = _BOOL[raw]
             continue
         # Plain decimal digits only: no signs, floats, underscores or other numerals.
         if not raw.isascii() or not raw.isdigit() or len(raw) > 12:
@@ -306,12 +435,12 @@ def check_applicable(workload: Any, strategy: Strategy) -> None:
     """Raise unless ``strategy`` can run ``workload`` (divisibility and support rules).
 
     Rules: the global batch divides into ``dp x microbatches`` micro-batches of whole
-    samples; ``pp`` is at most the layer count; ``tp`` divides the attention heads when
-    the workload gives them; ``ep > 1`` needs expert layers whose expert count it
-    divides; ZeRO stages 2 and 3 are not combined with pipelining (1F1B accumulates
-    gradients over micro-batches; DeepSpeed refuses the combination);
-    ``embedding=model`` needs tables and ``tp = pp = 1`` (TopoOpt's hybrid: tables on
-    servers, the rest data parallel).
+    samples; ``pp x vpp`` is at most the layer count; ``tp`` divides the attention heads
+    and the key/value heads when the workload gives them (Megatron-LM splits whole heads
+    and query groups); ``ep > 1`` needs expert layers whose expert count it divides;
+    ``cp > 1`` needs attention layers and a sequence that splits into ``2 cp`` equal
+    chunks (causal load balancing); ``embedding=model`` needs tables and ``tp = pp = 1``
+    (TopoOpt's hybrid: tables on servers, the rest data parallel).
 
     Raises
     ------
@@ -324,12 +453,18 @@ def check_applicable(workload: Any, strategy: Strategy) -> None:
         raise invalid(f"strategy dp*microbatches for {workload.name} (batch_size "
                       f"{workload.batch_size})", per,
                       "a divisor of the global batch (whole samples per micro-batch)")
-    if s.pp > len(workload.layers):
-        raise invalid("strategy pp", s.pp,
+    if s.pp * s.vpp > len(workload.layers):
+        what = "pp*vpp" if s.vpp > 1 else "pp"
+        raise invalid(f"strategy {what}", s.pp * s.vpp,
                       f"at most the layer count of {workload.name} ({len(workload.layers)})")
-    heads = workload.hyperparameters.get("heads")
+    hp = workload.hyperparameters
+    heads = hp.get("heads")
     if isinstance(heads, int) and heads % s.tp:
         raise invalid("strategy tp", s.tp, f"a divisor of the attention heads ({heads})")
+    kv_heads = hp.get("kv_heads")
+    if isinstance(kv_heads, int) and kv_heads % s.tp:
+        raise invalid("strategy tp", s.tp,
+                      f"a divisor of the key/value heads ({kv_heads}, grouped-query attention)")
     if s.ep > 1:
         experts = {layer.experts for layer in workload.layers if layer.experts}
         if not experts:
@@ -337,17 +472,21 @@ def check_applicable(workload: Any, strategy: Strategy) -> None:
         bad = sorted(e for e in experts if e % s.ep)
         if bad:
             raise invalid("strategy ep", s.ep, f"a divisor of the expert count ({bad[0]})")
-    if s.zero >= 2 and s.pp > 1:
-        raise invalid("strategy zero", s.zero,
-                      "0 or 1 with pipeline parallelism (stages 2-3 shard gradients that 1F1B "
-                      "accumulates over micro-batches)")
+    if s.cp > 1:
+        if not any(layer.kind == "attention" for layer in workload.layers):
+            raise invalid("strategy cp", s.cp, f"1: {workload.name} has no attention layers")
+        seq = workload.seq_len
+        if not isinstance(seq, int) or seq % (2 * s.cp):
+            raise invalid("strategy cp", s.cp,
+                          f"a value with 2*cp dividing the sequence length ({seq})")
     if s.embedding == "model":
         if not any(is_table(layer) for layer in workload.layers):
             raise invalid("strategy embedding", "model",
                           f"data: {workload.name} has no embedding tables")
-        if s.tp != 1 or s.pp != 1:
+        if s.tp != 1 or s.pp != 1 or s.cp != 1:
             raise invalid("strategy embedding", "model",
-                          "only with tp=1 and pp=1 (tables on servers, the rest data parallel)")
+                          "only with tp=1, pp=1 and cp=1 (tables on servers, the rest data "
+                          "parallel)")
 
 
 def stage_bounds(workload: Any, strategy: Strategy) -> tuple[tuple[int, int], ...]:

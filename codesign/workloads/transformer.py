@@ -57,6 +57,10 @@ TRANSFORMER_PARAMS = {
     "gated": Param("bool", False, doc="SwiGLU MLP (three matrices)"),
     "experts": Param("int", 0, minimum=0, maximum=4096, doc="MoE experts (0: dense MLP)"),
     "top_k": Param("int", 0, minimum=0, maximum=4096, doc="experts per token"),
+    "capacity_factor": Param("float", 1.0, minimum=1.0, maximum=64.0,
+                             doc="busiest expert's load over a perfect balance (MoE)"),
+    "shared_experts": Param("int", 0, minimum=0, maximum=64,
+                            doc="always-active experts per MoE layer (DeepSeekMoE)"),
     "dropout": Param("bool", True, doc="dropout masks are kept for backward"),
     "flash_attention": Param("bool", False, doc="s x s attention tensors are not stored"),
     "head": Param("choice", "lm", choices=("lm", "regression", "none"),
@@ -68,7 +72,8 @@ TRANSFORMER_PARAMS = {
 def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | None,
                       ffn: int | None, vocab: int, seq_len: int, positions: int,
                       token_types: int, tied: bool, bias: bool, norm: str, prenorm: bool,
-                      gated: bool, experts: int, top_k: int, dropout: bool,
+                      gated: bool, experts: int, top_k: int, capacity_factor: float,
+                      shared_experts: int, dropout: bool,
                       flash_attention: bool, head: str, dtype_bytes: int) -> list[Layer]:
     """Layers of a transformer (see the module docstring)."""
     d = dtype_bytes
@@ -82,6 +87,9 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
         raise invalid("transformer top_k", top_k, f"an integer in 1..experts ({experts})")
     if not experts and top_k:
         raise invalid("transformer top_k", top_k, "0 without experts")
+    if not experts and (shared_experts or capacity_factor != 1.0):
+        raise invalid("transformer shared_experts/capacity_factor",
+                      (shared_experts, capacity_factor), "defaults (0, 1.0) without experts")
     if tied and (head != "lm" or not vocab):
         raise invalid("transformer tied", tied, "false unless head is lm and vocab > 0")
     if head == "lm" and not vocab:
@@ -100,12 +108,16 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
                              seq=seq_len, dtype_bytes=d, bias=bias, norm=norm,
                              dropout=dropout, flash=flash_attention))
         if experts:
-            out.append(moe(f"block{i}.mlp", hidden=hidden, ffn=ffn, experts=experts,
-                           top_k=top_k, seq=seq_len, dtype_bytes=d, norm=norm, gated=gated,
-                           bias=bias))
+            block_mlp = moe(f"block{i}.mlp", hidden=hidden, ffn=ffn, experts=experts,
+                            top_k=top_k, seq=seq_len, dtype_bytes=d, norm=norm, gated=gated,
+                            bias=bias, capacity_factor=capacity_factor,
+                            shared_experts=shared_experts)
         else:
-            out.append(mlp(f"block{i}.mlp", hidden=hidden, ffn=ffn, seq=seq_len,
-                           dtype_bytes=d, bias=bias, norm=norm, gated=gated, dropout=dropout))
+            block_mlp = mlp(f"block{i}.mlp", hidden=hidden, ffn=ffn, seq=seq_len,
+                            dtype_bytes=d, bias=bias, norm=norm, gated=gated, dropout=dropout)
+        # Full recomputation checkpoints the transformer layer's input only (kept by the
+        # attention sub-layer; Korthikanti et al. Sec. 5): the MLP half keeps nothing.
+        out.append(replace(block_mlp, checkpoint_bytes=0.0))
     if head == "lm":
         lm = dense("lm_head", hidden, vocab, tokens=seq_len, bias=False, dtype_bytes=d)
         # Megatron vocabulary-parallel output layer: identity forward, all-reduce of the

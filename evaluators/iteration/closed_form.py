@@ -132,9 +132,11 @@ def closed_form_estimate(system, demand, *, alpha: float | None = None) -> Close
         raise invalid("topology NPUs", topo.npus,
                       f"the job's servers ({pl.servers}) or its GPUs ({pl.gpus})")
     per = np.zeros(pl.gpus)
+    step = np.zeros(pl.gpus)   # the optimizer step runs once, after the pipeline
     for op in demand.compute():
-        per[list(op.ranks)] += op.seconds * op.repeat
-    C = float(per.max()) / s.m * (s.m + s.pp - 1) if per.size else 0.0
+        (step if op.kind == "optimizer" else per)[list(op.ranks)] += op.seconds * op.repeat
+    slots = s.m + (s.pp - 1) / s.vpp
+    C = float(per.max()) / s.m * slots + float(step.max()) if per.size else 0.0
     if alpha is None:
         alpha = 1.0 if topo.switches else float(topo.mean_path_length)
     B = float(topo.injection_bandwidth().mean())

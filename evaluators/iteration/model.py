@@ -70,10 +70,14 @@ from codesign.errors import invalid
 from evaluators.iteration.comm import CommCost, CommTimer, System
 from evaluators.iteration.phase import DEFAULT_RTOL
 
-__all__ = ["IterationResult", "evaluate", "resolve_system", "resolve_auto", "PURPOSES"]
+__all__ = ["IterationResult", "evaluate", "resolve_system", "resolve_auto", "PURPOSES",
+           "BREAKDOWN"]
 
 #: Per-purpose communication keys of :class:`IterationResult`.
-PURPOSES = ("dp", "tp", "pp", "ep", "embedding", "zero")
+PURPOSES = ("dp", "tp", "pp", "ep", "cp", "embedding", "zero")
+#: Keys of :attr:`IterationResult.breakdown`, which add up to the iteration time.
+BREAKDOWN = ("compute_s", "recompute_s", "bubble_s", "tp_s", "dp_s", "pp_s", "ep_s", "cp_s",
+             "embedding_s", "zero_s", "optimizer_s")
 _RING = ("allreduce", "reducescatter", "allgather")
 
 
@@ -105,6 +109,15 @@ class IterationResult:
     zero_s: float
     servers: int
     gpus: int
+    cp_s: float = 0.0
+    recompute_time_s: float = 0.0
+    optimizer_time_s: float = 0.0
+    mfu: float = 0.0
+    flops_per_gpu_s: float = 0.0
+    precision: str = ""
+    peak_flops: float = 0.0
+    breakdown: dict[str, float] | None = None
+    memory: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (every field; per-purpose seconds also under ``by_purpose_s``)."""
@@ -156,23 +169,42 @@ def _purpose(p: str) -> str:
     return "dp" if p == "dp-expert" else p
 
 
-def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
-           marks: dict[str, float] | None = None) -> tuple[float, list[_Step], float]:
-    """Walk one stage's ops of one pass; returns (compute s, comm steps, critical comm s).
+class _Pass:
+    """One stage's pass of one micro-batch: compute and critical communication (s)."""
 
-    ``rank_compute`` accumulates per-GPU compute seconds of this pass.  With ``marks``,
-    records for every layer the time (from the pass start) its compute has finished.
+    __slots__ = ("compute", "recompute", "steps", "critical", "by_purpose")
+
+    def __init__(self) -> None:
+        self.compute = self.recompute = self.critical = 0.0
+        self.steps: list[_Step] = []
+        self.by_purpose: dict[str, float] = {}
+
+
+def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
+           marks: dict[str, float] | None = None) -> _Pass:
+    """Walk one stage's ops of one pass (module docstring).
+
+    ``rank_compute`` accumulates per-GPU compute seconds of this pass (recomputation
+    included; :attr:`_Pass.recompute` is the recomputation part on the busiest GPU).
+    With ``marks``, records for every layer the time (from the pass start) its compute
+    has finished.  A ring collective with ``hidden_s`` runs under that much compute and
+    only its excess is critical (context parallelism's ring exchange).
     """
     from codesign.workloads.demand import CollectiveOp, Compute, Transfer
 
-    steps: list[_Step] = []
+    out = _Pass()
+    steps = out.steps
+    rank_re = np.zeros_like(rank_compute)
     mp_src: list[int] = []         # point-to-point transfers
     mp_dst: list[int] = []
     mp_size: list[float] = []
     mp_arrays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []   # all-to-alls
     mp_purpose: dict[str, int] = {}
     mp_factor = [1.0]
-    clock = [0.0, 0.0]   # unused slot; critical communication so far (s)
+
+    def critical(seconds: float, purpose: str) -> None:
+        out.critical += seconds
+        out.by_purpose[purpose] = out.by_purpose.get(purpose, 0.0) + seconds
 
     def flush_mp() -> None:
         if not mp_src and not mp_arrays:
@@ -184,7 +216,7 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
                               np.concatenate([c for _, _, c in parts]))
         purpose = max(mp_purpose, key=mp_purpose.get)
         steps.append(_Step(cost, mp_factor[0], purpose))
-        clock[1] += cost.time_s * mp_factor[0]
+        critical(cost.time_s * mp_factor[0], purpose)
         mp_src.clear(), mp_dst.clear(), mp_size.clear(), mp_arrays.clear(), mp_purpose.clear()
 
     def flush_ring(group: list) -> None:
@@ -192,10 +224,11 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
         cost = timer.collective_set(op.kind, [o.members for o in group], op.bytes)
         f = _occurrence_factor(op, m)
         steps.append(_Step(cost, f, _purpose(op.purpose)))
-        clock[1] += cost.time_s * f
+        critical(max(0.0, cost.time_s - op.hidden_s) * f, _purpose(op.purpose))
 
     def ring_key(op) -> tuple:
-        return (op.kind, op.bytes, op.layer, op.purpose, op.phase, op.repeat, op.bucket)
+        return (op.kind, op.bytes, op.layer, op.purpose, op.phase, op.repeat, op.bucket,
+                op.hidden_s)
 
     # A *block* is the communication between two compute ops.  All its transfers and
     # all-to-alls form one MP phase; its ring collectives form concurrent sets (same
@@ -243,14 +276,21 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
         elif isinstance(op, Compute):
             flush_block()
             f = _occurrence_factor(op, m)
-            rank_compute[list(op.ranks)] += op.seconds * f
+            idx = list(op.ranks)
+            rank_compute[idx] += op.seconds * f
+            if op.kind == "recompute":
+                rank_re[idx] += op.seconds * f
             if marks is not None:
                 # Compute ops on different ranks (e.g. each table owner's lookups) run
                 # side by side; communication blocks synchronise: elapsed = critical
                 # communication so far + the most loaded rank's compute so far.
-                marks[op.name] = clock[1] + float(rank_compute.max())
+                marks[op.name] = out.critical + float(rank_compute.max())
     flush_block()
-    return float(rank_compute.max()) if rank_compute.size else 0.0, steps, clock[1]
+    if rank_compute.size:
+        busiest = int(np.argmax(rank_compute))
+        out.compute = float(rank_compute[busiest])
+        out.recompute = float(rank_re[busiest])
+    return out
 
 
 def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement=None,
@@ -337,7 +377,7 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
     demand = demand_for(workload, s, hw, placement,
                         bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_bytes is None else bucket_bytes,
                         efficiency=DEFAULT_EFFICIENCY if efficiency is None else efficiency)
-    m, P = s.m, s.pp
+    m, P, V = s.m, s.pp, s.vpp
 
     # Split ops: per stage, forward / backward / gradient / optimizer, in order.
     per: list[dict[str, list]] = [{"forward": [], "backward": [], "gradient": [],
@@ -360,25 +400,31 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
         if step.purpose in PURPOSES:
             purpose_s[stage, PURPOSES.index(step.purpose)] += c.time_s * occurrences
 
-    C = np.zeros(P)
-    K = np.zeros(P)
-    B = np.zeros(P)
+    C = np.zeros(P)      # compute per micro-batch (recomputation included)
+    R = np.zeros(P)      # of which recomputation
+    K = np.zeros(P)      # critical communication per micro-batch
+    B = np.zeros(P)      # backward pass per micro-batch
+    crit: list[dict[str, float]] = []
     marks: list[dict[str, float]] = []
     for p in range(P):
-        rc_f = np.zeros(gpus)
-        comp_f, steps_f, comm_f = _steps(per[p]["forward"], timer, m, rc_f)
-        rc_b = np.zeros(gpus)
+        fw = _steps(per[p]["forward"], timer, m, np.zeros(gpus))
         mk: dict[str, float] = {}
-        comp_b, steps_b, comm_b = _steps(per[p]["backward"], timer, m, rc_b, mk)
+        bw = _steps(per[p]["backward"], timer, m, np.zeros(gpus), mk)
         marks.append(mk)
-        C[p] = comp_f + comp_b
-        K[p] = comm_f + comm_b
-        B[p] = comp_b + comm_b
-        for st in steps_f + steps_b:
+        C[p] = fw.compute + bw.compute
+        R[p] = fw.recompute + bw.recompute
+        K[p] = fw.critical + bw.critical
+        B[p] = bw.compute + bw.critical
+        crit.append({k: fw.by_purpose.get(k, 0.0) + bw.by_purpose.get(k, 0.0)
+                     for k in set(fw.by_purpose) | set(bw.by_purpose)})
+        for st in fw.steps + bw.steps:
             account(st, st.factor * m, p)
     t_stage = C + K
-    T_pipe = (m + P - 1) * float(t_stage.max())
-    compute = (m + P - 1) * float(C.max())
+    # 1F1B / GPipe: (m + P - 1) stage-times; interleaved with V chunks: the bubble is
+    # (P - 1) / V stage-times (Narayanan et al. SC'21 Sec. 2.2.2).
+    slots = m + (P - 1) / V
+    T_pipe = slots * float(t_stage.max())
+    compute = slots * float(C.max())
 
     # Gradient buckets, overlapped with the last micro-batch's backward.
     grad_end = T_pipe
@@ -387,7 +433,7 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
         ops = per[p]["gradient"]
         if not ops:
             continue
-        E = T_pipe - p * b_max
+        E = T_pipe - p * b_max / V
         start_bwd = E - B[p]
         sets: list[list] = []
         for op in ops:
@@ -410,10 +456,15 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
             free = start + c.time_s
         grad_end = max(grad_end, free)
 
-    opt = 0.0
+    # After the gradients: ZeRO-1/2's parameter all-gather and the optimizer step (a
+    # memory-bound pass over the local shard), per stage; the slowest stage counts.
+    from codesign.workloads.demand import Compute
+
+    opt = opt_zero = opt_step = 0.0
     for p in range(P):
-        t = 0.0
-        ops = per[p]["optimizer"]
+        t_zero = t_step = 0.0
+        ops = [op for op in per[p]["optimizer"] if not isinstance(op, Compute)]
+        steps = [op for op in per[p]["optimizer"] if isinstance(op, Compute)]
         i = 0
         while i < len(ops):
             j = i
@@ -423,9 +474,11 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
             op = ops[i]
             cost = timer.collective_set(op.kind, [o.members for o in ops[i:j]], op.bytes)
             account(_Step(cost, 1.0, _purpose(op.purpose)), op.repeat, p)
-            t += cost.time_s * op.repeat
+            t_zero += cost.time_s * op.repeat
             i = j
-        opt = max(opt, t)
+        t_step = max((op.seconds * op.repeat for op in steps), default=0.0)
+        if t_zero + t_step > opt:
+            opt, opt_zero, opt_step = t_zero + t_step, t_zero, t_step
 
     iteration = float(max(T_pipe, grad_end) + opt)
     cap = topo.bandwidth * iteration
@@ -436,11 +489,30 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
     else:
         mpl = 0.0
     per_purpose = purpose_s.max(axis=0)
+
+    # Breakdown of the iteration (parts add up to it): the slowest stage's micro-batches
+    # (compute, recomputation, critical communication by purpose), the pipeline bubble
+    # (P - 1) / V of its stage time, the gradient synchronisation left after the pipeline
+    # (dp), ZeRO's gather and the optimizer step.
+    q = int(np.argmax(t_stage))
+    parts: dict[str, float] = dict.fromkeys(BREAKDOWN, 0.0)
+    parts["compute_s"] = m * float(C[q] - R[q])
+    parts["recompute_s"] = m * float(R[q])
+    for purpose, sec in crit[q].items():
+        key = f"{purpose}_s"
+        parts[key if key in parts else "dp_s"] += m * sec
+    parts["bubble_s"] = T_pipe - m * float(t_stage[q])
+    parts["dp_s"] += max(0.0, float(grad_end) - T_pipe)
+    parts["zero_s"] += opt_zero
+    parts["optimizer_s"] = opt_step
+    peak = hw.peak_flops(demand.precision)
+    model_flops = workload.flops_per_iteration
+    flops_per_gpu_s = model_flops / gpus / iteration if iteration > 0 else 0.0
     return IterationResult(
         workload=workload.name, strategy=str(s), topology=topo.name, hardware=hw.name,
         collective_method=collective_method, network_model=network_model, routing=routing,
-        iteration_time_s=iteration, compute_time_s=compute,
-        exposed_communication_s=max(0.0, iteration - compute),
+        iteration_time_s=iteration, compute_time_s=compute + opt_step,
+        exposed_communication_s=max(0.0, iteration - compute - opt_step),
         communication_time_s=float(purpose_s.sum(axis=1).max()),
         bubble_fraction=demand.bubble_fraction,
         bandwidth_tax=net[1] / net[0] if net[0] > 0 else 1.0,
@@ -448,4 +520,8 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
         max_link_utilisation=float(util.max()) if util.size else 0.0,
         mean_link_utilisation=float(util.mean()) if util.size else 0.0,
         **{f"{k}_s": float(v) for k, v in zip(PURPOSES, per_purpose)},
-        servers=placement.servers, gpus=gpus)
+        servers=placement.servers, gpus=gpus,
+        recompute_time_s=slots * float(R[q]), optimizer_time_s=opt_step,
+        mfu=flops_per_gpu_s / peak, flops_per_gpu_s=flops_per_gpu_s,
+        precision=demand.precision, peak_flops=peak, breakdown=parts,
+        memory=demand.memory.to_dict())

@@ -157,14 +157,18 @@ def _walk(demand, fabric: ReconfigurableFabric, g: int, fabric_Bps: float, t0: f
             end = max(end, float(fin.max()))
         end = max(end, t + intra)
         fabric.t = max(fabric.t, end)
-    opt = [op for op in demand.ops if op.phase == "optimizer"]
+    opt = [op for op in demand.ops if op.phase == "optimizer" and not isinstance(op, Compute)]
     if opt:
         block = _Block(servers)
         for op in opt:
             _add_op(block, op, g, fabric_Bps)
         end = _send(fabric, block, end)
+    # The optimizer step (memory bound, per stage in parallel) after ZeRO's gather.
+    step = max((op.seconds * op.repeat for op in demand.ops
+                if op.phase == "optimizer" and isinstance(op, Compute)), default=0.0)
+    end += step
     fabric.t = max(fabric.t, end)
-    return end, compute
+    return end, compute + step
 
 
 def evaluate_reconfigurable(demand, *, degree: int, bandwidth_Bps: float, fabric_Bps: float,

@@ -161,9 +161,12 @@ def test_pipeline_transfers_and_bubble() -> None:
     assert sorted(g for g, _ in groups) == [(0, 1), (2, 3), (4, 5), (6, 7)]
     # Order: forward of stages 0..3, then backward 3..0, then gradients.
     phases = [op.phase for op in d.ops]
-    assert phases == sorted(phases, key=["forward", "backward", "gradient"].index)
-    stages = [op.stage for op in d.ops if isinstance(op, Compute)]
+    assert phases == sorted(phases, key=["forward", "backward", "gradient", "optimizer"].index)
+    stages = [op.stage for op in d.ops if isinstance(op, Compute) and op.kind == "compute"]
     assert stages == [0, 1, 2, 3, 3, 2, 1, 0]
+    # then one optimizer step per stage
+    assert [op.stage for op in d.ops if isinstance(op, Compute) and op.kind == "optimizer"] \
+        == [0, 1, 2, 3]
 
 
 def test_pipeline_with_tensor_parallel_scatter_gather() -> None:
@@ -292,7 +295,7 @@ def test_infeasible_memory_raises_with_numbers() -> None:
 
 
 def test_placement_mismatch_and_index_bytes() -> None:
-    with pytest.raises(InvalidSpecError, match="uses dp\\*tp\\*pp = 4 GPUs"):
+    with pytest.raises(InvalidSpecError, match="uses dp\\*tp\\*pp\\*cp = 4 GPUs"):
         demand_for(dense_model(), "dp=4", "A100-80", Placement(servers=2, gpus_per_server=1))
     with pytest.raises(InvalidSpecError, match="index_bytes"):
         demand_for(dense_model(), "dp=4", "A100-80", index_bytes=3)

@@ -71,7 +71,7 @@ def test_placement_errors(kwargs: dict, field: str) -> None:
 
 
 def test_placement_must_hold_the_strategy() -> None:
-    with pytest.raises(InvalidSpecError, match="uses dp\\*tp\\*pp = 8 GPUs"):
+    with pytest.raises(InvalidSpecError, match="uses dp\\*tp\\*pp\\*cp = 8 GPUs"):
         Placement(servers=3, gpus_per_server=2).rank_grid(Strategy(dp=8))
     with pytest.raises(InvalidSpecError, match="multiple of gpus_per_server"):
         Placement.for_strategy(Strategy(dp=12), 8)

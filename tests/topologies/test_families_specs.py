@@ -67,7 +67,7 @@ BAD_SPECS = [
     "fattree:k=3", "fattree:k=0", "fattree", "fattree:4,k=4", "fattree:k=4,bw=0",
     "leafspine:128,oversub=0", "leafspine:128,oversub=abc", "leafspine:1",
     "leafspine:64,oversub=3,hosts_per_leaf=16", "leafspine:64,radix=32,oversub=2",
-    "ideal:8,degree=0", "ideal:1", "ideal:8,bw=fast",
+    "ideal:8,degree=0", "ideal:0", "ideal:8,bw=fast",
     "dragonfly:a=4,p=2", "dragonfly:a=2,p=1,h=1,g=9", "dragonfly:4,a=4,p=2,h=2",
     "dragonfly:a=0,p=1,h=1", "dragonfly:a=1,p=1,h=0",
     "expander:15,degree=3", "expander:8,degree=8", "expander:8", "expander:8,degree=1",

@@ -268,7 +268,8 @@ def ideal(servers: int, *, degree: int = 1, bandwidth: float = DEFAULT_BW,
     Parameters
     ----------
     servers : int
-        Number of servers (NPUs), >= 2.
+        Number of servers (NPUs), >= 1 (one server is a valid system: its GPUs talk
+        over the intra-server fabric only).
     degree : int, optional
         Server degree ``d`` (interfaces per server), >= 1.
     bandwidth : float, optional
@@ -292,7 +293,7 @@ def ideal(servers: int, *, degree: int = 1, bandwidth: float = DEFAULT_BW,
     >>> t.npus, t.switches, float(t.bandwidth[0])
     (8, 1, 50000000000.0)
     """
-    n = _check_int(servers, "ideal servers", 2)
+    n = _check_int(servers, "ideal servers", 1)
     d = _check_int(degree, "ideal degree", 1)
     bw, lat = _check_link(bandwidth, latency, "ideal")
     _check_nodes(n + 1, "ideal")
@@ -418,7 +419,7 @@ def _leafspine_spec(shape, options):
                  example="ideal:16,degree=4,bw=100Gbps",
                  summary="TopoOpt Ideal Switch: one switch, each server attached with degree x bw")
 def _ideal_spec(shape, options):
-    n = parse_int(shape, "ideal servers", minimum=2)
+    n = parse_int(shape, "ideal servers", minimum=1)
     d = parse_int(options.get("degree", "1"), "ideal degree", minimum=1)
     return ideal(n, degree=d, bandwidth=bandwidth_option(options, "ideal"),
                  latency=latency_option(options, "ideal"),
