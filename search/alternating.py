@@ -11,8 +11,11 @@ The loop, as implemented
 ------------------------
 0. Start from ``initial_strategy`` (default pure data parallelism on ``servers x
    gpus_per_server`` GPUs) and the TopologyFinder topology of its demand; if it does not
-   fit in memory, from the first of its variants that does (tables on servers, then
-   ZeRO 1-3).
+   fit in memory, from the first strategy that does
+   (:func:`search.strategy_space.feasible_candidate`: its memory-saving variants --
+   tables on servers, sequence parallelism, ZeRO, recomputation, more micro-batches --
+   then more model parallelism, TP inside the server first).  When nothing fits the run
+   stops with :class:`~codesign.errors.InfeasibleError` naming the closest attempt.
 1. Round ``r``: MCMC strategy search on the current topology (budget ``budget``, seed
    ``(seed, r)``), starting from the current strategy.
 2. TopologyFinder on the best strategy's demand (:meth:`Demand.split`: AllReduce server
@@ -55,14 +58,14 @@ from typing import Any
 
 import numpy as np
 
-from codesign.errors import CodesignError, invalid
+from codesign.errors import CodesignError, InfeasibleError, invalid
 from codesign.units import parse_bandwidth
 from codesign.workloads import get_workload
 from codesign.workloads.demand import demand_for
 from codesign.workloads.hardware import get_hardware
 from codesign.workloads.model import Workload
 from search.strategy_search import SearchResult, mcmc_search
-from search.strategy_space import Candidate, initial_candidate
+from search.strategy_space import Candidate, feasible_candidate, initial_candidate
 
 __all__ = ["OptimizeSpec", "RoundLog", "BaselineResult", "OptimizeResult", "optimize",
            "BASELINES", "evaluate_candidates"]
@@ -334,9 +337,9 @@ class _Evaluator(_LocalPool):
 
 
 # ---------------------------------------------------------------------- topologies
-def _demand(spec: OptimizeSpec, workload: Workload, c: Candidate):
+def _demand(spec: OptimizeSpec, workload: Workload, c: Candidate, *, check: bool = False):
     return demand_for(workload, c.strategy, spec.hardware, c.placement(spec.gpus_per_server),
-                      check=False)
+                      check=check)
 
 
 def topoopt_topology(spec: OptimizeSpec, workload: Workload, c: Candidate):
@@ -385,42 +388,21 @@ def _seed(parts: Sequence[int]) -> int:
     return int(np.random.SeedSequence(list(parts)).generate_state(1)[0])
 
 
-def _starts(workload: Workload, c: Candidate) -> list[Candidate]:
-    """``c`` and, in order, the memory-saving variants tried when it does not fit: tables
-    placed on servers (TopoOpt's DLRM hybrid), then ZeRO stages 1-3."""
-    from codesign.errors import InvalidSpecError
-    from codesign.workloads.strategy import check_applicable, is_table
-
-    out = [c]
-    variants = []
-    if any(is_table(layer) for layer in workload.layers):
-        variants.append(replace(c.strategy, embedding="model"))
-    variants += [replace(c.strategy, zero=z) for z in (1, 2, 3)]
-    for s in variants:
-        try:
-            check_applicable(workload, s)
-        except InvalidSpecError:
-            continue
-        if s != c.strategy:
-            out.append(replace(c, strategy=s))
-    return out
-
-
 def _alternate(spec: OptimizeSpec, pool) -> dict[str, Any]:
     """The loop of the module docstring; returns the pieces of :class:`OptimizeResult`."""
     workload = spec.load_workload()
-    cand = initial_candidate(workload, spec.gpus, spec.initial_strategy)
+    given = initial_candidate(workload, spec.gpus, spec.initial_strategy)
+    # The first strategy that fits in memory: the given one, its memory-saving variants
+    # (knobs, micro-batches), then more model parallelism (strategy_space.feasible_candidate).
+    cand, mem = feasible_candidate(workload, spec.gpus, spec.hardware, spec.gpus_per_server,
+                                   given)
+    if cand is None:
+        raise InfeasibleError(f"no strategy of {spec.workload} fits on {spec.gpus} GPUs of "
+                              f"{spec.hardware}: the closest, {mem.message()}")
     finder = topoopt_topology(spec, workload, cand)
     pool.set_topology(finder.topology)
-    starts = _starts(workload, cand)
-    times = pool.evaluate(starts)
-    feasible = [i for i, t in enumerate(times) if math.isfinite(t)]
-    if feasible and feasible[0] > 0:  # the given start does not fit: the first that does
-        cand = starts[feasible[0]]
-        finder = topoopt_topology(spec, workload, cand)
-        pool.set_topology(finder.topology)
     best_t = pool.evaluate([cand])[0]
-    initial_t = times[0]
+    initial_t = best_t if cand == given else math.inf
     logs = []
     for r in range(spec.rounds):
         t0 = time.perf_counter()
@@ -490,7 +472,7 @@ def _ocs_reconfig(spec: OptimizeSpec, workload: Workload, c: Candidate) -> Basel
 
     cost = ocs_reconfig_cost(spec.servers, spec.degree, spec.bandwidth_Bps)
     try:
-        demand = _demand(spec, workload, c)
+        demand = _demand(spec, workload, c, check=True)   # never time what does not fit
         hw = get_hardware(spec.hardware)
         r = evaluate_reconfigurable(
             demand, degree=spec.degree, bandwidth_Bps=spec.bandwidth_Bps,
@@ -530,6 +512,10 @@ def _run(spec: OptimizeSpec, pool, workers: int) -> OptimizeResult:
             baselines[name] = BaselineResult(name, math.inf, math.nan, "", "", notes)
             continue
         f = found[name]
+        if not math.isfinite(f.best_time_s):   # nothing the search tried fits there
+            baselines[name] = BaselineResult(name, math.inf, bcost.total_usd, "", topo.name,
+                                             f"{notes}; no strategy found that fits")
+            continue
         baselines[name] = BaselineResult(name, f.best_time_s, bcost.total_usd,
                                          str(f.best.strategy), topo.name, notes)
     if "ocs-reconfig" in spec.baselines:

@@ -12,11 +12,19 @@ time.  Our strategies are uniform over the model's layers (Megatron style), so a
 change alters one dimension of the configuration:
 
 ``axes``
-    move one prime factor between two of ``dp``, ``tp``, ``pp`` (the GPU count stays);
+    move one prime factor between two of ``dp``, ``tp``, ``pp`` and, for workloads with
+    attention, ``cp`` (the GPU count stays);
 ``microbatches``
-    double or halve the number of 1F1B micro-batches (only with ``pp > 1``);
+    double or halve the number of micro-batches (pipeline micro-batches, or gradient
+    accumulation steps without pipelining);
 ``zero``
-    ZeRO stage up or down by one;
+    ZeRO stage up or down by one (any stage, with or without pipelining);
+``recompute``
+    activation recomputation one step up or down (none, selective, full);
+``sp``
+    sequence parallelism on or off (with ``tp > 1``);
+``schedule``
+    pipeline schedule: 1F1B, interleaved (``vpp`` doubled or halved), GPipe;
 ``ep``
     multiply or divide the expert-parallel degree by a prime (MoE workloads);
 ``embedding``
@@ -43,12 +51,15 @@ import numpy as np
 from codesign.errors import InvalidSpecError, invalid
 from codesign.workloads.model import Workload
 from codesign.workloads.placement import AXES, DEFAULT_ORDER, Placement
-from codesign.workloads.strategy import Strategy, as_strategy, check_applicable, is_table
+from codesign.workloads.strategy import (
+    RECOMPUTE, Strategy, as_strategy, check_applicable, is_table)
 
-__all__ = ["Candidate", "MOVES", "propose", "initial_candidate", "prime_factors"]
+__all__ = ["Candidate", "MOVES", "propose", "initial_candidate", "prime_factors",
+           "MEMORY_LADDER", "memory_variants", "feasible_candidate"]
 
 #: The kinds of local change, in the order :func:`propose` draws from.
-MOVES = ("axes", "microbatches", "zero", "ep", "embedding", "order", "table")
+MOVES = ("axes", "microbatches", "zero", "ep", "embedding", "order", "table", "recompute",
+         "sp", "schedule")
 _REDRAWS = 64
 
 
@@ -122,50 +133,105 @@ def initial_candidate(workload: Workload, gpus: int, strategy: Strategy | str | 
         raise invalid("gpus", gpus, "a positive integer")
     s = Strategy(dp=gpus) if strategy is None else as_strategy(strategy)
     if s.gpus != gpus:
-        raise invalid("strategy dp*tp*pp", s.gpus, f"{gpus} (the GPUs of the job)")
+        raise invalid("strategy dp*tp*pp*cp", s.gpus, f"{gpus} (the GPUs of the job)")
     check_applicable(workload, s)
     return Candidate(s)
 
 
+def _has_attention(w: Workload) -> bool:
+    return any(layer.kind == "attention" for layer in w.layers)
+
+
+def _consistent(s: Strategy, **values: Any) -> Strategy:
+    """``s`` with ``values`` (axis degrees, micro-batches) and the knobs that depend on
+    them made valid again: micro-batches at least ``pp`` (1F1B fill) and a multiple of it
+    for the interleaved schedule, ``ep`` a divisor of ``dp``, ``sp`` only with ``tp > 1``,
+    ``cp`` only with ``ep = 1``, placed tables only without model parallelism."""
+    new = {k: values.get(k, getattr(s, k)) for k in ("dp", "tp", "pp", "cp")}
+    micro = values.get("microbatches", s.microbatches)
+    schedule, vpp = s.schedule, s.vpp
+    if new["pp"] == 1:
+        schedule, vpp = ("gpipe" if schedule == "gpipe" else "1f1b"), 1
+        if micro is not None and "microbatches" not in values and s.pp > 1:
+            micro = None
+    elif micro is not None and micro < new["pp"]:
+        micro = new["pp"]
+    if schedule == "interleaved":
+        m = micro if micro is not None else new["pp"]
+        if m % new["pp"]:
+            micro = -(-m // new["pp"]) * new["pp"]
+    ep = s.ep if new["dp"] % s.ep == 0 and new["cp"] == 1 else 1
+    embedding = s.embedding if new["tp"] == new["pp"] == new["cp"] == 1 else "data"
+    return replace(s, microbatches=micro, ep=ep, embedding=embedding,
+                   sp=s.sp and new["tp"] > 1, schedule=schedule, vpp=vpp, **new)
+
+
 def _move_axes(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
     s = c.strategy
-    values = {"dp": s.dp, "tp": s.tp, "pp": s.pp}
-    donors = [a for a in AXES if values[a] > 1]
+    axes = ("dp", "tp", "pp", "cp") if _has_attention(w) else ("dp", "tp", "pp")
+    values = {a: getattr(s, a) for a in axes}
+    donors = [a for a in axes if values[a] > 1]
     if not donors:
         return None
     src = donors[rng.integers(len(donors))]
-    dst = [a for a in AXES if a != src][rng.integers(2)]
+    others = [a for a in axes if a != src]
+    dst = others[rng.integers(len(others))]
     factors = prime_factors(values[src])
     p = factors[rng.integers(len(factors))]
     values[src] //= p
     values[dst] *= p
-    micro = s.microbatches
-    if values["pp"] == 1:
-        micro = None
-    elif micro is not None and micro < values["pp"]:
-        micro = values["pp"]
-    ep = s.ep if values["dp"] % s.ep == 0 else 1
-    zero = s.zero if values["pp"] == 1 or s.zero < 2 else 1
-    embedding = s.embedding if values["tp"] == 1 and values["pp"] == 1 else "data"
-    return replace(c, strategy=replace(s, microbatches=micro, ep=ep, zero=zero,
-                                       embedding=embedding, **values))
+    return replace(c, strategy=_consistent(s, **values))
 
 
 def _move_microbatches(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
     s = c.strategy
-    if s.pp == 1:
-        return None
-    m = s.m * 2 if rng.random() < 0.5 or s.m // 2 < 1 else s.m // 2
-    return replace(c, strategy=replace(s, microbatches=m))
+    up = s.m * 2
+    down = s.m // 2
+    if s.schedule == "interleaved":
+        down = down if down % s.pp == 0 else 0
+    if down < max(1, s.pp):
+        down = 0
+    m = up if rng.random() < 0.5 or not down else down
+    return replace(c, strategy=_consistent(s, microbatches=m))
 
 
 def _move_zero(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
     s = c.strategy
-    top = 1 if s.pp > 1 else 3
-    options = [z for z in (s.zero - 1, s.zero + 1) if 0 <= z <= top]
-    if s.dp == 1 or not options:
+    options = [z for z in (s.zero - 1, s.zero + 1) if 0 <= z <= 3]
+    if s.data_ranks == 1 or not options:
         return None
     return replace(c, strategy=replace(s, zero=options[rng.integers(len(options))]))
+
+
+def _move_recompute(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
+    s = c.strategy
+    i = RECOMPUTE.index(s.recompute)
+    options = [RECOMPUTE[j] for j in (i - 1, i + 1) if 0 <= j < len(RECOMPUTE)]
+    return replace(c, strategy=replace(s, recompute=options[rng.integers(len(options))]))
+
+
+def _move_sp(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
+    s = c.strategy
+    if s.tp == 1:
+        return None
+    return replace(c, strategy=replace(s, sp=not s.sp))
+
+
+def _move_schedule(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
+    s = c.strategy
+    if s.pp < 2:
+        return None
+    options: list[tuple[str, int]] = [(x, 1) for x in ("1f1b", "gpipe") if x != s.schedule]
+    if s.schedule == "interleaved":
+        options += [("interleaved", v) for v in (s.vpp * 2, s.vpp // 2) if v >= 2]
+    else:
+        options.append(("interleaved", 2))
+    schedule, vpp = options[rng.integers(len(options))]
+    micro = s.m
+    if schedule == "interleaved" and micro % s.pp:
+        micro = -(-micro // s.pp) * s.pp
+    return replace(c, strategy=replace(s, schedule=schedule, vpp=vpp,
+                                       microbatches=micro if micro != s.m else s.microbatches))
 
 
 def _move_ep(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
@@ -239,19 +305,150 @@ def propose(candidate: Candidate, workload: Workload, rng: np.random.Generator, 
     servers = max(1, candidate.strategy.gpus // gpus_per_server)
     for _ in range(_REDRAWS):
         move = moves[rng.integers(len(moves))]
-        if move == "table":
-            new = _move_table(candidate, rng, workload, servers)
-        else:
-            new = _MOVES[move](candidate, rng, workload)
-        if new is None or new == candidate:
-            continue
         try:
+            if move == "table":
+                new = _move_table(candidate, rng, workload, servers)
+            else:
+                new = _MOVES[move](candidate, rng, workload)
+            if new is None or new == candidate:
+                continue
             check_applicable(workload, new.strategy)
-        except InvalidSpecError:
+        except InvalidSpecError:   # the change breaks a rule of the strategy or workload
             continue
         return new
     return None
 
 
 _MOVES = {"axes": _move_axes, "microbatches": _move_microbatches, "zero": _move_zero,
-          "ep": _move_ep, "embedding": _move_embedding, "order": _move_order}
+          "ep": _move_ep, "embedding": _move_embedding, "order": _move_order,
+          "recompute": _move_recompute, "sp": _move_sp, "schedule": _move_schedule}
+
+
+# --------------------------------------------------------------------- feasible start
+#: Memory-saving knobs, cheapest first: each step keeps the previous ones.  Sequence
+#: parallelism costs nothing extra (same bytes as TP's all-reduce); ZeRO-1 adds no
+#: traffic (Rajbhandari et al. Sec. 5: reduce-scatter + all-gather = all-reduce);
+#: selective recomputation reruns the attention core only; ZeRO-2/3 and full
+#: recomputation cost traffic or a forward pass (Korthikanti et al. 2022 Sec. 5).
+MEMORY_LADDER: tuple[dict[str, Any], ...] = (
+    {}, {"sp": True}, {"zero": 1}, {"recompute": "selective"}, {"zero": 2},
+    {"recompute": "full"}, {"zero": 3})
+
+
+def _table_heavy(w: Workload) -> bool:
+    """Embedding tables hold most of the parameters (DLRM, NCF): TopoOpt's hybrid of
+    tables on servers applies (Sec. 2.1); a language model's token embedding does not."""
+    table = sum(layer.params for layer in w.layers if is_table(layer))
+    return table > 0.5 * w.parameters
+
+
+def _microbatch_counts(w: Workload, s: Strategy) -> list[int]:
+    """Micro-batch counts to try, fewest first: ``pp`` (or 1) doubling up to one sample
+    per micro-batch, keeping whole samples per micro-batch."""
+    per_replica = w.batch_size // s.dp if w.batch_size % s.dp == 0 else 0
+    out, m = [], max(1, s.pp)
+    while per_replica and m <= per_replica:
+        if per_replica % m == 0:
+            out.append(m)
+        m *= 2
+    if per_replica and per_replica not in out and per_replica >= s.pp:
+        out.append(per_replica)
+    return out
+
+
+def memory_variants(workload: Workload, strategy: Strategy) -> list[Strategy]:
+    """``strategy`` and its memory-saving variants on the same axes, cheapest first.
+
+    The knobs of :data:`MEMORY_LADDER` are switched on one after another (embedding
+    tables placed on servers first, where the workload has them); for each, the
+    micro-batch count grows from the fewest (``pp``) to one sample per micro-batch.
+    Variants that break a rule of the strategy or workload are skipped.
+    """
+    base = strategy
+    out: list[Strategy] = []
+    seen: set[Strategy] = set()
+    steps: list[dict[str, Any]] = list(MEMORY_LADDER)
+    if _tables(workload) and base.tp == base.pp == base.cp == 1 and _table_heavy(workload):
+        steps.insert(1, {"embedding": "model"})
+    knobs: dict[str, Any] = {}
+    for step in steps:
+        knobs.update(step)
+        for m in [None, *(_microbatch_counts(workload, base))]:
+            values = dict(knobs)
+            if values.get("sp") and base.tp == 1:
+                values.pop("sp")
+            if values.get("zero") and base.data_ranks == 1:
+                values.pop("zero")
+            if m is not None:
+                values["microbatches"] = m
+            try:
+                s = replace(base, **values)
+                check_applicable(workload, s)
+            except InvalidSpecError:
+                continue
+            if s not in seen:
+                seen.add(s)
+                out.append(s)
+    return out
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def feasible_candidate(workload: Workload, gpus: int, hardware: Any, gpus_per_server: int,
+                       start: Candidate | None = None):
+    """The first memory-feasible strategy on ``gpus`` GPUs, with the least model parallelism.
+
+    Tries ``start`` (default pure data parallelism) and its :func:`memory_variants`; then
+    more model parallelism: tensor parallelism inside the server first (``tp`` up to
+    ``gpus_per_server``, Megatron-LM's rule of keeping TP on NVLink), then pipeline stages,
+    in order of ``tp x pp``, each with its memory variants.
+
+    Returns
+    -------
+    (Candidate or None, MemoryBreakdown or None)
+        The feasible candidate (``None`` if nothing fits) and the memory of the
+        best attempt (the feasible one, or the one with the smallest shortfall).
+    """
+    from codesign.workloads.memory import memory_per_gpu
+
+    best = None
+    start = start or Candidate(Strategy(dp=gpus))
+
+    def attempt(strategies) -> Candidate | None:
+        nonlocal best
+        for s in strategies:
+            c = replace(start, strategy=s) if s.embedding == start.strategy.embedding \
+                else Candidate(s)
+            try:
+                mem = memory_per_gpu(workload, s, hardware, c.placement(gpus_per_server))
+            except InvalidSpecError:
+                continue
+            if best is None or mem.total_bytes < best.total_bytes:
+                best = mem
+            if mem.fits:
+                best = mem
+                return c
+        return None
+
+    found = attempt(memory_variants(workload, start.strategy))
+    if found is not None:
+        return found, best
+    hp = workload.hyperparameters
+    heads = [h for h in (hp.get("heads"), hp.get("kv_heads")) if isinstance(h, int)]
+    layers = len(workload.layers)
+    shapes = []
+    for tp in _divisors(gpus):
+        if tp > max(1, gpus_per_server) or any(h % tp for h in heads):
+            continue
+        for pp in _divisors(gpus // tp):
+            if pp > layers or (tp, pp) == (1, 1):
+                continue
+            shapes.append((tp * pp, pp, tp))
+    for _, pp, tp in sorted(shapes):
+        base = Strategy(dp=gpus // (tp * pp), tp=tp, pp=pp)
+        found = attempt(memory_variants(workload, base))
+        if found is not None:
+            return found, best
+    return None, best
