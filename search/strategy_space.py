@@ -50,7 +50,7 @@ import numpy as np
 
 from codesign.errors import InvalidSpecError, invalid
 from codesign.workloads.model import Workload
-from codesign.workloads.placement import AXES, DEFAULT_ORDER, Placement
+from codesign.workloads.placement import DEFAULT_ORDER, Placement
 from codesign.workloads.strategy import (
     RECOMPUTE, Strategy, as_strategy, check_applicable, is_table)
 

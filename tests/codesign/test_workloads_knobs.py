@@ -1,0 +1,371 @@
+"""Execution knobs of the iteration model (issue 15), each against a closed form or a
+hand-computed case: pipeline schedules, recomputation, sequence and context parallelism,
+sharded optimizers with pipelining, precision, MoE capacity, published configurations."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from codesign.errors import InvalidSpecError
+from codesign.workloads import get_workload, workload_from_dict
+from codesign.workloads.compute import resolve_precision
+from codesign.workloads.demand import CollectiveOp, Compute, demand_for
+from codesign.workloads.memory import activation_bytes_per_sample, memory_per_gpu
+from codesign.workloads.placement import Placement
+from codesign.workloads.strategy import (
+    Strategy, bubble_fraction, inflight_microbatches, parse_strategy)
+
+GIB = 2.0**30
+
+
+def gpt(layers: int = 2, hidden: int = 256, heads: int = 8, seq: int = 128, batch: int = 16,
+        **kw):
+    """A small GPT (LayerNorm, biases, dropout, no flash attention): Korthikanti's model."""
+    return get_workload("gpt3-175b", layers=layers, hidden=hidden, heads=heads,
+                        ffn=4 * hidden, vocab=1000, seq_len=seq, positions=seq,
+                        batch_size=batch, **kw)
+
+
+def block_bytes(w, strategy: str) -> float:
+    """Activation bytes per sample of one transformer block (attention + MLP) on a GPU."""
+    s = parse_strategy(strategy)
+    return sum(activation_bytes_per_sample(w.layer(f"block0.{x}"), s) for x in ("attn", "mlp"))
+
+
+# --------------------------------------------------------------------------- strings
+_knobs = st.builds(
+    lambda dp, tp, pp, cp, v, rec, sp, zero, prec, mult: Strategy(
+        dp=dp, tp=tp, pp=pp, cp=cp, recompute=rec, sp=sp and tp > 1, zero=zero,
+        precision=prec, schedule="interleaved" if v > 1 and pp > 1 else "1f1b",
+        vpp=v if pp > 1 else 1, microbatches=pp * mult if pp > 1 else None),
+    st.integers(1, 32), st.integers(1, 16), st.integers(1, 16), st.integers(1, 8),
+    st.integers(1, 4), st.sampled_from(["none", "selective", "full"]), st.booleans(),
+    st.integers(0, 3), st.sampled_from([None, "fp32", "tf32", "bf16", "fp16", "fp8"]),
+    st.integers(1, 8))
+
+
+@given(_knobs)
+@settings(max_examples=200, deadline=None)
+def test_every_knob_roundtrips_through_the_string(s: Strategy) -> None:
+    assert parse_strategy(str(s)) == s
+    assert s.gpus == s.dp * s.tp * s.pp * s.cp
+
+
+@pytest.mark.parametrize("text, field", [
+    ("dp=8,sp=true", "strategy sp"),                       # SP needs TP
+    ("dp=8,sp=yes", "strategy sp"),
+    ("dp=8,recompute=some", "strategy recompute"),
+    ("dp=8,tp=2,pp=2,vpp=2", "strategy vpp"),              # vpp needs interleaved
+    ("dp=8,pp=2,schedule=interleaved", "strategy schedule"),
+    ("dp=8,pp=4,microbatches=6,schedule=interleaved,vpp=2", "strategy microbatches"),
+    ("dp=8,cp=2,ep=2", "strategy cp"),
+    ("dp=8,precision=fp64", "strategy precision"),
+    ("dp=8,schedule=zb", "strategy schedule"),
+])
+def test_bad_knobs_name_the_field(text: str, field: str) -> None:
+    with pytest.raises(InvalidSpecError, match=field):
+        parse_strategy(text)
+
+
+# --------------------------------------------------------------------------- schedules
+def _simulate_interleaved(p: int, m: int, v: int, tf: float, tb: float):
+    """Megatron-LM's interleaved 1F1B by dependency simulation (independent oracle).
+
+    Device ``s`` holds chunks ``s, s + p, ...`` (virtual stage ``c p + s``); it runs
+    ``2 (p - s - 1) + (v - 1) p`` warm-up chunk forwards, then alternates one forward and
+    one backward; forward ``k`` is chunk ``(k // p) mod v`` of micro-batch ``(k // pv) p +
+    k mod p``, backwards visit chunks in reverse.  Returns (makespan, peak chunk
+    forwards outstanding per device).
+    """
+    total = m * v
+    orders = []
+    for s in range(p):
+        warm = min(2 * (p - s - 1) + (v - 1) * p, total)
+        seq = [("F", k) for k in range(warm)]
+        f, b = warm, 0
+        while b < total:
+            if f < total:
+                seq.append(("F", f))
+                f += 1
+            seq.append(("B", b))
+            b += 1
+        orders.append(seq)
+
+    def op(kind: str, k: int, s: int) -> tuple[str, int, int]:
+        c = (k // p) % v if kind == "F" else v - 1 - (k // p) % v
+        return kind, c * p + s, (k // (p * v)) * p + k % p
+
+    done: dict = {}
+    pos, free, live, peak = [0] * p, [0.0] * p, [0] * p, [0] * p
+    progress = True
+    while progress:
+        progress = False
+        for s in range(p):
+            while pos[s] < len(orders[s]):
+                kind, vs, i = op(*orders[s][pos[s]], s)
+                deps = []
+                if kind == "F" and vs > 0:
+                    deps.append(("F", vs - 1, i))
+                if kind == "B":
+                    deps.append(("F", vs, i))
+                    if vs < p * v - 1:
+                        deps.append(("B", vs + 1, i))
+                if any(d not in done for d in deps):
+                    break
+                start = max([free[s]] + [done[d] for d in deps])
+                free[s] = start + (tf if kind == "F" else tb) / v
+                done[(kind, vs, i)] = free[s]
+                live[s] += 1 if kind == "F" else -1
+                peak[s] = max(peak[s], live[s])
+                pos[s] += 1
+                progress = True
+    assert all(pos[s] == len(orders[s]) for s in range(p))
+    return max(free), peak
+
+
+@pytest.mark.parametrize("p, m, v", [(2, 4, 2), (4, 8, 2), (4, 16, 4), (8, 16, 2), (4, 4, 2)])
+def test_interleaved_bubble_and_inflight_match_the_schedule(p: int, m: int, v: int) -> None:
+    tf, tb = 1.0, 2.0
+    makespan, peak = _simulate_interleaved(p, m, v, tf, tb)
+    assert bubble_fraction(p, m, v) == pytest.approx(1 - m * (tf + tb) / makespan)
+    s = Strategy(dp=1, pp=p, microbatches=m, schedule="interleaved", vpp=v)
+    assert s.bubble_fraction == pytest.approx((p - 1) / (v * m + p - 1))
+    for stage in range(p):
+        assert inflight_microbatches(s, stage) == pytest.approx(peak[stage] / v)
+    # Korthikanti et al. Sec. 4.2.3: stage 0 holds p (1 + (p - 1) / (p v)) micro-batches
+    # (when there are that many).
+    assert inflight_microbatches(s, 0) == pytest.approx(min(m, p * (1 + (p - 1) / (p * v))))
+
+
+def test_gpipe_and_1f1b_inflight() -> None:
+    one = Strategy(dp=1, pp=4, microbatches=8)
+    gp = Strategy(dp=1, pp=4, microbatches=8, schedule="gpipe")
+    assert [inflight_microbatches(one, s) for s in range(4)] == [4, 3, 2, 1]
+    assert [inflight_microbatches(gp, s) for s in range(4)] == [8, 8, 8, 8]
+    assert gp.bubble_fraction == one.bubble_fraction == pytest.approx(3 / 11)
+
+
+# --------------------------------------------------------------------------- activations
+@pytest.mark.parametrize("t", [1, 2, 4, 8])
+def test_activation_bytes_follow_korthikanti(t: int) -> None:
+    """Per block and sample, 2-byte activations with dropout (Korthikanti et al. 2022):
+    TP alone Eq. 2, SP Eq. 4, selective Eq. 6, full recomputation 2 s h."""
+    s, h, a = 128, 256, 8
+    w = gpt(seq=s, hidden=h, heads=a)
+    sh = s * h
+    tp = f"dp=1,tp={t}"
+    sp = f"{tp},sp=true" if t > 1 else tp
+    assert block_bytes(w, tp) == pytest.approx(sh * (10 + 24 / t + 5 * a * s / (h * t)))
+    assert block_bytes(w, sp) == pytest.approx(sh * (34 + 5 * a * s / h) / t)
+    assert block_bytes(w, f"{sp},recompute=selective") == pytest.approx(34 * sh / t)
+    assert block_bytes(w, f"{tp},recompute=selective") == pytest.approx(sh * (10 + 24 / t))
+    assert block_bytes(w, f"{tp},recompute=full") == pytest.approx(2 * sh)
+    assert block_bytes(w, f"{sp},recompute=full") == pytest.approx(2 * sh / t)
+    # Context parallelism: each rank holds s / cp tokens.
+    assert block_bytes(w, f"{sp},cp=2") == pytest.approx(sh * (34 + 5 * a * s / h) / t / 2)
+
+
+def test_flash_attention_has_nothing_for_selective_to_drop() -> None:
+    w = gpt(flash_attention=True)
+    assert block_bytes(w, "dp=1,tp=2,sp=true") == block_bytes(
+        w, "dp=1,tp=2,sp=true,recompute=selective")
+
+
+def test_full_recomputation_memory_keeps_inputs_and_one_working_block() -> None:
+    w = gpt(layers=4, batch=8)
+    m = memory_per_gpu(w, "dp=1,tp=2,sp=true,recompute=full", "A100-80")
+    s, h = 128, 256
+    # Checkpoints (SP-split over tp = 2): 4 block inputs, the LM head's input and the
+    # 8-byte token ids of the embedding.
+    inputs = 4 * 2 * s * h / 2 + 2 * s * h / 2 + 8 * s / 2
+    block = s * h * (34 + 5 * 8 * s / h) / 2     # one block's full activations, SP
+    assert m.recompute_workspace_bytes == pytest.approx(8 * block)
+    assert m.activations_bytes == pytest.approx(8 * inputs + 8 * block)
+
+
+# --------------------------------------------------------------------------- recompute
+def test_recompute_flops_full_and_selective() -> None:
+    w = gpt(layers=2, batch=4)
+    pl = Placement(servers=1, gpus_per_server=2)
+
+    def ops(strategy: str) -> list[Compute]:
+        return demand_for(w, strategy, "A100-80", pl, check=False).compute()
+
+    base = {(o.name, o.phase): o for o in ops("dp=1,tp=2") if o.kind == "compute"}
+    full = [o for o in ops("dp=1,tp=2,recompute=full") if o.kind == "recompute"]
+    # Full: one more forward of every layer with FLOPs (Narayanan et al. SC'21 Eq. 3:
+    # 4 forward passes' worth instead of 3 per iteration).
+    assert {o.name for o in full} == {n for (n, p), o in base.items()
+                                      if p == "forward" and o.flops > 0}
+    for o in full:
+        assert o.flops == pytest.approx(base[(o.name, "forward")].flops)
+        assert o.seconds == pytest.approx(base[(o.name, "forward")].seconds)
+    total = sum(o.flops for o in base.values())
+    assert (total + sum(o.flops for o in full)) / total == pytest.approx(4 / 3)
+    # Selective: the attention core only, 4 s^2 h FLOPs per sample (Q K^T and softmax V),
+    # split over the TP ranks.
+    sel = [o for o in ops("dp=1,tp=2,recompute=selective") if o.kind == "recompute"]
+    s, h, b = 128, 256, 4
+    assert sorted(o.name for o in sel) == ["block0.attn", "block1.attn"]
+    assert all(o.flops == pytest.approx(b * 4 * s * s * h / 2) for o in sel)
+
+
+# --------------------------------------------------------------------------- SP and CP
+def test_sequence_parallelism_replaces_the_tp_allreduce() -> None:
+    w = gpt(batch=4)
+    pl = Placement(servers=1, gpus_per_server=2)
+    tp = [o for o in demand_for(w, "dp=1,tp=2", "A100-80", pl).collectives()
+          if o.purpose == "tp"]
+    sp = [o for o in demand_for(w, "dp=1,tp=2,sp=true", "A100-80", pl).collectives()
+          if o.purpose == "tp"]
+    assert {o.kind for o in tp} == {"allreduce"}
+    assert {o.kind for o in sp} == {"reducescatter", "allgather"}
+    # Same ring volume: RS + AG of S bytes = AR of S bytes (2 (n-1)/n S per member).
+    assert sum(o.bytes for o in sp) == pytest.approx(2 * sum(o.bytes for o in tp))
+
+
+def test_context_parallel_ring_exchange_and_work_split() -> None:
+    s_len, h, b = 128, 256, 4
+    w = gpt(batch=b, seq=s_len, hidden=h)
+    pl = Placement(servers=1, gpus_per_server=4)
+    d = demand_for(w, "dp=2,cp=2", "A100-80", pl)
+    cp = [o for o in d.collectives() if o.purpose == "cp"]
+    # Per attention layer: forward all-gather of every rank's K and V (2 s h bytes per
+    # sample, MHA), backward all-gather + reduce-scatter of their gradients; groups are
+    # the cp = 2 neighbours on the data axis.
+    kv = (b / 2) * 2 * s_len * h * 2
+    assert {(o.phase, o.kind) for o in cp} == {("forward", "allgather"),
+                                                ("backward", "allgather"),
+                                                ("backward", "reducescatter")}
+    assert all(o.bytes == pytest.approx(kv) for o in cp)
+    assert {o.members for o in cp} == {(0, 1), (2, 3)}
+    assert all(0 < o.hidden_s for o in cp)
+    # Each CP rank computes half of its replica's tokens; gradients over dp x cp ranks.
+    one = demand_for(w, "dp=2", "A100-80", Placement(servers=1, gpus_per_server=2))
+    f = {o.name: o.flops for o in d.compute() if o.phase == "forward" and o.kind == "compute"}
+    f1 = {o.name: o.flops for o in one.compute()
+          if o.phase == "forward" and o.kind == "compute"}
+    assert all(f[n] == pytest.approx(f1[n] / 2) for n in f1)
+    grads = [o for o in d.collectives() if o.phase == "gradient"]
+    assert {o.members for o in grads} == {(0, 1, 2, 3)}
+
+
+def test_cp_needs_attention_and_a_divisible_sequence() -> None:
+    with pytest.raises(InvalidSpecError, match="strategy cp"):
+        memory_per_gpu(gpt(seq=130), "dp=1,cp=2", "A100-80")   # 130 % 4 != 0
+    with pytest.raises(InvalidSpecError, match="strategy cp"):
+        memory_per_gpu(get_workload("resnet50"), "dp=256,cp=2", "A100-80")
+
+
+# --------------------------------------------------------------------------- ZeRO with PP
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+def test_sharded_optimizer_with_pipelining_by_hand(zero: int) -> None:
+    w = workload_from_dict({
+        "name": "tiny", "batch_size": 64, "dtype_bytes": 2, "optimizer_bytes_per_param": 12,
+        "layers": [{"name": f"fc{i}", "kind": "dense", "params": 1_000_000,
+                    "fwd_flops": 1e6, "activation_bytes": 100} for i in range(4)]})
+    m = memory_per_gpu(w, f"dp=4,pp=2,zero={zero}", "A100-80")
+    psi, n = 2e6, 4                          # two layers per stage, ZeRO over dp = 4
+    assert m.weights_bytes == pytest.approx(2 * psi / (n if zero >= 3 else 1))
+    assert m.gradients_bytes == pytest.approx(2 * psi / (n if zero >= 2 else 1))
+    assert m.optimizer_bytes == pytest.approx(12 * psi / (n if zero >= 1 else 1))
+    d = demand_for(w, f"dp=4,pp=2,zero={zero}", "A100-80",
+                   Placement(servers=8, gpus_per_server=1))
+    grads = [o for o in d.collectives() if o.phase == "gradient"]
+    assert {o.kind for o in grads} == {"allreduce" if zero == 0 else "reducescatter"}
+    # ZeRO-2/3 reduce-scatter every micro-batch (no local accumulation), ZeRO-3 gathers
+    # parameters for every micro-batch's forward and backward.
+    assert {o.repeat for o in grads} == {d.microbatches if zero >= 2 else 1}
+    gathers = [o for o in d.collectives() if o.purpose == "zero" and o.phase != "optimizer"]
+    assert bool(gathers) == (zero == 3)
+
+
+def test_optimizer_step_is_memory_bound_over_the_shard() -> None:
+    w = gpt(batch=8)
+    d = demand_for(w, "dp=4,zero=1", "A100-80", Placement(servers=4, gpus_per_server=1))
+    step = [o for o in d.compute() if o.kind == "optimizer"]
+    assert len(step) == 1
+    # (2 K + 3 d) bytes per local parameter at HBM bandwidth (Adam, K = 12; bf16 d = 2).
+    expected = w.parameters / 4 * (2 * 12 + 3 * 2) / 2039e9
+    assert step[0].seconds == pytest.approx(expected, rel=1e-9)
+
+
+# --------------------------------------------------------------------------- precision
+def test_precision_defaults_and_overrides() -> None:
+    resnet = get_workload("resnet50")           # 4-byte (FlexFlow FP32 in TopoOpt)
+    assert resolve_precision(resnet, "A100-80") == "tf32"
+    assert resolve_precision(resnet, "V100") == "fp32"   # no TF32 tensor cores
+    assert resolve_precision(get_workload("llama3-8b"), "H100") == "bf16"
+    assert resolve_precision(resnet, "A100-80", "fp32") == "fp32"
+    with pytest.raises(InvalidSpecError, match="precision"):
+        resolve_precision(get_workload("llama3-8b"), "A100-80", "fp8")
+    # TF32 runs the convolutions at 156 instead of 19.5 TFLOP/s: 8x faster compute.
+    w = resnet.with_batch(512)
+    pl = Placement(servers=4, gpus_per_server=1)
+    tf32 = sum(o.seconds for o in demand_for(w, "dp=4", "A100-80", pl).compute()
+               if o.kind == "compute")
+    fp32 = sum(o.seconds for o in demand_for(w, "dp=4,precision=fp32", "A100-80", pl).compute()
+               if o.kind == "compute")
+    assert 4 < fp32 / tf32 <= 8
+
+
+# --------------------------------------------------------------------------- MoE
+def test_moe_capacity_factor_and_shared_experts() -> None:
+    kw = dict(layers=1, hidden=256, heads=8, kv_heads=8, ffn=512, vocab=1000, seq_len=64,
+              experts=8, top_k=2, batch_size=8)
+    base = get_workload("mixtral-8x7b", **kw).layer("block0.mlp")
+    cf = get_workload("mixtral-8x7b", capacity_factor=1.25, **kw).layer("block0.mlp")
+    shared = get_workload("mixtral-8x7b", shared_experts=1, **kw).layer("block0.mlp")
+    one_expert = base.expert_params // 8
+    router = 2.0 * 256 * 8 * 64
+    assert cf.fwd_flops - router == pytest.approx(1.25 * (base.fwd_flops - router))
+    assert cf.ep_alltoall_bytes == pytest.approx(1.25 * base.ep_alltoall_bytes)
+    assert shared.params - base.params == one_expert
+    assert shared.expert_params == base.expert_params      # replicated, not expert-sharded
+    assert shared.fwd_flops - base.fwd_flops == pytest.approx((base.fwd_flops - router) / 2)
+
+
+# --------------------------------------------------------------------------- published
+def _megatron(name: str):
+    """Korthikanti et al. 2022 Table 3 (and Narayanan et al. SC'21 Table 1) models on
+    DGX A100 80 GB: TP 8, micro-batch 1, sequence 2048."""
+    if name == "175B":
+        return gpt3(96, 12288, 96, 64), "dp=1,tp=8,pp=8,microbatches=64"
+    if name == "530B":
+        return gpt3(105, 20480, 128, 280), "dp=1,tp=8,pp=35,microbatches=280"
+    return get_workload("transformer-1t", batch_size=512), "dp=1,tp=8,pp=64,microbatches=512"
+
+
+def gpt3(layers: int, hidden: int, heads: int, batch: int):
+    return get_workload("gpt3-175b", layers=layers, hidden=hidden, heads=heads,
+                        ffn=4 * hidden, batch_size=batch)
+
+
+@pytest.mark.parametrize("name", ["175B", "530B", "1T"])
+def test_megatron_configurations_fit_only_with_their_recomputation(name: str) -> None:
+    w, strategy = _megatron(name)
+    assert not memory_per_gpu(w, strategy, "A100-80").fits
+    assert memory_per_gpu(w, f"{strategy},sp=true,recompute=selective", "A100-80").fits
+    assert memory_per_gpu(w, f"{strategy},recompute=full", "A100-80").fits
+
+
+def test_llama3_405b_published_configuration_fits_with_sharding() -> None:
+    """Grattafiori et al. 2024 Table 4: 8,192 H100, TP 8, CP 1, PP 16, DP 64, 16M-token
+    batches (32 sequences of 8192 per DP replica); FSDP-style sharding of optimizer state
+    and gradients (Sec. 3.3.2), no activation checkpointing at 8K sequences."""
+    w = get_workload("llama3-405b")
+    published = "dp=64,tp=8,pp=16,microbatches=32,sp=true"
+    assert not memory_per_gpu(w, published, "H100").fits          # 114.9 GiB
+    assert not memory_per_gpu(w, "dp=64,tp=8,pp=16,microbatches=32", "H100").fits
+    fit = memory_per_gpu(w, f"{published},zero=2", "H100")
+    assert fit.fits and 60 * GIB < fit.total_bytes < 80 * GIB
+
+
+# --------------------------------------------------------------------------- collectives
+def test_cp_collectives_are_ring_kinds() -> None:
+    d = demand_for(gpt(batch=4), "dp=1,cp=2", "A100-80",
+                   Placement(servers=1, gpus_per_server=2))
+    assert all(isinstance(o, CollectiveOp) for o in d.collectives())
+    assert any(o.purpose == "cp" for o in d.collectives())

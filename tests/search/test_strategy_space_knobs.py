@@ -1,0 +1,130 @@
+"""The strategy search over the execution knobs (issue 15 item 4) and the feasible start."""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+
+import numpy as np
+import pytest
+
+from codesign.cli import main
+from codesign.errors import InvalidSpecError
+from codesign.workloads import get_workload
+from codesign.workloads.hardware import Hardware
+from codesign.workloads.memory import memory_per_gpu
+from codesign.workloads.strategy import RECOMPUTE, Strategy, check_applicable
+from search.strategy_search import mcmc_search
+from search.strategy_space import (
+    Candidate, feasible_candidate, initial_candidate, memory_variants, propose)
+
+
+def gpt(batch: int = 32):
+    return get_workload("gpt3-175b", layers=4, hidden=256, heads=8, ffn=1024, vocab=1000,
+                        seq_len=128, positions=128, batch_size=batch)
+
+
+def _hashed_time(c: Candidate) -> float:
+    return 1.0 + (zlib.crc32(c.key().encode()) % 10_000) / 1000.0
+
+
+@pytest.mark.parametrize("start, move, field", [
+    ("dp=8,tp=2", "recompute", "recompute"),
+    ("dp=8,tp=2", "sp", "sp"),
+    ("dp=4,tp=2,pp=2", "schedule", "schedule"),
+    ("dp=16", "microbatches", "microbatches"),     # gradient accumulation without PP
+    ("dp=8,pp=2", "zero", "zero"),                 # ZeRO with pipelining
+])
+def test_knob_moves_change_what_they_name(start: str, move: str, field: str) -> None:
+    w = gpt()
+    c = initial_candidate(w, 16, start)
+    new = propose(c, w, np.random.default_rng(0), gpus_per_server=4, moves=(move,))
+    assert new is not None and getattr(new.strategy, field) != getattr(c.strategy, field)
+    check_applicable(w, new.strategy)
+
+
+def test_axes_move_reaches_context_parallelism_for_attention_models() -> None:
+    w = gpt()
+    c = initial_candidate(w, 16)
+    rng = np.random.default_rng(1)
+    seen = set()
+    for _ in range(200):
+        new = propose(c, w, rng, gpus_per_server=4, moves=("axes",))
+        seen.add(new.strategy.cp)
+        assert new.strategy.gpus == 16
+    assert max(seen) > 1
+    resnet = get_workload("resnet50")
+    c = initial_candidate(resnet, 16)
+    for _ in range(100):
+        assert propose(c, resnet, rng, moves=("axes",)).strategy.cp == 1
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_random_walks_over_every_move_stay_valid(seed: int) -> None:
+    w = gpt()
+    c = initial_candidate(w, 16, "dp=4,tp=2,pp=2")
+    rng = np.random.default_rng(seed)
+    for _ in range(300):
+        new = propose(c, w, rng, gpus_per_server=4)
+        if new is None:
+            break
+        check_applicable(w, new.strategy)
+        assert new.strategy.gpus == 16
+        c = new
+
+
+def test_finds_the_brute_force_optimum_over_axes_and_knobs() -> None:
+    w = gpt()
+    space = []
+    for dp, tp, pp in itertools.product((1, 2, 4, 8), repeat=3):
+        for cp in (1, 2, 4, 8):
+            if dp * tp * pp * cp != 8:
+                continue
+            for rec, sp in itertools.product(RECOMPUTE, (False, True)):
+                try:
+                    s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, recompute=rec, sp=sp)
+                    check_applicable(w, s)
+                except InvalidSpecError:
+                    continue
+                space.append(Candidate(s))
+    best = min(space, key=_hashed_time)
+    r = mcmc_search(w, initial_candidate(w, 8), lambda cs: [_hashed_time(c) for c in cs],
+                    budget=len(space), patience=20 * len(space), beta=0.05,
+                    moves=("axes", "recompute", "sp"), seed=5)
+    assert r.best == best
+
+
+def test_memory_variants_start_with_the_strategy_and_only_add_savings() -> None:
+    w = get_workload("llama3-70b")
+    s = Strategy(dp=16, tp=8, pp=8)
+    variants = memory_variants(w, s)
+    assert variants[0] == s
+    for v in variants:
+        assert (v.dp, v.tp, v.pp, v.cp) == (16, 8, 8, 1)
+        check_applicable(w, v)
+
+
+def test_feasible_start_for_llama3_70b_on_1024_h100() -> None:
+    w = get_workload("llama3-70b")
+    c, mem = feasible_candidate(w, 1024, "H100", 8)
+    assert c is not None and mem.fits
+    assert memory_per_gpu(w, c.strategy, "H100", c.placement(8)).fits
+    # Pure data parallelism alone does not fit (the issue's what-if refusal).
+    assert not memory_per_gpu(w, "dp=1024", "H100").fits
+
+
+def test_nothing_fits_reports_the_closest_attempt() -> None:
+    tiny = Hardware(name="tiny", peak=(("fp16", 1e14),), memory_bytes=2**20,
+                    memory_bandwidth_Bps=1e12, gpus_per_server=8, fabric="",
+                    fabric_bandwidth_Bps=1e11)
+    c, mem = feasible_candidate(get_workload("llama3-8b"), 16, tiny, 8)
+    assert c is None and not mem.fits and mem.total_bytes > 2**20
+
+
+def test_optimize_exits_1_when_nothing_fits(capsys) -> None:
+    code = main(["optimize", "--workload", "llama3-405b", "--servers", "2", "--degree", "1",
+                 "--bandwidth", "100Gbps", "--hardware", "A100-40", "--workers", "0"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "no strategy of llama3-405b fits on 8 GPUs of A100-40" in err   # 4 per server
+    assert "\n" not in err.strip()
