@@ -1,0 +1,75 @@
+"""Benchmark: one LLM training iteration with the execution knobs (issue 15).
+
+GPT-3 175B on 1024 A100 GPUs (128 servers of 8) with Megatron-style strategies (TP 8
+inside the server, PP 16, sequence parallelism, distributed optimizer, recomputation,
+interleaving, context parallelism), timed by :func:`evaluators.iteration.evaluate` on a
+fat-tree (``fattree:k=8``: 128 servers) through the ``flow`` network model (``auto`` collectives and routing: ring and ECMP on
+switched fabrics) from a freshly built topology (cold caches).  Target (issue 15): under 2 s per evaluation, so that
+sweeps with a strategy search stay fast.  Also reports Llama 3 405B's published
+configuration on 8,192 H100 (1024 servers of an ideal switch) for scale.  Prints a table
+and appends it to ``experiments/benchmarks/RESULTS.md``.
+
+Usage::
+
+    python experiments/benchmarks/bench_iteration_llm.py [--repeat 3] [--no-append]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from codesign.workloads import get_workload
+from evaluators.iteration import evaluate
+from topologies.registry import from_spec
+
+sys.path.insert(0, str(Path(__file__).parent))
+from results_file import append_result, markdown_table, print_rows  # noqa: E402
+
+CASES = (
+    ("gpt3-175b", "fattree:k=8,bw=200Gbps", "A100-80",
+     "dp=8,tp=8,pp=16,microbatches=192,sp=true,zero=1,recompute=selective"),
+    ("gpt3-175b", "fattree:k=8,bw=200Gbps", "A100-80",
+     "dp=8,tp=8,pp=16,microbatches=192,zero=1,recompute=full"),
+    ("gpt3-175b", "fattree:k=8,bw=200Gbps", "A100-80",
+     "dp=8,tp=8,pp=16,microbatches=192,sp=true,zero=1,schedule=interleaved,vpp=2,"
+     "recompute=selective"),
+    ("gpt3-175b", "fattree:k=8,bw=200Gbps", "A100-80",
+     "dp=4,tp=8,pp=16,cp=2,microbatches=384,sp=true,zero=1"),
+    ("llama3-405b", "ideal:1024,degree=8,bw=400Gbps", "H100",
+     "dp=64,tp=8,pp=16,microbatches=32,sp=true,zero=2"),
+)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3, help="runs; the best is reported")
+    ap.add_argument("--no-append", action="store_true", help="do not write RESULTS.md")
+    args = ap.parse_args()
+
+    rows = []
+    for name, spec, hw, strategy in CASES:
+        w = get_workload(name)
+        best, r = float("inf"), None
+        for _ in range(args.repeat):
+            topo = from_spec(spec)          # fresh: cold route / collective caches
+            t0 = time.perf_counter()
+            r = evaluate(topo, w, strategy, hardware=hw, collective_method="auto",
+                         routing="auto")
+            best = min(best, time.perf_counter() - t0)
+        target = " (target < 2 s)" if r.gpus == 1024 else ""
+        rows.append((f"{name} on {r.gpus} {hw}, `{spec}`, `{strategy}`",
+                     f"{best:.3f} s{target}; iteration {r.iteration_time_s:.2f} s, "
+                     f"MFU {r.mfu:.3f}, bubble {r.breakdown['bubble_s']:.2f} s, "
+                     f"memory {r.memory['total_bytes'] / 2**30:.1f} GiB"))
+    print_rows(rows)
+    if not args.no_append:
+        append_result("Iteration model with LLM execution knobs (evaluate wall time)",
+                      "python experiments/benchmarks/bench_iteration_llm.py",
+                      markdown_table(rows))
+
+
+if __name__ == "__main__":
+    main()
