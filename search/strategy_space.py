@@ -205,8 +205,14 @@ def _move_zero(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate
 
 def _move_recompute(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
     s = c.strategy
-    i = RECOMPUTE.index(s.recompute)
-    options = [RECOMPUTE[j] for j in (i - 1, i + 1) if 0 <= j < len(RECOMPUTE)]
+    # Selective recomputation only differs from none where an attention core stores its
+    # s x s tensors (no flash attention); elsewhere the ladder is none <-> full.
+    modes = RECOMPUTE if any(layer.attn_core_saved_bytes > 0 for layer in w.layers) \
+        else ("none", "full")
+    if s.recompute not in modes:
+        return replace(c, strategy=replace(s, recompute="none"))
+    i = modes.index(s.recompute)
+    options = [modes[j] for j in (i - 1, i + 1) if 0 <= j < len(modes)]
     return replace(c, strategy=replace(s, recompute=options[rng.integers(len(options))]))
 
 
@@ -368,6 +374,8 @@ def memory_variants(workload: Workload, strategy: Strategy) -> list[Strategy]:
     out: list[Strategy] = []
     seen: set[Strategy] = set()
     steps: list[dict[str, Any]] = list(MEMORY_LADDER)
+    if not any(layer.attn_core_saved_bytes > 0 for layer in workload.layers):
+        steps.remove({"recompute": "selective"})   # nothing for it to drop
     if _tables(workload) and base.tp == base.pp == base.cp == 1 and _table_heavy(workload):
         steps.insert(1, {"embedding": "model"})
     knobs: dict[str, Any] = {}
