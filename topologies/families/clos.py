@@ -33,7 +33,7 @@ from topologies.families.options import (
 from topologies.model import Topology
 from topologies.registry import register_family
 
-__all__ = ["fattree", "leafspine", "ideal", "dragonfly", "spec_name", "MAX_NODES"]
+__all__ = ["fattree", "leafspine", "ideal", "dragonfly", "spec_name", "oversub_ratio", "MAX_NODES"]
 
 #: Largest node count (NPUs + switches) a builder accepts; beyond it the
 #: all-pairs hop matrix alone would not fit in memory.
@@ -135,22 +135,24 @@ def fattree(k: int, *, bandwidth: float = DEFAULT_BW, latency: float = DEFAULT_L
     b.cable(agg0 + pod * half + i, core0 + i * half + j, bw, lat)
     params = {"k": k, "hosts": n_hosts, "servers": n_hosts, "link_bandwidth_Bps": bw,
               "edge_switches": n_edge, "aggregation_switches": n_agg, "core_switches": n_core,
-              "oversub": 1.0, "bisection_Bps": n_hosts / 2 * bw}
+              "oversub": 1.0, "bisection_Bps": n_hosts / 2 * bw,
+              "switch_levels": [[edge0, n_edge], [agg0, n_agg], [core0, n_core]]}
     return b.build(name=name or f"fattree:k={k}", family="fattree", params=params,
                    node_attrs={"pod": hosts // (half * half)})
 
 
 # ----------------------------------------------------------------- leaf-spine
-def _ratio(oversub: float) -> Fraction:
+def oversub_ratio(oversub: float, field: str = "leafspine oversub") -> Fraction:
+    """An oversubscription ratio as a fraction of small integers (``1.5`` -> ``3/2``)."""
     try:
         value = float(oversub)
     except (TypeError, ValueError):
-        raise invalid("leafspine oversub", oversub, "a number > 0 such as 1, 2 or 1.5") from None
+        raise invalid(field, oversub, "a number > 0 such as 1, 2 or 1.5") from None
     if not math.isfinite(value) or value <= 0:
-        raise invalid("leafspine oversub", oversub, "a finite number > 0 such as 1, 2 or 1.5")
+        raise invalid(field, oversub, "a finite number > 0 such as 1, 2 or 1.5")
     frac = Fraction(value).limit_denominator(64)
     if abs(float(frac) - value) > 1e-9 * value:
-        raise invalid("leafspine oversub", oversub, "a ratio of small integers such as 3 or 1.5")
+        raise invalid(field, oversub, "a ratio of small integers such as 3 or 1.5")
     return frac
 
 
@@ -209,7 +211,7 @@ def leafspine(hosts: int, *, oversub: float = 1.0, hosts_per_leaf: int | None = 
     (8, 8, 32.0)
     """
     hosts = _check_int(hosts, "leafspine hosts", 2)
-    ratio = _ratio(oversub)
+    ratio = oversub_ratio(oversub)
     bw, lat = _check_link(bandwidth, latency, "leafspine")
     p, q = ratio.numerator, ratio.denominator
     if hosts_per_leaf is not None and radix is not None:
@@ -244,7 +246,8 @@ def leafspine(hosts: int, *, oversub: float = 1.0, hosts_per_leaf: int | None = 
     leaf, spine = np.meshgrid(np.arange(leaves), np.arange(u), indexing="ij")
     b.cable(leaf0 + leaf, spine0 + spine, bw, lat)
     params = {"hosts": hosts, "servers": hosts, "oversub": float(ratio), "hosts_per_leaf": m,
-              "uplinks_per_leaf": u, "leaves": leaves, "spines": u, "link_bandwidth_Bps": bw}
+              "uplinks_per_leaf": u, "leaves": leaves, "spines": u, "link_bandwidth_Bps": bw,
+              "switch_levels": [[leaf0, leaves], [spine0, u]]}
     if hosts % m == 0 and leaves % 2 == 0:
         params["bisection_Bps"] = min(hosts / 2, u * leaves / 2) * bw
     return b.build(name=name or f"leafspine:{hosts},oversub={float(ratio):g}",
@@ -384,15 +387,36 @@ def dragonfly(a: int, p: int, h: int, g: int | None = None, *, bandwidth: float 
 
 
 # ---------------------------------------------------------------- spec strings
-@register_family("fattree", keys=("k", "bw", "lat"), shape="K or k=K",
+@register_family("fattree", keys=("k", "servers", "radix", "oversub", "tiers", "bw", "lat",
+                                  "scaleup", "scaleup_bw", "scaleup_lat"),
+                 shape="K or k=K, or servers=N[,radix=R,oversub=O,tiers=T]",
                  example="fattree:k=4",
-                 summary="k-ary fat-tree: k^3/4 hosts, 5k^2/4 switches of radix k")
+                 summary="fat tree: k-ary (k^3/4 hosts), or servers=N partially populated with "
+                         "radix-R switches (topologies.families.gpu_clos)")
 def _fattree_spec(shape, options):
+    if "servers" in options or any(key in options for key in
+                                   ("radix", "oversub", "tiers", "scaleup")):
+        if "k" in options:
+            raise invalid("fattree spec", f"k={options['k']} with servers=",
+                          "either k=K (k-ary tree) or servers=N[,radix=R,...]")
+        if shape and "servers" in options:
+            raise invalid("fattree spec", f"{shape} and servers={options['servers']}",
+                          "the server count given once")
+        if "servers" not in options:
+            raise invalid("fattree servers", "(missing)",
+                          "servers=N with radix/oversub/tiers, e.g. fattree:servers=1000,radix=64")
+        from topologies.families.gpu_clos import fattree_servers_spec
+
+        return fattree_servers_spec("", options)
     if shape and "k" in options:
         raise invalid("fattree spec", f"{shape} and k={options['k']}", "k given once")
     text = options.get("k", shape)
     if not text:
-        raise invalid("fattree k", text, "an even integer >= 2, e.g. fattree:k=8")
+        raise invalid("fattree k", text, "an even integer >= 2, e.g. fattree:k=8, or "
+                      "fattree:servers=N,radix=R for any server count")
+    if "scaleup_bw" in options or "scaleup_lat" in options:
+        raise invalid("fattree scaleup_bw", options.get("scaleup_bw", options.get("scaleup_lat")),
+                      "only with servers=N,scaleup=G")
     k = parse_int(text, "fattree k", minimum=2)
     return fattree(k, bandwidth=bandwidth_option(options, "fattree"),
                    latency=latency_option(options, "fattree"),
