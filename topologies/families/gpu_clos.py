@@ -14,7 +14,7 @@
 All three are partially populated XGFTs (:mod:`topologies.families.xgft`): leaves
 with ``R O/(1+O)`` endpoint ports and ``R/(1+O)`` uplinks, full bisection above the
 leaves, the fewest tiers that hold the endpoints (or ``tiers=``), only the switches
-that have endpoints below them, and top-level switches merged where a partially
+that have endpoints below them, and upper-level switches merged where a partially
 filled top would leave ports idle.  Every family takes ``scaleup=G`` (``G``
 consecutive NPUs share an NVLink crossbar, :mod:`topologies.families.scaleup`).
 
@@ -79,14 +79,14 @@ def _build(family: str, npus: int, slots: np.ndarray, shape: Xgft, radix: int, r
                       f"a divisor of the {npus} GPUs (whole scale-up domains)")
     b = LinkBuilder(npus, 0)
     h = shape.levels
-    levels, n_sw, merge = xgft_links(b, shape, slots, np.arange(npus), npus,
-                                     bandwidth=(bw,) * h, latency=(lat,) * h, top_radix=radix)
+    levels, n_sw, merges = xgft_links(b, shape, slots, np.arange(npus), npus,
+                                      bandwidth=(bw,) * h, latency=(lat,) * h)
     n_su = add_scaleup(b, npus, size, npus + n_sw, su_bw, su_lat)
     b.switches = n_sw + n_su
     planes = shape.w[0]
     params = {**params, "endpoints": npus, "radix": radix, "oversub": float(ratio),
               "tiers": h, "planes": planes, "link_bandwidth_Bps": bw,
-              "injection_Bps": planes * bw, "switch_levels": levels, "top_merge": merge,
+              "injection_Bps": planes * bw, "switch_levels": levels, "merges": merges,
               "leaves": levels[0][1], "xgft_m": list(shape.m), "xgft_w": list(shape.w)}
     if size > 1:
         params.update({"scaleup_size": size, "scaleup_switches": [npus + n_sw, n_su],
@@ -128,7 +128,7 @@ def clos_fattree(servers: int, *, radix: int = DEFAULT_RADIX, oversub: float = 1
     -------
     Topology
         Family ``fattree``; ``params``: ``servers``, ``radix``, ``oversub``, ``tiers``,
-        ``switch_levels``, ``top_merge``, ``leaves`` ...; ``node_attrs["clos_rank"]``.
+        ``switch_levels``, ``merges`` (per level), ``leaves`` ...; ``node_attrs["clos_rank"]``.
 
     Examples
     --------
@@ -233,6 +233,8 @@ def railopt(servers: int, *, gpus: int = 8, radix: int = DEFAULT_RADIX, oversub:
     size = g if scaleup is None else scaleup
     if size > 1 and size % g and g % size:
         raise invalid("railopt scaleup", size, f"a multiple or divisor of gpus={g}")
+    if radix > 2:   # the radix must split into endpoint ports and uplinks at this ratio
+        fattree_shape(1, radix, oversub_down=p, oversub_up=q, tiers=2, field="railopt")
     if tiers is None:
         candidates = range(1, 6)
     else:

@@ -20,11 +20,15 @@ every ``b_l``.
 Partial population (what real Clos networks are): only the slots in use get
 endpoints and only the switches with at least one endpoint below them are
 built, so a fabric for 35, 1000 or 100,000 servers has exactly the leaves,
-spines and cores it needs.  At the top level the ``W_h`` logical switches may be
-*merged* ``f`` at a time into one physical switch joined to each child by ``f``
-parallel cables (a 2-leaf fabric of 32-uplink leaves needs one 64-port spine,
-not 32 spines using two ports each); ``f`` is the largest divisor of ``w_h`` for
-which the merged switch still fits its radix.
+spines and cores it needs.  Above the leaves, where a subtree has only ``c <
+m_l`` children, ``f`` logical switches are *merged* into one physical switch
+joined to each child by ``f`` parallel cables (a 2-leaf fabric of 32-uplink
+leaves needs one 64-port spine, not 32 spines using two ports each); ``f`` is the
+largest divisor of ``w_l`` with ``c f <= m_l``.  The merged switch keeps one
+logical switch's uplinks, which still match its down ports, so a non-blocking
+fabric stays non-blocking.  This is the sizing of NVIDIA's DGX SuperPOD
+reference architectures (B200 RA, "Compute fabric" table: 4 SUs = 32 leaves and
+16 spines; 16 SUs = 128 leaves, 128 spines, 64 cores), which the tests check.
 
 Numbering: endpoints first (their ids are given by the caller), then the
 switches level by level, within a level by subtree then ``B``.  The builder
@@ -95,7 +99,7 @@ def largest_merge(w_top: int, children: int, radix: int) -> int:
 
 def xgft_links(b: LinkBuilder, shape: Xgft, slots: np.ndarray, npu_ids: np.ndarray,
                first_switch: int, *, bandwidth: tuple[float, ...], latency: tuple[float, ...],
-               top_radix: int | None = None) -> tuple[list[list[int]], int, int]:
+               merge: bool = True) -> tuple[list[list[int]], int, list[int]]:
     """Add the cables of a partially populated XGFT to ``b``.
 
     Parameters
@@ -112,9 +116,11 @@ def xgft_links(b: LinkBuilder, shape: Xgft, slots: np.ndarray, npu_ids: np.ndarr
         Node id of the first switch of this XGFT.
     bandwidth, latency : tuple of float
         Per level boundary ``1 .. h`` (endpoint-leaf first): bytes/s and seconds.
-    top_radix : int, optional
-        Ports of a top-level switch; the top switches are merged as far as it allows
-        (module docstring).  Default: no merging.
+    merge : bool, optional
+        Merge the switches of partly filled subtrees (module docstring): at level
+        ``l >= 2``, with at most ``c`` children present in any subtree, ``f`` logical
+        switches become one physical switch joined to each child by ``f`` parallel
+        cables, ``f`` the largest divisor of ``w_l`` with ``c f <= m_l``.
 
     Returns
     -------
@@ -122,8 +128,8 @@ def xgft_links(b: LinkBuilder, shape: Xgft, slots: np.ndarray, npu_ids: np.ndarr
         Switch ids per level (leaves first).
     switches : int
         Switches added.
-    merge : int
-        Top-level merge factor ``f``.
+    merges : list of int
+        Merge factor per level (1 for the leaves).
     """
     slots = np.asarray(slots, dtype=np.int64)
     order = np.argsort(slots)
@@ -131,12 +137,16 @@ def xgft_links(b: LinkBuilder, shape: Xgft, slots: np.ndarray, npu_ids: np.ndarr
     h = shape.levels
     # Present subtrees of every level: A_l = unique(slots // M_l).
     present = [slots] + [np.unique(slots // shape.M(l)) for l in range(1, h + 1)]
-    children_of_top = present[h - 1].size
-    f = largest_merge(shape.w[h - 1], children_of_top, top_radix) if top_radix else 1
+    merges = [1]
+    for l in range(2, h + 1):
+        c = int(np.bincount(present[l - 1] // shape.m[l - 1]).max())
+        merges.append(largest_merge(shape.w[l - 1], c, shape.m[l - 1]) if merge else 1)
+    w_eff = [shape.w[l] // merges[l] for l in range(h)]       # distinct parents per level
+    W = np.cumprod([1] + w_eff).tolist()                       # W'_0 .. W'_h
     offsets, counts = [], []
     nxt = first_switch
     for l in range(1, h + 1):
-        n_l = present[l].size * shape.W(l) // (f if l == h else 1)
+        n_l = present[l].size * W[l]
         offsets.append(nxt)
         counts.append(n_l)
         nxt += n_l
@@ -145,21 +155,16 @@ def xgft_links(b: LinkBuilder, shape: Xgft, slots: np.ndarray, npu_ids: np.ndarr
         if level == 0:
             return npu_ids[np.searchsorted(slots, a)]
         rank = np.searchsorted(present[level], a)
-        if level == h and f > 1:
-            wl = shape.W(h - 1)
-            bsum = bsum % wl + wl * ((bsum // wl) // f)
-            return offsets[level - 1] + rank * (shape.W(h) // f) + bsum
-        return offsets[level - 1] + rank * shape.W(level) + bsum
+        return offsets[level - 1] + rank * W[level] + bsum
 
     for l in range(1, h + 1):
-        a_child = present[l - 1]
-        w_prev, w_l = shape.W(l - 1), shape.w[l - 1]
-        a, bprev, bl = np.meshgrid(a_child, np.arange(w_prev), np.arange(w_l), indexing="ij")
+        a, bprev, bl = np.meshgrid(present[l - 1], np.arange(W[l - 1]), np.arange(w_eff[l - 1]),
+                                   indexing="ij")
         a, bprev, bl = a.ravel(), bprev.ravel(), bl.ravel()
         child = ids(l - 1, a, bprev)
-        parent = ids(l, a // shape.m[l - 1], bprev + w_prev * bl)
-        b.cable(child, parent, bandwidth[l - 1], latency[l - 1])
-    return [[o, c] for o, c in zip(offsets, counts)], nxt - first_switch, f
+        parent = ids(l, a // shape.m[l - 1], bprev + W[l - 1] * bl)
+        b.cable(child, parent, bandwidth[l - 1], latency[l - 1], count=merges[l - 1])
+    return [[o, c] for o, c in zip(offsets, counts)], nxt - first_switch, merges
 
 
 def fattree_shape(endpoints: int, radix: int, *, oversub_down: int, oversub_up: int,
