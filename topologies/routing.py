@@ -222,7 +222,10 @@ def _walk(topology, cs: ClosStructure, src: np.ndarray, dst: np.ndarray, method:
         if lvl == 0 and first_choice is not None:
             pick = first_choice[active]
         elif method == "dmodk":
-            pick = key[active] // cs.stride[lvl]
+            # Sprayed flows fix the plane themselves: inside a plane D-mod-k counts
+            # destinations without the plane digit.
+            div = cs.stride[lvl] // (cs.stride[1] if first_choice is not None else 1)
+            pick = key[active] // div
         else:
             pick = _hash(src[active], dst[active], lvl, seed).astype(np.int64, copy=False) \
                 & np.int64(0x7FFFFFFFFFFF)
