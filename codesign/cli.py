@@ -752,9 +752,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--network-model", default="flow",
                    choices=("flow", "congestion", "analytical"),
                    help="network model (default flow)")
-    p.add_argument("--routing", default="shortest", choices=("shortest", "ecmp"),
+    p.add_argument("--routing", default="shortest", choices=("shortest", "ecmp", "dmodk"),
                    help="paths of transfers/all-to-alls: one minimum-hop path per pair "
-                        "(default) or per-pair hashed ECMP over all of them")
+                        "(default), per-pair hashed ECMP over all of them, or D-mod-k "
+                        "up/down routing (Clos fabrics)")
     p.add_argument("--no-overlap", action="store_true",
                    help="do not overlap gradient buckets with the backward pass")
     p.add_argument("--closed-form", action="store_true",
