@@ -225,3 +225,16 @@ def test_100k_servers_route_without_all_pairs_tables():
     ptr, links = clos_paths(t, src, dst)
     _check_paths(t, src[:50], dst[:50], ptr[:51], links)
     assert "_paths" not in t.__dict__                  # no n^2 hop matrix was built
+
+
+def test_iteration_model_routes_all_to_all_by_dmodk():
+    """DLRM's embedding all-to-all on a fat tree: shortest-path routing piles flows on
+    one uplink, D-mod-k spreads them (evaluate(..., routing="dmodk") calls clos_paths)."""
+    from codesign.workloads import Placement
+    from evaluators.iteration import evaluate
+
+    kw = dict(placement=Placement(16, 4), hardware="A100-80")
+    out = {r: evaluate("fattree:k=4,bw=100Gbps", "dlrm", "dp=64,embedding=model",
+                       routing=r, **kw) for r in ("shortest", "dmodk")}
+    assert out["dmodk"].embedding_s < out["shortest"].embedding_s
+    assert out["dmodk"].iteration_time_s <= out["shortest"].iteration_time_s
