@@ -23,8 +23,8 @@ nearly cubic factorisation of ``C``, preferring a ``k,k,2k`` or ``k,2k,2k`` toru
 when ``twist=true``); the torus is the grid times the cube.
 
 Node ids: chip ``(x, y, z)`` is NPU ``x + X (y + Y z)`` (fastest-varying first).
-``node_attrs``: ``coords``, ``cube`` (cube index of each chip), ``server`` (= cube,
-the scale-up domain).  ``params``: ``cube_shape``, ``grid``, ``torus``, ``twist``,
+``node_attrs``: ``coords``, ``cube`` (cube index of each chip: the scale-up domain;
+its copper cables are priced as DACs, not as part of a server).  ``params``: ``cube_shape``, ``grid``, ``torus``, ``twist``,
 ``optical_cables``, ``electrical_cables``, ``ocs_ports`` (one per optical cable
 end), ``bisection_Bps`` (untwisted torus: ``2 N / L_max x bw`` across the longest
 axis, which is the minimum bisection of a k-ary torus with even sizes).
@@ -45,7 +45,7 @@ from topologies.families.options import (
 from topologies.model import Dimension, Topology
 from topologies.registry import register_family
 
-__all__ = ["tpu_torus", "optical_mask", "ICI_LINK_BW", "MAX_CHIPS"]
+__all__ = ["tpu_torus", "optical_mask", "optical_pairs", "ICI_LINK_BW", "MAX_CHIPS"]
 
 #: TPU v4 ICI link: 400 Gb/s per direction (50 GB/s), 6 links per chip.
 ICI_LINK_BW = 50e9
@@ -170,7 +170,7 @@ def tpu_torus(cube: tuple[int, int, int] = (4, 4, 4), cubes: int = 1, *,
     return Topology(n, 0, topo_links.src, topo_links.dst, topo_links.bandwidth,
                     topo_links.latency, name=name or f"tpu:{'x'.join(map(str, cube))},cubes={cubes}",
                     family="tpu", params=params, dims=shape_dims,
-                    node_attrs={"coords": coords, "cube": cube_of, "server": cube_of})
+                    node_attrs={"coords": coords, "cube": cube_of})
 
 
 def optical_mask(topology) -> np.ndarray:
@@ -180,9 +180,15 @@ def optical_mask(topology) -> np.ndarray:
     (one step along one axis, no wrap-around); every other link -- between cubes,
     or a wrap-around, even inside one cube -- is an optical circuit.
     """
+    return optical_pairs(topology, topology.src, topology.dst)
+
+
+def optical_pairs(topology, u, v) -> np.ndarray:
+    """Whether the chip pairs ``u[i] - v[i]`` of a ``tpu`` topology are joined through the
+    OCS (rule of :func:`optical_mask`)."""
     coords = np.asarray(topology.node_attrs["coords"])
     cube = np.asarray(topology.node_attrs["cube"])
-    u, v = topology.src, topology.dst
+    u, v = np.asarray(u, dtype=np.int64), np.asarray(v, dtype=np.int64)
     step = np.abs(coords[u] - coords[v]).sum(axis=1)
     return (cube[u] != cube[v]) | (step != 1)
 
