@@ -107,7 +107,7 @@ def test_any_server_count_builds_within_radix_and_non_blocking_above_leaves(n, r
 
 @pytest.mark.parametrize("spec", ["fattree:servers=12,radix=4", "fattree:servers=10,radix=8",
                                   "multiplane:6,planes=2,radix=4",
-                                  "fattree:servers=16,radix=8", "fattree:servers=9,radix=4"])
+                                  "fattree:servers=9,radix=4"])
 def test_bisection_closed_form_equals_exact_enumeration(spec):
     t = from_spec(spec)
     bare = Topology(t.npus, t.switches, t.src, t.dst, t.bandwidth, t.latency)
@@ -208,3 +208,28 @@ def test_fattree_servers_from_yaml_round_trip(tmp_path):
     dump_yaml_topology(t, tmp_path / "f.yaml")
     back = load_yaml_topology(tmp_path / "f.yaml")
     assert (back.npus, back.switches, back.n_links) == (t.npus, t.switches, t.n_links)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 300), radix=st.sampled_from([4, 8, 16]), planes=st.integers(1, 3),
+       rails=st.sampled_from([0, 2, 4]))
+def test_closed_form_diameter_and_mean_path_match_bfs(n, radix, planes, rails):
+    """params["diameter"/"mean_path_length"] (used by Topology for any size) against an
+    all-pairs BFS of the same graph without the closed forms."""
+    try:
+        if rails:
+            t = railopt(max(1, n // rails), gpus=rails, radix=radix, scaleup=1)
+        else:
+            t = multiplane(n, planes=planes, radix=radix)
+    except InvalidSpecError:
+        return                                          # too many endpoints for the radix
+    bare = Topology(t.npus, t.switches, t.src, t.dst, t.bandwidth, t.latency)
+    assert t.diameter == bare.diameter
+    assert t.mean_path_length == pytest.approx(bare.mean_path_length, rel=1e-12)
+
+
+def test_100k_server_summary_is_closed_form():
+    t = from_spec("fattree:servers=100000,radix=64")
+    assert (t.diameter, t.params["tiers"]) == (8, 4)
+    assert t.bisection_bandwidth() == (50000 * t.params["link_bandwidth_Bps"], "closed-form")
+    assert "_paths" not in t.__dict__

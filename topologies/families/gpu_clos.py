@@ -44,7 +44,8 @@ from topologies.families.xgft import Xgft, fattree_shape, xgft_links
 from topologies.model import Topology
 from topologies.registry import register_family
 
-__all__ = ["clos_fattree", "railopt", "multiplane", "MAX_ENDPOINTS", "DEFAULT_RADIX"]
+__all__ = ["clos_fattree", "railopt", "multiplane", "path_stats", "MAX_ENDPOINTS",
+           "DEFAULT_RADIX"]
 
 #: Largest endpoint count of the sized Clos families (DESIGN.md: any server count up to
 #: 100,000 servers; with 8 GPUs per server that is 800,000 GPU endpoints).
@@ -70,6 +71,33 @@ def _link(bandwidth, latency, family):
     return bw, lat
 
 
+def path_stats(slots: np.ndarray, shape: Xgft) -> tuple[int, float]:
+    """Closed-form diameter and mean hop count between distinct NPUs of a Clos family
+    without scale-up domains.
+
+    Two NPUs whose lowest common subtree is at level ``l`` are ``2 l`` hops apart (up to
+    the common ancestor and down; no shorter path exists, since NPUs attach only to
+    leaves).  Counting ordered pairs per level is ``O(N h)`` with no all-pairs table (a
+    100,000-server fabric in milliseconds).  With scale-up domains, paths may run
+    through a neighbouring GPU's crossbar and rail, which this count does not model.
+    """
+    slots = np.asarray(slots, dtype=np.int64)
+    n = slots.size
+    if n < 2:
+        return 0, 0.0
+    same = [0]
+    for l in range(1, shape.levels + 1):
+        _, counts = np.unique(slots // shape.M(l), return_counts=True)
+        same.append(int((counts.astype(np.int64) ** 2).sum()) - n)
+    total, diameter = 0.0, 0
+    for l in range(1, shape.levels + 1):
+        at_l = same[l] - same[l - 1]
+        total += 2 * l * at_l
+        if at_l > 0:
+            diameter = 2 * l
+    return diameter, total / (n * (n - 1))
+
+
 def _build(family: str, npus: int, slots: np.ndarray, shape: Xgft, radix: int, ratio,
            bw: float, lat: float, scaleup: tuple[int, float, float], name: str,
            params: dict, attrs: dict) -> Topology:
@@ -91,7 +119,9 @@ def _build(family: str, npus: int, slots: np.ndarray, shape: Xgft, radix: int, r
     if size > 1:
         params.update({"scaleup_size": size, "scaleup_switches": [npus + n_sw, n_su],
                        "scaleup_bandwidth_Bps": su_bw})
-    elif ratio == 1:
+    else:
+        params["diameter"], params["mean_path_length"] = path_stats(slots, shape)
+    if size == 1 and ratio == 1:
         # Non-blocking: every subtree has as much uplink as endpoint capacity, so the
         # smallest balanced cut is the endpoint links of the smaller half.
         params["bisection_Bps"] = (npus // 2) * planes * bw
