@@ -56,3 +56,18 @@ def test_every_algorithm_is_valid_on_the_new_fabrics(alg, spec):
         assert (s.kind, s.npus, s.size_bytes) == (coll.kind, coll.npus, coll.size_bytes)
         report = validate_schedule(sched, topo)
         assert report.valid, (alg, kind, report.errors[:3])
+
+
+@pytest.mark.parametrize("spec", SPECS[:-1] + ["fattree:servers=8,radix=4,oversub=1"])
+@pytest.mark.parametrize("routing", ["shortest", "dmodk"])
+def test_iteration_model_runs_on_the_new_fabrics(spec, routing):
+    """`codesign evaluate` on each new fabric: GPUs are the topology's NPUs."""
+    from evaluators.iteration import evaluate
+
+    topo = _topo(spec)
+    if routing == "dmodk" and "switch_levels" not in topo.params:
+        pytest.skip("D-mod-k routes Clos fabrics only")
+    n = topo.npus
+    r = evaluate(topo, "resnet50", f"dp={n},microbatches=32", routing=routing)
+    assert r.gpus == n and r.iteration_time_s > r.compute_time_s > 0
+    assert 0 < r.dp_s < r.iteration_time_s
