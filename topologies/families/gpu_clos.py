@@ -23,6 +23,9 @@ in XGFT slot ``g S' + s`` (``S'`` = servers rounded up to whole leaves for 2 tie
 to whole pods for 3 or more), so every leaf -- and with 3 tiers every pod -- holds
 one rail: same-rank GPUs meet below the top tier ("rail-aligned pods"), other
 traffic crosses the top tier or, in NCCL, moves to the right GPU over NVLink first.
+When whole pods per rail do not fit the tiers, rails are aligned to leaves only (pods
+mix rails), and as a last resort packed densely (leaves mix rails); the fewest tiers
+win.
 """
 
 from __future__ import annotations
@@ -270,24 +273,32 @@ def railopt(servers: int, *, gpus: int = 8, radix: int = DEFAULT_RADIX, oversub:
     else:
         candidates = [tiers]
     shape, s_pad = None, s
+    # Prefer the fewest tiers; at each, rail-aligned pods (every pod one rail), else
+    # rail-aligned leaves (pods mix rails), else a dense rail-major layout.
+    last: InvalidSpecError | None = None
     for h in candidates:
-        try:
-            if h == 1:
+        if h == 1:
+            try:
                 shape, s_pad = fattree_shape(npus, radix, oversub_down=p, oversub_up=q,
                                              tiers=1, field="railopt"), s
                 break
-            probe = fattree_shape(1, radix, oversub_down=p, oversub_up=q, tiers=h,
-                                  field="railopt")
-            block = probe.M(h - 1)
-            s_pad = -(-s // block) * block
-            shape = fattree_shape(g * s_pad, radix, oversub_down=p, oversub_up=q, tiers=h,
-                                  field="railopt")
+            except InvalidSpecError as exc:
+                last = exc
+                continue
+        probe = fattree_shape(1, radix, oversub_down=p, oversub_up=q, tiers=h, field="railopt")
+        for block in dict.fromkeys((probe.M(h - 1), probe.m[0], 1)):
+            try:
+                s_pad = -(-s // block) * block
+                shape = fattree_shape(g * s_pad, radix, oversub_down=p, oversub_up=q,
+                                      tiers=h, field="railopt")
+                break
+            except InvalidSpecError as exc:
+                last = exc
+        if shape is not None:
             break
-        except InvalidSpecError:
-            if tiers is not None:
-                raise
-            continue
     if shape is None:
+        if tiers is not None and last is not None:
+            raise last
         raise invalid("railopt size", f"{s} servers x {g} GPUs",
                       f"at most 5 tiers of radix {radix}; use a larger radix")
     server, rail = np.divmod(np.arange(npus), g)
