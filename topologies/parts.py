@@ -288,14 +288,15 @@ def parts_cost(topology, catalog: PartsCatalog | None = None):
     if "scaleup_switches" in topology.params:
         first, count = topology.params["scaleup_switches"]
         crossbar[first:first + count] = True
-        for x in range(first, first + count):
-            into = dst == x
-            g = int(into.sum())
-            if g <= cat.tray_included_up_to:
-                continue
-            per_gpu = math.ceil(float(bw[into].max()) / cat.tray_link_Bps * (1 - _RTOL))
-            t.add("nvlink_switch_tray", math.ceil(g * per_gpu / cat.tray_ports), cat.tray_usd,
-                  cat.tray_power_w)
+        to_x = crossbar[dst]
+        gpus = np.bincount(dst[to_x] - first, minlength=count)
+        fastest = np.zeros(count)
+        np.maximum.at(fastest, dst[to_x] - first, bw[to_x])
+        big = gpus > cat.tray_included_up_to
+        if big.any():
+            per_gpu = np.ceil(fastest[big] / cat.tray_link_Bps * (1 - _RTOL))
+            trays = np.ceil(gpus[big] * per_gpu / cat.tray_ports)
+            t.add("nvlink_switch_tray", float(trays.sum()), cat.tray_usd, cat.tray_power_w)
         if topology.params.get("scaleup_size", 0) <= cat.tray_included_up_to:
             notes.append(f"scale-up domains of <= {cat.tray_included_up_to} GPUs are on the "
                          "server baseboard (not priced)")

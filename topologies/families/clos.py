@@ -133,7 +133,13 @@ def fattree(k: int, *, bandwidth: float = DEFAULT_BW, latency: float = DEFAULT_L
     # Core (i, j) reaches aggregation switch i of every pod.
     pod, i, j = np.meshgrid(np.arange(k), np.arange(half), np.arange(half), indexing="ij")
     b.cable(agg0 + pod * half + i, core0 + i * half + j, bw, lat)
+    # Hop counts by lowest common switch: 2 under one edge, 4 in one pod, 6 across pods.
+    e, pod_hosts = half, half * half
+    pairs = n_hosts * (n_hosts - 1)
+    hops = 2 * n_hosts * (e - 1) + 4 * n_hosts * (pod_hosts - e) + 6 * n_hosts * (n_hosts - pod_hosts)
+    diameter = 6 if n_hosts > pod_hosts else (4 if pod_hosts > e else 2)
     params = {"k": k, "hosts": n_hosts, "servers": n_hosts, "link_bandwidth_Bps": bw,
+              "diameter": diameter, "mean_path_length": hops / pairs,
               "edge_switches": n_edge, "aggregation_switches": n_agg, "core_switches": n_core,
               "oversub": 1.0, "bisection_Bps": n_hosts / 2 * bw,
               "switch_levels": [[edge0, n_edge], [agg0, n_agg], [core0, n_core]]}
@@ -245,7 +251,13 @@ def leafspine(hosts: int, *, oversub: float = 1.0, hosts_per_leaf: int | None = 
     b.cable(h, leaf0 + h // m, bw, lat)
     leaf, spine = np.meshgrid(np.arange(leaves), np.arange(u), indexing="ij")
     b.cable(leaf0 + leaf, spine0 + spine, bw, lat)
+    # 2 hops under one leaf, 4 across leaves.
+    fill = np.bincount(h // m)
+    same = int((fill.astype(np.int64) ** 2).sum()) - hosts
     params = {"hosts": hosts, "servers": hosts, "oversub": float(ratio), "hosts_per_leaf": m,
+              "diameter": 4 if leaves > 1 else 2,
+              "mean_path_length": (2 * same + 4 * (hosts * (hosts - 1) - same))
+              / (hosts * (hosts - 1)),
               "uplinks_per_leaf": u, "leaves": leaves, "spines": u, "link_bandwidth_Bps": bw,
               "switch_levels": [[leaf0, leaves], [spine0, u]]}
     if hosts % m == 0 and leaves % 2 == 0:
