@@ -163,6 +163,13 @@ def tpu_torus(cube: tuple[int, int, int] = (4, 4, 4), cubes: int = 1, *,
               "cubes": int(cubes), "chips": n, "link_bandwidth_Bps": bw,
               "optical_cables": optical, "electrical_cables": int((~mask).sum()) // 2,
               "ocs_ports": 2 * optical}
+    if not twist:
+        # Torus distances add up per axis (ring distance min(x, d - x)): closed forms so a
+        # 4096-chip pod needs no all-pairs table.
+        ring_sum = [sum(min(x, d - x) for x in range(d)) for d in dims]
+        params["diameter"] = int(sum(d // 2 for d in dims))
+        params["mean_path_length"] = (n * sum(rs * n // d for rs, d in zip(ring_sum, dims))
+                                      / (n * (n - 1)))
     if not twist and all(d % 2 == 0 or d == 1 for d in dims) and max(dims) > 2:
         # Cut the longest axis in half: 2 planes of N / L_max links each (wrap-around).
         params["bisection_Bps"] = 2 * n // max(dims) * bw
