@@ -3,9 +3,7 @@
 import json
 import subprocess
 import sys
-import textwrap
 
-import numpy as np
 import pytest
 import yaml
 
@@ -105,9 +103,9 @@ def test_table2_catalog_keeps_its_numbers_and_has_no_power():
 
 
 def test_bad_parts_catalog_names_the_field(tmp_path):
-    spec = yaml.safe_load(open(CAT.source if CAT.source.startswith("/") else
-                               __import__("importlib.resources").resources.files("topologies")
-                               / "data" / "parts-2026.yaml"))
+    from importlib.resources import files
+
+    spec = yaml.safe_load((files("topologies") / "data" / "parts-2026.yaml").read_text())
     spec["switches"][0]["prots"] = 3
     p = tmp_path / "bad.yaml"
     p.write_text(yaml.safe_dump(spec))

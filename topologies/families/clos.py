@@ -106,7 +106,9 @@ def fattree(k: int, *, bandwidth: float = DEFAULT_BW, latency: float = DEFAULT_L
         ``k >= 4`` (host, edge, aggregation, core, aggregation, edge, host).
         ``params``: ``k``, ``hosts``/``servers``, ``link_bandwidth_Bps``,
         ``bisection_Bps`` = ``(k^3/8) * bandwidth`` (half the hosts at full
-        rate), ``oversub`` = 1.  ``node_attrs["pod"]``: pod of each host.
+        rate), ``oversub`` = 1, ``switch_levels`` (edge, aggregation, core id ranges,
+        for :mod:`topologies.routing`), closed-form ``diameter`` and
+        ``mean_path_length``.  ``node_attrs["pod"]``: pod of each host.
 
     Examples
     --------
@@ -204,7 +206,9 @@ def leafspine(hosts: int, *, oversub: float = 1.0, hosts_per_leaf: int | None = 
         ``H .. H+L-1``, spines ``H+L .. H+L+u-1``.  ``2(H + L*u)`` directed
         links; diameter 2 within a leaf, 4 across leaves.  ``params``:
         ``hosts``/``servers``, ``oversub``, ``hosts_per_leaf``,
-        ``uplinks_per_leaf``, ``leaves``, ``spines``, ``link_bandwidth_Bps`` and,
+        ``uplinks_per_leaf``, ``leaves``, ``spines``, ``link_bandwidth_Bps``,
+        ``switch_levels`` (leaf and spine id ranges), closed-form ``diameter`` and
+        ``mean_path_length`` and,
         when the leaves are all full and their number is even,
         ``bisection_Bps`` = ``min(H/2, u*L/2) * bandwidth`` (split the leaves in
         halves; each spine then carries ``L/2`` cut links, unless the host

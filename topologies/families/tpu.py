@@ -32,7 +32,6 @@ axis, which is the minimum bisection of a k-ary torus with even sizes).
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
