@@ -233,3 +233,22 @@ def test_100k_server_summary_is_closed_form():
     assert (t.diameter, t.params["tiers"]) == (8, 4)
     assert t.bisection_bandwidth() == (50000 * t.params["link_bandwidth_Bps"], "closed-form")
     assert "_paths" not in t.__dict__
+
+
+@settings(max_examples=200, deadline=None)
+@given(family=st.sampled_from(["fattree", "railopt", "multiplane", "nvl", "tpu"]),
+       shape=st.text(alphabet="0123456789x", max_size=5),
+       options=st.dictionaries(
+           st.sampled_from(["servers", "radix", "oversub", "tiers", "gpus", "planes", "scaleup",
+                            "scaleup_bw", "scaleup_lat", "cubes", "grid", "twist", "bw", "lat",
+                            "k"]),
+           st.text(alphabet="0123456789.xGBbps/truefals-", min_size=0, max_size=5), max_size=4))
+def test_new_family_specs_only_raise_one_line_invalid_spec(family, shape, options):
+    items = ([shape] if shape else []) + [f"{k}={v}" for k, v in options.items()]
+    spec = family + (":" + ",".join(items) if items else "")
+    try:
+        t = from_spec(spec)
+    except InvalidSpecError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert t.npus >= 2
