@@ -238,3 +238,26 @@ def test_iteration_model_routes_all_to_all_by_dmodk():
                        routing=r, **kw) for r in ("shortest", "dmodk")}
     assert out["dmodk"].embedding_s < out["shortest"].embedding_s
     assert out["dmodk"].iteration_time_s <= out["shortest"].iteration_time_s
+
+
+def test_same_rank_collective_stays_on_its_rail():
+    """A ring all-reduce among GPU 3 of every server (a DP group with tp=8) crosses only
+    rail-3 leaves (and spines between scalable units), never an NVLink crossbar or another
+    rail's leaf: the synthesizer's minimum-hop paths and D-mod-k agree on a rail fabric."""
+    from evaluators.collectives import Collective
+    from evaluators.registry import synthesize
+
+    t = from_spec("railopt:64,gpus=8,radix=32")
+    rail = t.node_attrs["rail"]
+    members = tuple(ring_order(t, [g for g in range(t.npus) if rail[g] == 3]))
+    sched = synthesize(t, Collective("allreduce", members, 64e6), "ring")
+    leaves_first, leaves = t.params["switch_levels"][0]
+    xbar_first, xbars = t.params["scaleup_switches"]
+    nodes = np.unique(np.r_[t.src[sched.path_links], t.dst[sched.path_links]])
+    assert not np.any((nodes >= xbar_first) & (nodes < xbar_first + xbars))
+    used_leaves = nodes[(nodes >= leaves_first) & (nodes < leaves_first + leaves)]
+    for leaf in used_leaves:
+        gpus = t.src[(t.dst == leaf) & (t.src < t.npus)]
+        assert set(rail[gpus].tolist()) == {3}
+    ptr, links = clos_paths(t, members, members[1:] + members[:1])
+    assert not np.any(t.dst[links] >= xbar_first)

@@ -182,7 +182,11 @@ def leafspine(hosts: int, *, oversub: float = 1.0, hosts_per_leaf: int | None = 
       uplinks at oversub 1, 16 and 8 at 2, 18 and 6 at 3).
 
     There are ``ceil(hosts / m)`` leaves; when ``m`` does not divide ``hosts``
-    the last leaf is partly filled (and therefore less oversubscribed).
+    the last leaf is partly filled (and therefore less oversubscribed).  Every spine
+    is cabled to every leaf, so a spine has as many ports as there are leaves (TopoOpt's
+    baseline, any host count); for spines of a bounded radix, merged where the fabric is
+    partly filled, and more tiers when needed, use ``fattree:servers=N,radix=R,oversub=O``
+    (:func:`topologies.families.gpu_clos.clos_fattree`).
 
     Parameters
     ----------
