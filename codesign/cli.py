@@ -72,6 +72,8 @@ def _cmd_topology_cost(args: argparse.Namespace) -> int:
 
     def human() -> None:
         print(f"{topo.name}: {payload['cost_usd']:,.0f} USD")
+        if cost.power_w is not None:
+            print(f"  network power {cost.power_w:,.0f} W")
         for item, usd in sorted(cost.items.items(), key=lambda kv: -kv[1]):
             count = cost.counts.get(item)
             extra = f" ({count} units)" if count is not None else ""
@@ -661,7 +663,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("spec", help="topology spec string (torus:4x4x4) or YAML file")
     p = add(topo, "cost", _cmd_topology_cost, "fabric cost and its breakdown (TopoOpt Table 2 prices)")
     p.add_argument("spec", help="topology spec string or YAML file")
-    p.add_argument("--catalog", help="component price catalog YAML replacing the built-in one")
+    p.add_argument("--catalog", help="price catalog: a YAML file (TopoOpt Table 2 style or a "
+                   "parts catalog) or the name parts-2026 (switch boxes, optics by reach, "
+                   "power) or topoopt-2023 (default)")
     add(topo, "families", _cmd_topology_families, "list the registered topology families")
     p = add(topo, "topoopt", _cmd_topology_topoopt,
             "TopoOpt TopologyFinder: direct-connect topology and routes for a demand")
@@ -780,9 +784,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--network-model", default="flow",
                    choices=("flow", "congestion", "analytical"),
                    help="network model (default flow)")
-    p.add_argument("--routing", default="shortest", choices=("shortest", "ecmp"),
+    p.add_argument("--routing", default="shortest", choices=("shortest", "ecmp", "dmodk"),
                    help="paths of transfers/all-to-alls: one minimum-hop path per pair "
-                        "(default) or per-pair hashed ECMP over all of them")
+                        "(default), per-pair hashed ECMP over all of them, or D-mod-k "
+                        "up/down routing (Clos fabrics)")
     p.add_argument("--no-overlap", action="store_true",
                    help="do not overlap gradient buckets with the backward pass")
     p.add_argument("--closed-form", action="store_true",

@@ -98,8 +98,15 @@ from codesign.units import format_bandwidth, parse_bandwidth, parse_money
 __all__ = [
     "COMPONENTS", "RatePrices", "Catalog", "CostBreakdown", "load_catalog", "catalog_from_dict",
     "fattree_cost", "ideal_switch_cost", "topoopt_cost", "ocs_reconfig_cost", "expander_cost",
-    "cost_equivalent_fattree", "topology_cost",
+    "cost_equivalent_fattree", "topology_cost", "group_cables", "intra_server_links",
+    "CATALOG_NAMES",
 ]
+
+#: Names :func:`load_catalog` accepts instead of a path: the TopoOpt Table 2 catalog
+#: (``components.yaml``) and the 2025-2026 parts catalog (``parts-2026.yaml``,
+#: :mod:`topologies.parts`).
+CATALOG_NAMES = {"topoopt-2023": "components.yaml", "table2": "components.yaml",
+                 "parts-2026": "parts-2026.yaml", "2026": "parts-2026.yaml"}
 
 #: Priced components, in the order breakdowns list them.
 COMPONENTS = ("nic", "transceiver", "switch_port", "patch_panel_port", "ocs_port", "switch_1x2",
@@ -350,18 +357,21 @@ def _default_catalog() -> Catalog:
         return catalog_from_dict(load_yaml(path), source="topologies/data/components.yaml")
 
 
-def load_catalog(path: str | Path | None = None) -> Catalog:
+def load_catalog(path: str | Path | None = None):
     """Load a component catalog.
 
     Parameters
     ----------
     path : str or Path, optional
-        A YAML file with the structure of ``topologies/data/components.yaml``; it
-        replaces the default entirely.  ``None`` loads the packaged TopoOpt Table 2.
+        A YAML file with the structure of ``topologies/data/components.yaml`` (per-rate
+        prices, TopoOpt Table 2 style) or of ``topologies/data/parts-2026.yaml`` (a parts
+        catalog: switch boxes, optics by reach, power; recognised by its ``switches``
+        key); or a name of :data:`CATALOG_NAMES` (``parts-2026``, ``topoopt-2023``).
+        ``None`` loads the packaged TopoOpt Table 2.
 
     Returns
     -------
-    Catalog
+    Catalog or topologies.parts.PartsCatalog
 
     Raises
     ------
@@ -370,7 +380,18 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
     """
     if path is None:
         return _default_catalog()
-    return catalog_from_dict(load_yaml(path), source=str(path))
+    if str(path) in CATALOG_NAMES:
+        if CATALOG_NAMES[str(path)] == "components.yaml":
+            return _default_catalog()
+        from topologies.parts import load_parts_catalog
+
+        return load_parts_catalog()
+    spec = load_yaml(path)
+    if isinstance(spec, Mapping) and "switches" in spec:
+        from topologies.parts import parts_catalog_from_dict
+
+        return parts_catalog_from_dict(spec, source=str(path))
+    return catalog_from_dict(spec, source=str(path))
 
 
 # -------------------------------------------------------------------------- breakdown
@@ -390,6 +411,9 @@ class CostBreakdown:
         What was priced (``"fattree"``, ``"topoopt-patch_panel"``, ``"graph"``...).
     notes : tuple of str
         Assumptions worth telling the user (what was left out, how it was modelled).
+    power_w : float or None
+        Network power, watts, when the catalog has power figures (parts catalogs;
+        TopoOpt's Table 2 has none: ``None``).
     """
 
     total_usd: float
@@ -397,11 +421,15 @@ class CostBreakdown:
     counts: dict[str, int] = field(default_factory=dict)
     fabric: str = ""
     notes: tuple[str, ...] = ()
+    power_w: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form: ``cost_usd``, ``breakdown_usd``, ``counts``, ``fabric``, ``notes``."""
-        return {"cost_usd": float(self.total_usd), "breakdown_usd": dict(self.items),
-                "counts": dict(self.counts), "fabric": self.fabric, "notes": list(self.notes)}
+        """JSON-ready form: ``cost_usd``, ``power_w``, ``breakdown_usd``, ``counts``,
+        ``fabric``, ``notes``."""
+        return {"cost_usd": float(self.total_usd),
+                "power_w": None if self.power_w is None else float(self.power_w),
+                "breakdown_usd": dict(self.items), "counts": dict(self.counts),
+                "fabric": self.fabric, "notes": list(self.notes)}
 
 
 class _Tally:
@@ -699,6 +727,18 @@ def cost_equivalent_fattree(servers: int, budget_usd: float, *, degree: int = 1,
 
 
 # --------------------------------------------------------------------- any topology
+def group_cables(src: np.ndarray, dst: np.ndarray, bw: np.ndarray, n_nodes: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Group directed links into cables: ``(u, v, rate_Bps)`` arrays, ``u < v``.
+
+    Between two nodes the ``i``-th fastest link one way and the ``i``-th fastest the
+    other way form one cable (rate: the faster of the two); a link without a partner
+    (a unidirectional ring) is a cable of its own.
+    """
+    return _cables(np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64),
+                   np.asarray(bw, dtype=np.float64), n_nodes)
+
+
 def _cables(src: np.ndarray, dst: np.ndarray, bw: np.ndarray, n_nodes: int
             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Group directed links into cables: ``(u, v, rate_Bps)`` arrays, ``u < v``.
@@ -734,6 +774,13 @@ def _resolve_many(cat: Catalog, rates: np.ndarray) -> tuple[np.ndarray, np.ndarr
         row_idx[i] = cat.rates.index(row)
         lanes[i] = n
     return row_idx[inverse], lanes[inverse]
+
+
+def intra_server_links(topology) -> np.ndarray:
+    """Mask of directed links inside one server (``node_attrs["server"]``): both ends
+    NPUs of that server, or an NPU and a switch all of whose neighbours are NPUs of that
+    same server (an NVSwitch, a PCIe switch)."""
+    return _intra_server_links(topology)
 
 
 def _intra_server_links(topology) -> np.ndarray:
@@ -866,10 +913,12 @@ def topology_cost(topology, *, catalog: Catalog | None = None,
     ----------
     topology : Topology
         Any topology.
-    catalog : Catalog, optional
-        Prices (default: TopoOpt Table 2).
+    catalog : Catalog or topologies.parts.PartsCatalog, optional
+        Prices (default: TopoOpt Table 2).  A parts catalog (``load_catalog("parts-2026")``)
+        prices switch boxes, optics by reach class, NICs, OCS ports and NVLink trays and
+        reports ``power_w`` (:func:`topologies.parts.parts_cost`).
     intra_server : bool, optional
-        Also price the links inside servers.
+        Also price the links inside servers (Table 2 catalogs only).
 
     Returns
     -------
@@ -883,6 +932,10 @@ def topology_cost(topology, *, catalog: Catalog | None = None,
 
     Complexity: O(L log L) for L directed links.
     """
+    from topologies.parts import PartsCatalog, parts_cost
+
+    if isinstance(catalog, PartsCatalog):
+        return parts_cost(topology, catalog)
     cat = _catalog(catalog)
     if not isinstance(intra_server, bool):
         raise invalid("intra_server", intra_server, "True or False")

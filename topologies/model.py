@@ -318,12 +318,21 @@ class Topology:
     # ------------------------------------------------------------- summaries
     @cached_property
     def diameter(self) -> int:
-        """Largest minimum hop count between two NPUs (switch hops count)."""
+        """Largest minimum hop count between two NPUs (switch hops count).
+
+        A family's closed form (``params["diameter"]``, e.g. the sized Clos families)
+        is used when given, so that 100,000-server fabrics need no all-pairs table.
+        """
+        if "diameter" in self.params:
+            return int(self.params["diameter"])
         return int(self.hop_matrix[: self.npus, : self.npus].max())
 
     @cached_property
     def mean_path_length(self) -> float:
-        """Mean minimum hop count over ordered pairs of distinct NPUs."""
+        """Mean minimum hop count over ordered pairs of distinct NPUs (a family's closed
+        form ``params["mean_path_length"]`` when given)."""
+        if "mean_path_length" in self.params:
+            return float(self.params["mean_path_length"])
         if self.npus < 2:
             return 0.0
         h = self.hop_matrix[: self.npus, : self.npus]

@@ -67,8 +67,9 @@ from evaluators.iteration.phase import DEFAULT_RTOL, flow_phase, route_table
 
 __all__ = ["System", "CommCost", "CommTimer", "intra_ring_time", "SIZE_FREE", "ROUTINGS"]
 
-#: Routing of MP phases (:meth:`evaluators.iteration.phase._Routes.paths`).
-ROUTINGS = ("shortest", "ecmp")
+#: Routing of MP phases (:meth:`evaluators.iteration.phase._Routes.paths`; ``dmodk``:
+#: deterministic up/down routing on Clos fabrics, :func:`topologies.routing.clos_paths`).
+ROUTINGS = ("shortest", "ecmp", "dmodk")
 
 #: Algorithms whose transfers and paths do not depend on the buffer size: their schedule
 #: is synthesized once per (kind, nodes) and re-timed for every size.
@@ -165,8 +166,9 @@ class CommTimer:
     rtol : float
         Event-batching tolerance of the flow phases (:func:`~.phase.flow_phase`).
     routing : str
-        Paths of MP phases: ``shortest`` (:meth:`Topology.route`) or ``ecmp`` (one hashed
-        minimum-hop path per server pair).  Collective schedules keep their own paths.
+        Paths of MP phases: ``shortest`` (:meth:`Topology.route`), ``ecmp`` (one hashed
+        minimum-hop path per server pair) or ``dmodk`` (Clos fabrics: deterministic
+        up/down D-mod-k routing, :func:`topologies.routing.clos_paths`).  Collective schedules keep their own paths.
     """
 
     def __init__(self, system: System, collective_method: str, network_model: str,
@@ -354,7 +356,12 @@ class CommTimer:
         uniq, inv = np.unique(pair, return_inverse=True)
         psize = np.bincount(inv, weights=size[far])
         ps, pd = uniq // n, uniq % n
-        ptr, links = route_table(topo).paths(ps, pd, routing=self.routing)
+        if self.routing == "dmodk":
+            from topologies.routing import clos_paths
+
+            ptr, links = clos_paths(topo, ps, pd, method="dmodk")
+        else:
+            ptr, links = route_table(topo).paths(ps, pd, routing=self.routing)
         if self.model == "flow":
             res = flow_phase(topo, ps, pd, psize, rtol=self.rtol, paths=(ptr, links))
             t_net, link_bytes, fw = res.makespan_s, res.link_bytes, res.forwards

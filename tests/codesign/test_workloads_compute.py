@@ -15,7 +15,8 @@ from codesign.workloads.layers import dense, embedding_bag
 
 # ----------------------------------------------------------------------- catalog
 def test_catalog_datasheet_numbers():
-    assert hardware_names() == ["V100", "A100-40", "A100-80", "H100", "H200", "B200"]
+    assert hardware_names() == ["V100", "A100-40", "A100-80", "H100", "H200", "B200",
+                                "GB200-NVL72"]
     a100 = get_hardware("A100-40")
     assert a100.peak_flops("fp16") == 312e12 and a100.peak_flops("bf16") == 312e12
     assert a100.peak_flops("tf32") == 156e12

@@ -33,7 +33,7 @@ from topologies.families.options import (
 from topologies.model import Topology
 from topologies.registry import register_family
 
-__all__ = ["fattree", "leafspine", "ideal", "dragonfly", "spec_name", "MAX_NODES"]
+__all__ = ["fattree", "leafspine", "ideal", "dragonfly", "spec_name", "oversub_ratio", "MAX_NODES"]
 
 #: Largest node count (NPUs + switches) a builder accepts; beyond it the
 #: all-pairs hop matrix alone would not fit in memory.
@@ -106,7 +106,9 @@ def fattree(k: int, *, bandwidth: float = DEFAULT_BW, latency: float = DEFAULT_L
         ``k >= 4`` (host, edge, aggregation, core, aggregation, edge, host).
         ``params``: ``k``, ``hosts``/``servers``, ``link_bandwidth_Bps``,
         ``bisection_Bps`` = ``(k^3/8) * bandwidth`` (half the hosts at full
-        rate), ``oversub`` = 1.  ``node_attrs["pod"]``: pod of each host.
+        rate), ``oversub`` = 1, ``switch_levels`` (edge, aggregation, core id ranges,
+        for :mod:`topologies.routing`), closed-form ``diameter`` and
+        ``mean_path_length``.  ``node_attrs["pod"]``: pod of each host.
 
     Examples
     --------
@@ -133,24 +135,32 @@ def fattree(k: int, *, bandwidth: float = DEFAULT_BW, latency: float = DEFAULT_L
     # Core (i, j) reaches aggregation switch i of every pod.
     pod, i, j = np.meshgrid(np.arange(k), np.arange(half), np.arange(half), indexing="ij")
     b.cable(agg0 + pod * half + i, core0 + i * half + j, bw, lat)
+    # Hop counts by lowest common switch: 2 under one edge, 4 in one pod, 6 across pods.
+    e, pod_hosts = half, half * half
+    pairs = n_hosts * (n_hosts - 1)
+    hops = 2 * n_hosts * (e - 1) + 4 * n_hosts * (pod_hosts - e) + 6 * n_hosts * (n_hosts - pod_hosts)
+    diameter = 6 if n_hosts > pod_hosts else (4 if pod_hosts > e else 2)
     params = {"k": k, "hosts": n_hosts, "servers": n_hosts, "link_bandwidth_Bps": bw,
+              "diameter": diameter, "mean_path_length": hops / pairs,
               "edge_switches": n_edge, "aggregation_switches": n_agg, "core_switches": n_core,
-              "oversub": 1.0, "bisection_Bps": n_hosts / 2 * bw}
+              "oversub": 1.0, "bisection_Bps": n_hosts / 2 * bw,
+              "switch_levels": [[edge0, n_edge], [agg0, n_agg], [core0, n_core]]}
     return b.build(name=name or f"fattree:k={k}", family="fattree", params=params,
                    node_attrs={"pod": hosts // (half * half)})
 
 
 # ----------------------------------------------------------------- leaf-spine
-def _ratio(oversub: float) -> Fraction:
+def oversub_ratio(oversub: float, field: str = "leafspine oversub") -> Fraction:
+    """An oversubscription ratio as a fraction of small integers (``1.5`` -> ``3/2``)."""
     try:
         value = float(oversub)
     except (TypeError, ValueError):
-        raise invalid("leafspine oversub", oversub, "a number > 0 such as 1, 2 or 1.5") from None
+        raise invalid(field, oversub, "a number > 0 such as 1, 2 or 1.5") from None
     if not math.isfinite(value) or value <= 0:
-        raise invalid("leafspine oversub", oversub, "a finite number > 0 such as 1, 2 or 1.5")
+        raise invalid(field, oversub, "a finite number > 0 such as 1, 2 or 1.5")
     frac = Fraction(value).limit_denominator(64)
     if abs(float(frac) - value) > 1e-9 * value:
-        raise invalid("leafspine oversub", oversub, "a ratio of small integers such as 3 or 1.5")
+        raise invalid(field, oversub, "a ratio of small integers such as 3 or 1.5")
     return frac
 
 
@@ -172,7 +182,11 @@ def leafspine(hosts: int, *, oversub: float = 1.0, hosts_per_leaf: int | None = 
       uplinks at oversub 1, 16 and 8 at 2, 18 and 6 at 3).
 
     There are ``ceil(hosts / m)`` leaves; when ``m`` does not divide ``hosts``
-    the last leaf is partly filled (and therefore less oversubscribed).
+    the last leaf is partly filled (and therefore less oversubscribed).  Every spine
+    is cabled to every leaf, so a spine has as many ports as there are leaves (TopoOpt's
+    baseline, any host count); for spines of a bounded radix, merged where the fabric is
+    partly filled, and more tiers when needed, use ``fattree:servers=N,radix=R,oversub=O``
+    (:func:`topologies.families.gpu_clos.clos_fattree`).
 
     Parameters
     ----------
@@ -196,7 +210,9 @@ def leafspine(hosts: int, *, oversub: float = 1.0, hosts_per_leaf: int | None = 
         ``H .. H+L-1``, spines ``H+L .. H+L+u-1``.  ``2(H + L*u)`` directed
         links; diameter 2 within a leaf, 4 across leaves.  ``params``:
         ``hosts``/``servers``, ``oversub``, ``hosts_per_leaf``,
-        ``uplinks_per_leaf``, ``leaves``, ``spines``, ``link_bandwidth_Bps`` and,
+        ``uplinks_per_leaf``, ``leaves``, ``spines``, ``link_bandwidth_Bps``,
+        ``switch_levels`` (leaf and spine id ranges), closed-form ``diameter`` and
+        ``mean_path_length`` and,
         when the leaves are all full and their number is even,
         ``bisection_Bps`` = ``min(H/2, u*L/2) * bandwidth`` (split the leaves in
         halves; each spine then carries ``L/2`` cut links, unless the host
@@ -209,7 +225,7 @@ def leafspine(hosts: int, *, oversub: float = 1.0, hosts_per_leaf: int | None = 
     (8, 8, 32.0)
     """
     hosts = _check_int(hosts, "leafspine hosts", 2)
-    ratio = _ratio(oversub)
+    ratio = oversub_ratio(oversub)
     bw, lat = _check_link(bandwidth, latency, "leafspine")
     p, q = ratio.numerator, ratio.denominator
     if hosts_per_leaf is not None and radix is not None:
@@ -243,8 +259,15 @@ def leafspine(hosts: int, *, oversub: float = 1.0, hosts_per_leaf: int | None = 
     b.cable(h, leaf0 + h // m, bw, lat)
     leaf, spine = np.meshgrid(np.arange(leaves), np.arange(u), indexing="ij")
     b.cable(leaf0 + leaf, spine0 + spine, bw, lat)
+    # 2 hops under one leaf, 4 across leaves.
+    fill = np.bincount(h // m)
+    same = int((fill.astype(np.int64) ** 2).sum()) - hosts
     params = {"hosts": hosts, "servers": hosts, "oversub": float(ratio), "hosts_per_leaf": m,
-              "uplinks_per_leaf": u, "leaves": leaves, "spines": u, "link_bandwidth_Bps": bw}
+              "diameter": 4 if leaves > 1 else 2,
+              "mean_path_length": (2 * same + 4 * (hosts * (hosts - 1) - same))
+              / (hosts * (hosts - 1)),
+              "uplinks_per_leaf": u, "leaves": leaves, "spines": u, "link_bandwidth_Bps": bw,
+              "switch_levels": [[leaf0, leaves], [spine0, u]]}
     if hosts % m == 0 and leaves % 2 == 0:
         params["bisection_Bps"] = min(hosts / 2, u * leaves / 2) * bw
     return b.build(name=name or f"leafspine:{hosts},oversub={float(ratio):g}",
@@ -385,15 +408,36 @@ def dragonfly(a: int, p: int, h: int, g: int | None = None, *, bandwidth: float 
 
 
 # ---------------------------------------------------------------- spec strings
-@register_family("fattree", keys=("k", "bw", "lat"), shape="K or k=K",
+@register_family("fattree", keys=("k", "servers", "radix", "oversub", "tiers", "bw", "lat",
+                                  "scaleup", "scaleup_bw", "scaleup_lat"),
+                 shape="K or k=K, or servers=N[,radix=R,oversub=O,tiers=T]",
                  example="fattree:k=4",
-                 summary="k-ary fat-tree: k^3/4 hosts, 5k^2/4 switches of radix k")
+                 summary="fat tree: k-ary (k^3/4 hosts), or servers=N partially populated with "
+                         "radix-R switches (topologies.families.gpu_clos)")
 def _fattree_spec(shape, options):
+    if "servers" in options or any(key in options for key in
+                                   ("radix", "oversub", "tiers", "scaleup")):
+        if "k" in options:
+            raise invalid("fattree spec", f"k={options['k']} with servers=",
+                          "either k=K (k-ary tree) or servers=N[,radix=R,...]")
+        if shape and "servers" in options:
+            raise invalid("fattree spec", f"{shape} and servers={options['servers']}",
+                          "the server count given once")
+        if "servers" not in options:
+            raise invalid("fattree servers", "(missing)",
+                          "servers=N with radix/oversub/tiers, e.g. fattree:servers=1000,radix=64")
+        from topologies.families.gpu_clos import fattree_servers_spec
+
+        return fattree_servers_spec("", options)
     if shape and "k" in options:
         raise invalid("fattree spec", f"{shape} and k={options['k']}", "k given once")
     text = options.get("k", shape)
     if not text:
-        raise invalid("fattree k", text, "an even integer >= 2, e.g. fattree:k=8")
+        raise invalid("fattree k", text, "an even integer >= 2, e.g. fattree:k=8, or "
+                      "fattree:servers=N,radix=R for any server count")
+    if "scaleup_bw" in options or "scaleup_lat" in options:
+        raise invalid("fattree scaleup_bw", options.get("scaleup_bw", options.get("scaleup_lat")),
+                      "only with servers=N,scaleup=G")
     k = parse_int(text, "fattree k", minimum=2)
     return fattree(k, bandwidth=bandwidth_option(options, "fattree"),
                    latency=latency_option(options, "fattree"),

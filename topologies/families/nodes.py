@@ -244,6 +244,8 @@ def _rail_nodes(nodes: int, nvlink_bandwidth: float, nic_bandwidth: float, laten
               "nvlink_bandwidth_Bps": nv_bw, "nic_bandwidth_Bps": nic_bw, "links": links}
     if links != "nvlink":
         params["pcie_bandwidth_Bps"] = pcie_bw
+    if nvs:   # the NVSwitch of each node is its scale-up domain (topologies.families.scaleup)
+        params.update({"scaleup_switches": [n, nvs], "scaleup_size": GPUS_PER_NODE})
     if links == "nvlink" and nodes <= RAIL_BISECTION_MAX_NODES:
         params["bisection_Bps"] = rail_bisection_bandwidth(nodes, nv_bw, nic_bw)
     return b.build(name=name or f"{family}:{nodes}", family=family, params=params,
