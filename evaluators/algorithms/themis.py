@@ -672,3 +672,100 @@ def _replay_in_model_order(sched: Schedule, topology, stage_start: np.ndarray, c
                    order=np.repeat(key, np.diff(sched.path_ptr)))
     return timed.retimed(timed.start, timed.end, timed.hop_start, algorithm="themis",
                          link_model="exclusive")
+
+
+# ------------------------------------------------------------ model-only answers
+#: Above this many transfers (a lower bound, :func:`evaluators.estimates.min_transfers`)
+#: a full Themis/hierarchical schedule takes more than ~10 s to build, validate and
+#: report (measured: 2.1e6 transfers, 36 s for the hierarchical schedule on a
+#: 1024-NPU Table 2 platform), so ``codesign synth`` answers from the model instead.
+MODEL_ONLY_TRANSFERS = 500_000
+_MODEL_OPTIONS = {"themis": ("chunks", "policy", "baseline", "link_order"), "hierarchical": ()}
+
+
+def wants_model_only(topology, collective: Collective, algorithm: str, options: dict, *,
+                     full_schedule: bool) -> bool:
+    """Whether ``synth`` should answer ``algorithm`` from the Sec. 4.4 model only.
+
+    True for ``themis`` and ``hierarchical`` (Themis' static baseline) on a
+    multi-dimensional network with every NPU participating, when no per-NPU
+    schedule is asked for (``full_schedule``: ``--out`` or ``schedule=true``)
+    and the full schedule would need more than :data:`MODEL_ONLY_TRANSFERS`
+    transfers or more memory than the limit (:mod:`codesign.resources`).
+    Otherwise the full schedule is built (and :func:`evaluators.estimates.check_synthesis`
+    refuses it if it would not fit).
+    """
+    from codesign.resources import memory_limit
+    from evaluators.estimates import estimate_schedule_bytes
+
+    if full_schedule or algorithm not in _MODEL_OPTIONS or not topology.dims:
+        return False
+    if collective.kind not in ("allreduce", "reducescatter", "allgather"):
+        return False
+    if sorted(collective.npus) != list(range(topology.npus)):
+        return False
+    if any(k not in _MODEL_OPTIONS[algorithm] for k in options):
+        return False
+    transfers, nbytes = estimate_schedule_bytes(collective, algorithm, options)
+    return transfers > MODEL_ONLY_TRANSFERS or nbytes > memory_limit()
+
+
+def model_only_answer(topology, collective: Collective, algorithm: str,
+                      options: dict | None = None) -> dict:
+    """The ``synth`` answer of Themis (or its static baseline) from the Sec. 4.4 model.
+
+    Time, algbw/busbw, per-dimension bandwidth time (``busy_s``), utilisation and
+    Dim Load Tracker (``load_s``), plus the static hierarchical baseline's model
+    time and the speed-up over it (Themis Sec. 6.1 / Fig. 8 compares the two
+    this way, with the same chunk count).  ``model_only: true``; ``valid`` and
+    ``transfers`` are ``None`` since no per-NPU schedule exists to validate.
+    Both schedulers use one ring direction, as the schedule :func:`themis`
+    builds would.
+
+    Returns
+    -------
+    dict
+        JSON-ready fields of ``codesign synth --json``.
+    """
+    import time
+
+    from evaluators.bounds import lower_bound
+
+    options = dict(options or {})
+    t0 = time.perf_counter()
+    if algorithm == "themis":
+        c0 = collective.chunks_per_npu
+        chunks = _check_int(options.get("chunks", 64), "themis chunks", 1)
+        chunks = -(-chunks // c0) * c0
+        policy = options.get("policy", "scf")
+        baseline = bool(options.get("baseline", False))
+    else:  # the static hierarchical baseline: its own chunking, FIFO
+        chunks, policy, baseline = collective.chunks_per_npu, "fifo", True
+    kind, size = collective.kind, collective.size_bytes
+    model = themis_model(topology.dims, kind, size, chunks=chunks, policy=policy,
+                         baseline=baseline)
+    base = model if baseline else themis_model(topology.dims, kind, size, chunks=chunks,
+                                               policy="fifo", baseline=True)
+    synthesis_s = time.perf_counter() - t0
+    t = model["time_s"]
+    dims = [{"kind": d.kind, "size": d.size, "bandwidth_Bps": bw, "busy_s": busy,
+             "utilization": u, "load_s": load}
+            for d, bw, busy, u, load in zip(topology.dims, model["bandwidth_Bps"],
+                                             model["busy_s"], model["utilization"],
+                                             model["load_s"])]
+    return {
+        "npus": topology.npus, "collective": kind, "algorithm": algorithm,
+        "size_bytes": size, "chunks": chunks, "time_s": t,
+        "algbw_Bps": collective.algbw(t), "busbw_Bps": collective.busbw(t),
+        # A smaller max-flow budget keeps the answer in seconds at 1024 NPUs; the
+        # bound stays a valid lower bound (the same value on the Table 2 platforms).
+        "lower_bound_s": lower_bound(topology, collective, exact_node_limit=64).time_s,
+        "synthesis_s": synthesis_s, "valid": None, "transfers": None,
+        "model_only": True,
+        "model": "Themis ISCA'22 Sec. 4.4 event model (no per-NPU schedule; pass --out "
+                 "or --option schedule=true for one)",
+        "policy": policy, "baseline": baseline,
+        "baseline_time_s": base["time_s"],
+        "speedup_over_baseline": base["time_s"] / t if t > 0 else None,
+        "mean_utilization": model["mean_utilization"], "dimensions": dims,
+    }
