@@ -896,13 +896,26 @@ def _check_empty_values(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from codesign.resources import memory_limit_scope
+
     _check_empty_values(args)
+    limit = None
     if getattr(args, "max_memory", None) is not None:
-        from codesign.resources import set_memory_limit
         from codesign.units import parse_size
 
-        set_memory_limit(parse_size(args.max_memory, field="--max-memory"))
-    return int(args.fn(args) or 0)
+        limit = parse_size(args.max_memory, field="--max-memory")
+    # The limit holds for this command only (main() may be called again in process);
+    # it is exported to CODESIGN_MAX_MEMORY meanwhile, so local Ray workers inherit it.
+    with memory_limit_scope(limit) if limit is not None else _nothing():
+        return int(args.fn(args) or 0)
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
 
 
 def _fail(args: argparse.Namespace | None, kind: str, exc: BaseException | str, code: int,
