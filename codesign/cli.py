@@ -906,8 +906,15 @@ def _run(args: argparse.Namespace) -> int:
         limit = parse_size(args.max_memory, field="--max-memory")
     # The limit holds for this command only (main() may be called again in process);
     # it is exported to CODESIGN_MAX_MEMORY meanwhile, so local Ray workers inherit it.
-    with memory_limit_scope(limit) if limit is not None else _nothing():
-        return int(args.fn(args) or 0)
+    from search.ray_session import set_status
+
+    quiet = args.json or getattr(args, "quiet", False)
+    set_status(None if quiet else lambda text: print(f"codesign: {text}", file=sys.stderr))
+    try:
+        with memory_limit_scope(limit) if limit is not None else _nothing():
+            return int(args.fn(args) or 0)
+    finally:
+        set_status(None)
 
 
 class _nothing:
@@ -972,6 +979,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("codesign: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if not type(exc).__module__.startswith("ray"):
+            raise  # a bug: keep the traceback
+        from search.ray_session import describe_ray_error
+
+        return _fail(args, "ray", describe_ray_error(exc), 1)
 
 
 if __name__ == "__main__":  # pragma: no cover
