@@ -212,20 +212,20 @@ def _collective(args: argparse.Namespace, topo) -> Any:
 
 def _parse_options(items: Sequence[str]) -> dict[str, Any]:
     """``--option key=value`` pairs; values are read as YAML (``rings=2``, ``order=[3,1,2,0]``)."""
-    import yaml
-
     from codesign.errors import invalid
+    from codesign.files import load_yaml_text
 
     options: dict[str, Any] = {}
     for item in items:
         key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise invalid("--option", item, "KEY=VALUE, e.g. rings=2 or order=[0,2,1,3]")
-        try:
-            options[key.strip()] = yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise invalid(f"--option {key.strip()}", text, "a YAML value (number, list, string)") \
-                from None
+        if not sep or not key.strip() or not text.strip():
+            raise invalid("--option", item, "KEY=VALUE with a non-empty value, e.g. rings=2 or "
+                          "order=[0,2,1,3]")
+        try:  # the safe reader: alias bombs and deep nesting are refused here too
+            options[key.strip()] = load_yaml_text(text, where=f"--option {key.strip()}")
+        except InvalidSpecError as exc:
+            raise invalid(f"--option {key.strip()}", text,
+                          f"a YAML value (number, list, string): {exc}") from None
     return options
 
 

@@ -308,3 +308,15 @@ def test_memory_limit_scope_restores():
     with memory_limit_scope(1e6):
         assert memory_limit() == 1e6
     assert memory_limit() == pytest.approx(before, rel=0.2)
+
+
+# ------------------------------------------------------------------ sweeps
+def test_sweep_trials_of_oversized_designs_are_pruned_with_the_reason():
+    from search.sweep import SweepPoint, evaluate_trial
+
+    with memory_limit_scope(256 * 2 ** 20):
+        big = evaluate_trial(SweepPoint("torus", 4096, 4, 12.5e9))   # 4096^2 hop matrix
+        small = evaluate_trial(SweepPoint("torus", 16, 4, 12.5e9))
+    assert big.status == "pruned" and "refused" in big.reason and "nodes=4096" in big.reason
+    assert "\n" not in big.reason
+    assert small.status == "complete"
