@@ -315,7 +315,7 @@ def _cmd_bound(args: argparse.Namespace) -> int:
         options.setdefault("secondary", False)
         from evaluators.estimates import check_mcf
 
-        check_mcf(topo, coll)
+        check_mcf(topo, coll, decomposition=str(options.get("decomposition", "none")))
         r = fluid_optimum(topo, coll, **options)
         _emit(args, {"npus": topo.npus, "collective": coll.kind, "size_bytes": coll.size_bytes,
                      "method": "mcf", "lower_bound_s": r.time_s,

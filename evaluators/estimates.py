@@ -85,7 +85,8 @@ def check_synthesis(topology, collective: Collective, method: str,
         One line naming the NPU count, the estimate, the limit and what to do.
     """
     if method == "mcf":
-        check_mcf(topology, collective)
+        check_mcf(topology, collective, decomposition=str((options or {}).get(
+            "decomposition", "none")))
     transfers, nbytes = estimate_schedule_bytes(collective, method, options)
     what = f"a {method} {collective.kind} schedule ({transfers:.3g} transfers or more)"
     instead = ("use fewer NPUs or chunks, `codesign bound` for a lower bound"
@@ -95,12 +96,16 @@ def check_synthesis(topology, collective: Collective, method: str,
     check_memory(what, "npus", collective.n, nbytes, instead)
 
 
-def estimate_mcf_bytes(topology, collective: Collective) -> tuple[float, float]:
+def estimate_mcf_bytes(topology, collective: Collective, *,
+                       decomposition: str = "none") -> tuple[float, float]:
     """``(variables, bytes)`` of the fluid MCF LP: origins x links x steps x phases.
 
     Steps are at least the diameter (a chunk needs that many steps to reach
     the farthest NPU); for networks above 4096 nodes 1 is used, which still
-    refuses them (the bound is then far above any limit).
+    refuses them (the bound is then far above any limit).  With a
+    Dantzig-Wolfe decomposition (``dw``, ``mirrored``: one origin's block is
+    priced at a time, thesis Ch. 5) the memory is that of a few blocks, taken
+    as 4 origins' share of the variables.
     """
     n_links = topology.n_links
     steps = 1
@@ -108,12 +113,14 @@ def estimate_mcf_bytes(topology, collective: Collective) -> tuple[float, float]:
         steps = max(1, topology.diameter)
     phases = 2 if collective.kind == "allreduce" else 1
     variables = float(collective.n) * n_links * steps * phases
-    return variables, variables * BYTES_PER_LP_VARIABLE
+    alive = variables if decomposition in ("none", "") else variables * min(
+        1.0, 4.0 / collective.n)
+    return variables, alive * BYTES_PER_LP_VARIABLE
 
 
-def check_mcf(topology, collective: Collective) -> None:
+def check_mcf(topology, collective: Collective, *, decomposition: str = "none") -> None:
     """Refuse a fluid MCF LP that would not fit (see :func:`estimate_mcf_bytes`)."""
-    variables, nbytes = estimate_mcf_bytes(topology, collective)
+    variables, nbytes = estimate_mcf_bytes(topology, collective, decomposition=decomposition)
     what = f"the fluid MCF LP ({variables:.3g} flow variables)"
     instead = ("use fewer NPUs, `codesign bound --method cut`, or --algorithm tacos/ring")
     check_count(what, "npus", collective.n, variables, instead)
