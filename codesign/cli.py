@@ -882,11 +882,17 @@ def _max_memory_option(p: argparse.ArgumentParser) -> None:
                         "default: half of the memory available)")
 
 
+#: Options whose empty value is documented (``optimize --baselines ''``: no baselines).
+_EMPTY_ALLOWED = frozenset({"baselines"})
+
+
 def _check_empty_values(args: argparse.Namespace) -> None:
     """An empty option value (``--strategy ''``) is an error, never a silent default."""
     from codesign.errors import invalid
 
     for name, value in vars(args).items():
+        if name in _EMPTY_ALLOWED:
+            continue
         values = value if isinstance(value, list) else [value]
         for v in values:
             if isinstance(v, str) and not v.strip():
