@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -88,8 +89,26 @@ def _address_space_left() -> float | None:
     return max(float(soft) - mapped, 0.0)
 
 
+_cached: tuple[float, float] | None = None   # (monotonic time, bytes)
+#: Seconds a reading of the available memory is reused (topology builds check often).
+_CACHE_S = 1.0
+
+
 def available_memory() -> float:
-    """Bytes this process could still allocate: min(MemAvailable, RLIMIT_AS headroom)."""
+    """Bytes this process could still allocate: min(MemAvailable, RLIMIT_AS headroom).
+
+    Read from ``/proc`` at most once per second (cached).
+    """
+    global _cached
+    now = time.monotonic()
+    if _cached is not None and now - _cached[0] < _CACHE_S:
+        return _cached[1]
+    value = _read_available()
+    _cached = (now, value)
+    return value
+
+
+def _read_available() -> float:
     candidates = [v for v in (_meminfo_available(), _address_space_left()) if v is not None]
     if not candidates:
         try:
