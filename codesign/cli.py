@@ -249,11 +249,12 @@ def _cmd_synth(args: argparse.Namespace) -> int:
         if args.algorithm in ALGORITHMS and "seed" in ALGORITHMS[args.algorithm].options:
             options["seed"] = args.seed
     options.update(_parse_options(args.option or []))
-    from evaluators.algorithms.themis import model_only_answer, wants_model_only
+    from evaluators.algorithms.model_only import model_only_answer, wants_model_only
 
     full = bool(options.pop("schedule", False)) or bool(args.out)
     if wants_model_only(topo, coll, args.algorithm, options, full_schedule=full):
-        # Sec. 4.4 model answer: the full per-NPU schedule would not fit or take minutes.
+        # The algorithm's own model (Themis Sec. 4.4, closed forms): the full per-NPU
+        # schedule would not fit or would take minutes.
         _emit(args, model_only_answer(topo, coll, args.algorithm, options))
         return 0
     t0 = time.perf_counter()

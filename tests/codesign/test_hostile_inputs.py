@@ -320,3 +320,33 @@ def test_sweep_trials_of_oversized_designs_are_pruned_with_the_reason():
     assert big.status == "pruned" and "refused" in big.reason and "nodes=4096" in big.reason
     assert "\n" not in big.reason
     assert small.status == "complete"
+
+
+@pytest.mark.parametrize("spec, algorithm, kind", [
+    ("ring:16", "ring", "allreduce"), ("uniring:9", "ring", "allgather"),
+    ("ring:12", "bidir-ring", "reducescatter"), ("fc:8", "direct", "alltoall"),
+    ("ring:10", "ring", "broadcast")])
+def test_closed_form_model_only_equals_the_replayed_schedule(capsys, monkeypatch, spec,
+                                                             algorithm, kind):
+    import evaluators.algorithms.model_only as mo
+
+    monkeypatch.setattr(mo, "MODEL_ONLY_TRANSFERS", 10)  # force the model at a small size
+    argv = ["synth", spec, "--collective", kind, "--size", "3MB", "--chunks", "2",
+            "--algorithm", algorithm, "--json"]
+    code, out, _ = run(capsys, *argv)
+    model = json.loads(out)
+    code2, out2, _ = run(capsys, *argv, "--option", "schedule=true")
+    full = json.loads(out2)
+    assert code == code2 == 0 and model["model_only"] is True and full["valid"] is True
+    assert model["time_s"] == pytest.approx(full["time_s"], rel=1e-9)
+    assert model["chunks"] == full["chunks"]
+
+
+def test_ring_at_100000_npus_answers_from_the_closed_form(capsys):
+    from evaluators.algorithms.closed_form import closed_form_time
+
+    code, out, _ = run(capsys, "synth", "ring:100000", *SYNTH, "--json")
+    data = json.loads(out)
+    assert code == 0 and data["model_only"] and data["lower_bound_s"] is None
+    assert data["time_s"] == closed_form_time("ring", "allreduce", 100000, 1e9, 25e9, 1e-6)
+    assert "cut bound" in data["lower_bound_note"]
