@@ -55,6 +55,8 @@ OVERSIZED = [
     (["topology", "show", "switch:10000000"], "shape=10000000"),
     (["topology", "show", "ring:99999999999999999999999"], "shape=9999"),
     (["whatif", "--servers", "1000000", "--budget", "1e6"], "--servers=1000000"),
+    (["topology", "topoopt", "--servers", "20000", "--degree", "8", "--bandwidth", "100Gbps"],
+     "servers=20000"),
     (["synth", "ring:8", "--collective", "allreduce", "--size", "1e30TiB"], "--size"),
     (["synth", "themis:2d-sw-sw", *SYNTH, "--algorithm", "themis", "--out", "{out}"],
      "npus=1024"),
