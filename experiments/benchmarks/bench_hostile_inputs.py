@@ -98,6 +98,8 @@ def main() -> None:
         ["whatif", "--servers", "1000000", "--budget", "1e6"],
         ["synth", "ring:8", "--collective", "allreduce", "--size", "1e30TiB"],
         ["bound", "ring:8,bw=1e-300", *SYNTH, "--json"],
+        ["topology", "topoopt", "--servers", "20000", "--degree", "8", "--bandwidth", "100Gbps"],
+        ["synth", "ring:100000", *SYNTH, "--algorithm", "ring", "--json"],  # closed form
     ]
     rows: list[tuple[str, str]] = []
     worst_s = worst_mb = 0.0
@@ -105,7 +107,7 @@ def main() -> None:
         code, wall, mb, out, err = run(argv)
         worst_s, worst_mb = max(worst_s, wall), max(worst_mb, mb)
         line = (err or out).strip().splitlines()[0] if (err or out).strip() else ""
-        rows.append((" ".join(a if len(a) < 40 else "FILE" for a in argv[:3]) + " ...",
+        rows.append((" ".join(a if len(a) < 40 else "FILE" for a in argv[:4]) + " ...",
                      f"exit {code}, {wall:.1f} s, {mb:.0f} MiB: {line[:90]}"))
     speedups = []
     for name in THEMIS_TABLE2:
