@@ -85,11 +85,14 @@ from evaluators.collectives import Collective
 from evaluators.cuts import (CutNetwork, max_product_cut, max_ratio_cut, min_pair_cuts,
                              participant_orbits, twin_classes)
 
-__all__ = ["Bound", "lower_bound", "KL_MAX_NODES"]
+__all__ = ["Bound", "lower_bound", "KL_MAX_NODES", "CUT_FLOW_MAX_SIZE"]
 
 #: Kernighan-Lin candidate cuts (all-to-all, large inputs) only up to this many
 #: nodes: networkx's implementation is quadratic.
 KL_MAX_NODES = 2000
+#: Largest nodes + links for which cut components run max-flows (issue 18: bounded
+#: time; ~12 s for ring:20000, 60000 nodes + links, on the benchmark machine).
+CUT_FLOW_MAX_SIZE = 60_000
 
 
 @dataclass(frozen=True)
@@ -234,7 +237,11 @@ class _Context:
         self.out_bw = np.bincount(topology.src, weights=topology.bandwidth, minlength=n)
         self.npu_in_total = float(self.in_bw[: topology.npus].sum())
         self.npu_out_total = float(self.out_bw[: topology.npus].sum())
-        self.max_flows = max(1, exact_node_limit**2 // max(n, 1))
+        # Above CUT_FLOW_MAX_SIZE nodes + links no max-flow runs at all (one networkx
+        # flow on a 100000-node ring takes minutes): the cut components then come from
+        # single-node and candidate sets, still valid lower bounds, exact=False.
+        self.max_flows = (0 if n + topology.n_links > CUT_FLOW_MAX_SIZE
+                          else max(1, exact_node_limit**2 // max(n, 1)))
         self.enum_nodes = enum_nodes
         self.enum_members = enum_members
         self.seed = seed
@@ -506,7 +513,8 @@ def _alltoall_candidates(c: _Context) -> list[np.ndarray]:
     if n <= KL_MAX_NODES:
         cands += _kl_bisections(topo, c.seed)
     for net, flip in ((c.net, False), (c.rev, True)):
-        r = max_ratio_cut(net, c.members, c.sinks(), max_flows=max(1, c.max_flows // 2))
+        r = max_ratio_cut(net, c.members, c.sinks(),
+                          max_flows=max(1, c.max_flows // 2) if c.max_flows else 0)
         cands.append(~r.mask if flip else r.mask)
     return cands
 
