@@ -45,3 +45,13 @@ def test_flow_free_bound_is_a_weaker_valid_bound(monkeypatch, spec, kind):
     for key in ("ingress", "egress", "latency"):  # flow-free components are unchanged
         if key in exact.components:
             assert free.components[key] == pytest.approx(exact.components[key])
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_latency_from_a_subset_of_sources_stays_below_the_exact_one(monkeypatch, spec):
+    topo = from_spec(spec)
+    coll = Collective.on("allgather", topo.npus, 1e9)
+    exact = lower_bound(topo, coll).components["latency"]
+    monkeypatch.setattr(bounds, "LATENCY_ROW_WORK", 1)  # one search only
+    one = lower_bound(topo, coll).components["latency"]
+    assert 0 < one <= exact * (1 + 1e-12)
