@@ -25,19 +25,57 @@ __all__ = ["main", "build_parser"]
 class _Parser(argparse.ArgumentParser):
     """ArgumentParser whose usage errors are one line and exit 2."""
 
+    #: Set by :func:`main` when the command line asks for ``--json``.
+    json_errors = False
+
     def error(self, message: str) -> None:  # noqa: D102 - argparse hook
+        if _Parser.json_errors:
+            print(json.dumps({"error": f"{message} (see --help)", "kind": "usage",
+                              "field": None, "exit": 2}))
+            self.exit(2)
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[], None] | None = None
           ) -> None:
     if args.json:
-        print(json.dumps(payload, default=_json_default))
+        print(json.dumps(_finite_json(payload), default=_json_default, allow_nan=False))
     elif human is not None:
         human()
     else:
         for key, value in payload.items():
             print(f"{key}: {value}")
+
+
+def _finite_json(value: Any, notes: dict[str, str] | None = None, key: str = "") -> Any:
+    """``value`` with every NaN/inf float replaced by None (JSON has neither).
+
+    The top-level payload gets ``null_reasons: {field: "infinite" | "not a number"}``
+    so that a null is never silent.
+    """
+    import math
+
+    top = notes is None
+    notes = {} if top else notes
+    if isinstance(value, float) or type(value).__name__.startswith("float"):
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            return value
+        if not math.isfinite(f):
+            notes[key or "value"] = "not a number" if f != f else "infinite"
+            return None
+        return value
+    if isinstance(value, dict):
+        out = {k: _finite_json(v, notes, f"{key}.{k}" if key else str(k))
+               for k, v in value.items()}
+    elif isinstance(value, (list, tuple)):
+        out = [_finite_json(v, notes, f"{key}[{i}]") for i, v in enumerate(value)]
+    else:
+        return value
+    if top and notes and isinstance(out, dict):
+        out["null_reasons"] = notes
+    return out
 
 
 def _json_default(obj: Any) -> Any:
@@ -110,6 +148,10 @@ def _cmd_topology_topoopt(args: argparse.Namespace) -> int:
 
     bw = parse_bandwidth(args.bandwidth, field="--bandwidth")
     n = args.servers
+    if args.out:
+        from codesign.files import check_output_path
+
+        check_output_path(args.out, what="--out file")
     if (args.workload is None) != (args.strategy is None):
         raise invalid("--workload/--strategy", args.workload or args.strategy,
                       "both (the demand of a workload under a strategy) or neither")
@@ -135,10 +177,12 @@ def _cmd_topology_topoopt(args: argparse.Namespace) -> int:
     if args.out:
         from topologies.yaml_io import dump_yaml_topology
 
+        from codesign.files import write_text_atomic
+
         out = Path(args.out)
-        dump_yaml_topology(result.topology, out)
         routes = out.with_suffix(".routes.json")
-        routes.write_text(json.dumps(result.routes_json()), encoding="utf-8")
+        dump_yaml_topology(result.topology, out)
+        write_text_atomic(routes, json.dumps(result.routes_json()), what="routes file")
         payload["out"], payload["routes"] = str(out), str(routes)
 
     def human() -> None:
@@ -170,20 +214,20 @@ def _collective(args: argparse.Namespace, topo) -> Any:
 
 def _parse_options(items: Sequence[str]) -> dict[str, Any]:
     """``--option key=value`` pairs; values are read as YAML (``rings=2``, ``order=[3,1,2,0]``)."""
-    import yaml
-
     from codesign.errors import invalid
+    from codesign.files import load_yaml_text
 
     options: dict[str, Any] = {}
     for item in items:
         key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise invalid("--option", item, "KEY=VALUE, e.g. rings=2 or order=[0,2,1,3]")
-        try:
-            options[key.strip()] = yaml.safe_load(text)
-        except yaml.YAMLError:
-            raise invalid(f"--option {key.strip()}", text, "a YAML value (number, list, string)") \
-                from None
+        if not sep or not key.strip() or not text.strip():
+            raise invalid("--option", item, "KEY=VALUE with a non-empty value, e.g. rings=2 or "
+                          "order=[0,2,1,3]")
+        try:  # the safe reader: alias bombs and deep nesting are refused here too
+            options[key.strip()] = load_yaml_text(text, where=f"--option {key.strip()}")
+        except InvalidSpecError as exc:
+            raise invalid(f"--option {key.strip()}", text,
+                          f"a YAML value (number, list, string): {exc}") from None
     return options
 
 
@@ -193,6 +237,10 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     from evaluators.validate import validate_schedule
     from topologies.registry import load_topology
 
+    if args.out:
+        from codesign.files import check_output_path
+
+        check_output_path(args.out, what="--out file")  # fail before the work, not after
     topo = load_topology(args.spec)
     coll = _collective(args, topo)
     options: dict[str, Any] = {}
@@ -203,6 +251,14 @@ def _cmd_synth(args: argparse.Namespace) -> int:
         if args.algorithm in ALGORITHMS and "seed" in ALGORITHMS[args.algorithm].options:
             options["seed"] = args.seed
     options.update(_parse_options(args.option or []))
+    from evaluators.algorithms.model_only import model_only_answer, wants_model_only
+
+    full = bool(options.pop("schedule", False)) or bool(args.out)
+    if wants_model_only(topo, coll, args.algorithm, options, full_schedule=full):
+        # The algorithm's own model (Themis Sec. 4.4, closed forms): the full per-NPU
+        # schedule would not fit or would take minutes.
+        _emit(args, model_only_answer(topo, coll, args.algorithm, options))
+        return 0
     t0 = time.perf_counter()
     schedule = synthesize(topo, coll, args.algorithm, **options)
     synthesis_s = time.perf_counter() - t0
@@ -260,6 +316,9 @@ def _cmd_bound(args: argparse.Namespace) -> int:
             if key not in allowed:
                 raise invalid("--option", key, f"one of {', '.join(allowed)} for --method mcf")
         options.setdefault("secondary", False)
+        from evaluators.estimates import check_mcf
+
+        check_mcf(topo, coll, decomposition=str(options.get("decomposition", "none")))
         r = fluid_optimum(topo, coll, **options)
         _emit(args, {"npus": topo.npus, "collective": coll.kind, "size_bytes": coll.size_bytes,
                      "method": "mcf", "lower_bound_s": r.time_s,
@@ -304,7 +363,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     if args.schedule:
         from evaluators.schedule_io import load_schedule
 
-        schedule = replay(load_schedule(args.schedule), topo, model=args.model, **options)
+        # Schema, then the independent validator against this network, before simulating.
+        schedule = replay(load_schedule(args.schedule, topology=topo), topo, model=args.model,
+                          **options)
         payload = {
             "model": args.model,
             "transfers": [{"src": int(s), "dst": int(d), "chunk": int(c), "size_bytes":
@@ -314,6 +375,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
             "makespan_s": schedule.time_s,
         }
     else:
+        from evaluators.estimates import check_simulation
+
+        check_simulation(len(args.send or []), topo.n_links, field="--send")
         sends = [_parse_send(text, i) for i, text in enumerate(args.send or [])]
         if not sends:
             raise invalid("--send", None, "at least one SRC:DST:SIZE, or --schedule FILE")
@@ -425,8 +489,11 @@ def _cmd_workload_show(args: argparse.Namespace) -> int:
 def _cmd_optimize(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from codesign.errors import invalid
     from search.alternating import BASELINES, OptimizeSpec, optimize
 
+    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise invalid("--out", args.out, "a folder (it exists and is a file)")
     baselines = BASELINES if args.baselines is None else tuple(
         b for b in args.baselines.split(",") if b)
     spec = OptimizeSpec(workload=args.workload, config=args.config, servers=args.servers,
@@ -439,12 +506,18 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     if args.out:
         from topologies.yaml_io import dump_yaml_topology
 
+        from codesign.files import write_text_atomic
+
         out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise invalid("--out", args.out, f"a folder that can be created ({exc.strerror})") \
+                from None
         dump_yaml_topology(result.topology, out / "topology.yaml")
         routes = {f"{s}-{d}": [list(map(int, p)) for p in paths]
                   for (s, d), paths in sorted(result.routes.items())}
-        (out / "routes.json").write_text(json.dumps(routes))
+        write_text_atomic(out / "routes.json", json.dumps(routes), what="routes file")
         payload["files"] = {"topology": str(out / "topology.yaml"),
                             "routes": str(out / "routes.json")}
 
@@ -627,6 +700,12 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     if not args.budget or not servers:
         raise invalid("whatif", "missing --budget or --servers/--gpus",
                       "--budget USD[,USD...] and --servers N or --gpus G (or --shared-cluster)")
+    from codesign.resources import check_memory
+
+    # The what-if builds server-by-server fabrics and traffic matrices: O(servers^2)
+    # entries of 8 bytes (a 10^6-server request asked numpy for 7.28 TiB).
+    check_memory("the procurement what-if", "--servers", servers, 64.0 * servers * servers,
+                 "use fewer servers (a what-if per pod), or --shared-cluster")
     mix = parse_mix(args.mix) if args.mix else parse_mix(args.workload)
     result = run_whatif(parse_budgets(args.budget), servers=servers, workloads=mix,
                         gpu=args.gpu)
@@ -654,6 +733,7 @@ def build_parser() -> argparse.ArgumentParser:
     def add(subparsers, name: str, fn, help_: str) -> argparse.ArgumentParser:
         p = subparsers.add_parser(name, help=help_, description=help_)
         p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+        _max_memory_option(p)
         p.set_defaults(fn=fn)
         return p
 
@@ -830,24 +910,121 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _max_memory_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-memory", metavar="SIZE",
+                   help="refuse work estimated to need more memory than this (e.g. 4GiB; "
+                        "default: half of the memory available)")
+
+
+#: Options whose empty value is documented (``optimize --baselines ''``: no baselines).
+_EMPTY_ALLOWED = frozenset({"baselines"})
+
+
+def _check_empty_values(args: argparse.Namespace) -> None:
+    """An empty option value (``--strategy ''``) is an error, never a silent default."""
+    from codesign.errors import invalid
+
+    for name, value in vars(args).items():
+        if name in _EMPTY_ALLOWED:
+            continue
+        values = value if isinstance(value, list) else [value]
+        for v in values:
+            if isinstance(v, str) and not v.strip():
+                flag = name if name in ("spec", "config", "matrix", "name", "results_dir") \
+                    else "--" + name.replace("_", "-")
+                raise invalid(flag, v, "a non-empty value")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from codesign.resources import memory_limit_scope
+
+    _check_empty_values(args)
+    limit = None
+    if getattr(args, "max_memory", None) is not None:
+        from codesign.units import parse_size
+
+        limit = parse_size(args.max_memory, field="--max-memory")
+    # The limit holds for this command only (main() may be called again in process);
+    # it is exported to CODESIGN_MAX_MEMORY meanwhile, so local Ray workers inherit it.
+    from search.ray_session import set_status
+
+    quiet = args.json or getattr(args, "quiet", False)
+    set_status(None if quiet else lambda text: print(f"codesign: {text}", file=sys.stderr))
+    try:
+        with memory_limit_scope(limit) if limit is not None else _nothing():
+            return int(args.fn(args) or 0)
+    finally:
+        set_status(None)
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _fail(args: argparse.Namespace | None, kind: str, exc: BaseException | str, code: int,
+          field: str | None = None) -> int:
+    """Report an error: one line on stderr, or with --json one object on stdout."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    if args is not None and getattr(args, "json", False):
+        print(json.dumps({"error": text, "kind": kind, "field": field, "exit": code}))
+    else:
+        label = "infeasible" if kind == "infeasible" else "error"
+        print(f"codesign: {label}: {text}", file=sys.stderr)
+    return code
+
+
+def _error_field(text: str) -> str | None:
+    """The field an error message names (``invalid FIELD VALUE: ...``, ``refused: ... with F=``)."""
+    import re
+
+    m = re.search(r" with ([\w\-.\[\] ]+?)=", text)
+    if text.startswith("refused:") and m:
+        return m.group(1)
+    m = re.match(r"invalid (.+?) (?:'|\d|-|\[|\{|\(|None|True|False|<)", text)
+    return m.group(1) if m else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``codesign`` console script; returns the exit status."""
+    """Entry point of the ``codesign`` console script; returns the exit status.
+
+    Bad input exits 2 with one line on stderr (with ``--json``: one object
+    ``{"error", "kind", "field", "exit"}`` on stdout); an infeasible request
+    exits 1.  Library warnings (numpy overflow and the like) are not printed:
+    results carry non-finite values as ``null`` with ``null_reasons``.
+    """
+    import warnings
+
     parser = build_parser()
+    _Parser.json_errors = "--json" in (sys.argv[1:] if argv is None else list(argv))
     args = parser.parse_args(argv)
     try:
-        return int(args.fn(args) or 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return _run(args)
     except InvalidSpecError as exc:
-        print(f"codesign: error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(args, "invalid", exc, 2, _error_field(str(exc)))
     except InfeasibleError as exc:
-        print(f"codesign: infeasible: {exc}", file=sys.stderr)
-        return 1
+        return _fail(args, "infeasible", exc, 1)
     except CodesignError as exc:
-        print(f"codesign: error: {exc}", file=sys.stderr)
-        return 1
+        return _fail(args, "error", exc, 1)
+    except MemoryError:
+        return _fail(args, "memory", "ran out of memory; the input is too large for this "
+                     "machine (lower the sizes, or set --max-memory to refuse earlier)", 2)
+    except RecursionError:
+        return _fail(args, "invalid", "input nested too deeply", 2)
     except KeyboardInterrupt:
         print("codesign: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if not type(exc).__module__.startswith("ray"):
+            raise  # a bug: keep the traceback
+        from search.ray_session import describe_ray_error
+
+        return _fail(args, "ray", describe_ray_error(exc), 1)
 
 
 if __name__ == "__main__":  # pragma: no cover

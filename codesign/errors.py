@@ -8,7 +8,7 @@ be satisfied raise :class:`InfeasibleError`.
 
 from __future__ import annotations
 
-__all__ = ["CodesignError", "InvalidSpecError", "InfeasibleError", "invalid"]
+__all__ = ["CodesignError", "InvalidSpecError", "InfeasibleError", "invalid", "shorten"]
 
 
 class CodesignError(Exception):
@@ -40,4 +40,28 @@ def invalid(field: str, value: object, allowed: str) -> InvalidSpecError:
     InvalidSpecError
         To be raised by the caller: ``raise invalid("degree", d, "an integer >= 1")``.
     """
-    return InvalidSpecError(f"invalid {field} {value!r}: expected {allowed}")
+    return InvalidSpecError(f"invalid {field} {shorten(value)}: expected {allowed}")
+
+
+#: Longest rendering of a value in a message: a hostile input (a YAML alias
+#: bomb, a 400-digit number) must not be echoed whole.
+MAX_VALUE_CHARS = 80
+
+
+def shorten(value: object, limit: int = MAX_VALUE_CHARS) -> str:
+    """``repr(value)`` cut to ``limit`` characters (with the total length noted).
+
+    Containers are rendered lazily through :func:`reprlib.repr`-style limits so
+    that a deeply shared structure is never expanded in full.
+    """
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxstring = r.maxother = r.maxlong = limit
+    r.maxlist = r.maxtuple = r.maxdict = r.maxset = 8
+    r.maxlevel = 3
+    try:
+        text = r.repr(value)
+    except Exception:  # a hostile __repr__; never fail while reporting an error
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."

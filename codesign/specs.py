@@ -19,28 +19,21 @@ __all__ = ["load_yaml", "check_keys", "get_int", "get_float", "get_str", "get_bo
 T = TypeVar("T")
 
 
-def load_yaml(path: str | Path) -> Any:
-    """Read a YAML file with the safe loader.
+def load_yaml(path: str | Path, *, what: str = "spec file") -> Any:
+    """Read a YAML file safely (:func:`codesign.files.load_yaml_file`).
+
+    A regular UTF-8 file of bounded size, loaded with the safe loader and
+    bounded alias expansion.
 
     Raises
     ------
     InvalidSpecError
-        If the file is missing or is not valid YAML (the message gives the line).
+        If the file is missing, not a regular file, too large, not UTF-8, or
+        not valid YAML (the message gives the line).
     """
-    import yaml  # imported here: only the edges parse YAML
+    from codesign.files import load_yaml_file
 
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidSpecError(f"cannot read spec file {str(p)!r}: {exc.strerror}") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or "syntax error"
-        raise InvalidSpecError(f"invalid YAML in {str(p)!r}{where}: {problem}") from None
+    return load_yaml_file(path, what=what)
 
 
 def check_keys(spec: object, *, allowed: Iterable[str], required: Iterable[str] = (),

@@ -59,19 +59,37 @@ def _prefix(p: str | None, field: str, text: str) -> float:
     raise invalid(field, text, "a known prefix (k, M, G, T, P, Ki, Mi, Gi, Ti, Pi)")
 
 
-def _check(value: float, field: str, text: object, allow_zero: bool) -> float:
+#: Sanity bounds (issue 18): a value outside them is a typo or an attack, and would
+#: turn into inf/NaN downstream.  1 EiB is ~10^6 times the memory of the largest
+#: training clusters; 10^18 B/s is 8 Ebps; 10^-6 B/s keeps 1 EiB / bandwidth finite.
+MAX_SIZE_BYTES = 2.0 ** 60
+MIN_BANDWIDTH_BPS = 1e-6
+MAX_BANDWIDTH_BPS = 1e18
+MAX_TIME_S = 1e9
+MAX_MONEY_USD = 1e15
+
+
+def _check(value: float, field: str, text: object, allow_zero: bool,
+           upper: float | None = None, lower: float = 0.0, unit: str = "") -> float:
     if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
         rule = "a finite value >= 0" if allow_zero else "a finite value > 0"
         raise invalid(field, text, rule)
+    if (upper is not None and value > upper) or (0 < value < lower):
+        raise invalid(field, text, f"a value between {lower:g} and {upper:g} {unit}".rstrip()
+                      + " (a larger or smaller value is almost certainly a typo)")
     return value
 
 
-def _numeric(value: object, field: str, allow_zero: bool) -> float | None:
+def _numeric(value: object, field: str, allow_zero: bool, **bounds) -> float | None:
     # Numbers (not bools) pass straight through as base units.
     if isinstance(value, bool):
         raise invalid(field, value, "a number or a string with a unit")
     if isinstance(value, (int, float)):
-        return _check(float(value), field, value, allow_zero)
+        try:
+            number = float(value)
+        except OverflowError:  # an int beyond float range
+            number = math.inf
+        return _check(number, field, value, allow_zero, **bounds)
     if not isinstance(value, str):
         raise invalid(field, value, "a number or a string with a unit")
     return None
@@ -101,7 +119,7 @@ def parse_size(value: str | float, *, field: str = "size", allow_zero: bool = Fa
     >>> parse_size("100MB")
     100000000.0
     """
-    num = _numeric(value, field, allow_zero)
+    num = _numeric(value, field, allow_zero, upper=MAX_SIZE_BYTES, unit="bytes")
     if num is not None:
         return num
     m = _SIZE_RE.match(value)
@@ -111,7 +129,8 @@ def parse_size(value: str | float, *, field: str = "size", allow_zero: bool = Fa
     scale = _prefix(prefix, field, value)
     if unit in ("b", "bit", "bits"):
         scale /= 8.0
-    return _check(float(number) * scale, field, value, allow_zero)
+    return _check(float(number) * scale, field, value, allow_zero,
+                  upper=MAX_SIZE_BYTES, unit="bytes")
 
 
 def parse_bandwidth(value: str | float, *, field: str = "bandwidth",
@@ -128,7 +147,8 @@ def parse_bandwidth(value: str | float, *, field: str = "bandwidth",
     >>> parse_bandwidth("50GiB/s") == 50 * 2**30
     True
     """
-    num = _numeric(value, field, allow_zero)
+    num = _numeric(value, field, allow_zero, upper=MAX_BANDWIDTH_BPS, lower=MIN_BANDWIDTH_BPS,
+                   unit="bytes/s")
     if num is not None:
         return num
     m = _BW_RE.match(value)
@@ -141,7 +161,8 @@ def parse_bandwidth(value: str | float, *, field: str = "bandwidth",
     scale = _prefix(prefix, field, value)
     if unit in ("b/s", "bps", "bit/s"):
         scale /= 8.0
-    return _check(float(number) * scale, field, value, allow_zero)
+    return _check(float(number) * scale, field, value, allow_zero,
+                  upper=MAX_BANDWIDTH_BPS, lower=MIN_BANDWIDTH_BPS, unit="bytes/s")
 
 
 def parse_time(value: str | float, *, field: str = "time", allow_zero: bool = True) -> float:
@@ -152,7 +173,7 @@ def parse_time(value: str | float, *, field: str = "time", allow_zero: bool = Tr
     >>> parse_time("0.5us")
     5e-07
     """
-    num = _numeric(value, field, allow_zero)
+    num = _numeric(value, field, allow_zero, upper=MAX_TIME_S, unit="s")
     if num is not None:
         return num
     m = _TIME_RE.match(value)
@@ -162,19 +183,21 @@ def parse_time(value: str | float, *, field: str = "time", allow_zero: bool = Tr
     scale = _TIME_SCALE[unit]
     # Divide by the inverse for sub-second units: 5 / 1e6 is exactly 5e-06, 5 * 1e-6 is not.
     seconds = float(number) / round(1.0 / scale) if scale < 1.0 else float(number) * scale
-    return _check(seconds, field, value, allow_zero)
+    return _check(seconds, field, value, allow_zero,
+                  upper=MAX_TIME_S, unit="s")
 
 
 def parse_money(value: str | float, *, field: str = "cost", allow_zero: bool = True) -> float:
     """Parse an amount of US dollars (``$1200``, ``1.2k``, ``3M``)."""
-    num = _numeric(value, field, allow_zero)
+    num = _numeric(value, field, allow_zero, upper=MAX_MONEY_USD, unit="USD")
     if num is not None:
         return num
     m = _MONEY_RE.match(value)
     if not m:
         raise invalid(field, value, "an amount in US dollars such as 1200, $1.2k or 3M")
     number, prefix = m.groups()
-    return _check(float(number) * _prefix(prefix, field, value), field, value, allow_zero)
+    return _check(float(number) * _prefix(prefix, field, value), field, value, allow_zero,
+                  upper=MAX_MONEY_USD, unit="USD")
 
 
 def _format(value: float, unit: str, binary: bool) -> str:

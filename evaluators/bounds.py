@@ -85,11 +85,17 @@ from evaluators.collectives import Collective
 from evaluators.cuts import (CutNetwork, max_product_cut, max_ratio_cut, min_pair_cuts,
                              participant_orbits, twin_classes)
 
-__all__ = ["Bound", "lower_bound", "KL_MAX_NODES"]
+__all__ = ["Bound", "lower_bound", "KL_MAX_NODES", "CUT_FLOW_MAX_SIZE"]
 
 #: Kernighan-Lin candidate cuts (all-to-all, large inputs) only up to this many
 #: nodes: networkx's implementation is quadratic.
 KL_MAX_NODES = 2000
+#: Largest nodes + links for which cut components run max-flows (issue 18: bounded
+#: time; ~12 s for ring:20000, 60000 nodes + links, on the benchmark machine).
+CUT_FLOW_MAX_SIZE = 60_000
+#: Node visits the latency component may spend on shortest-path searches (one search
+#: visits every node): every source while sources x nodes <= 4e6; 40 searches on 10^5 nodes.
+LATENCY_ROW_WORK = 4_000_000
 
 
 @dataclass(frozen=True)
@@ -234,7 +240,11 @@ class _Context:
         self.out_bw = np.bincount(topology.src, weights=topology.bandwidth, minlength=n)
         self.npu_in_total = float(self.in_bw[: topology.npus].sum())
         self.npu_out_total = float(self.out_bw[: topology.npus].sum())
-        self.max_flows = max(1, exact_node_limit**2 // max(n, 1))
+        # Above CUT_FLOW_MAX_SIZE nodes + links no max-flow runs at all (one networkx
+        # flow on a 100000-node ring takes minutes): the cut components then come from
+        # single-node and candidate sets, still valid lower bounds, exact=False.
+        self.max_flows = (0 if n + topology.n_links > CUT_FLOW_MAX_SIZE
+                          else max(1, exact_node_limit**2 // max(n, 1)))
         self.enum_nodes = enum_nodes
         self.enum_members = enum_members
         self.seed = seed
@@ -294,7 +304,8 @@ class _Context:
         """One participant per orbit."""
         return [orbit[0] for orbit in self.orbits]
 
-    def _rows(self, weights: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _rows(self, weights: np.ndarray | None, max_rows: int | None = None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Distances between the pairs that must communicate, one row per distinct source.
 
         Returns ``(dist, row_weight, sources)``: for all-pairs kinds the rows are
@@ -317,6 +328,8 @@ class _Context:
         if kind not in ("broadcast", "scatter"):
             srcs = np.array(self.sinks(), dtype=np.int64)
             weight = np.array([len(o) for o in self.orbits], dtype=np.float64)
+        if max_rows is not None and srcs.size > max_rows:
+            srcs, weight = srcs[:max_rows], weight[:max_rows]
         rows = []
         for lo in range(0, srcs.size, 256):  # blocks keep memory at 256 x nodes
             block = srcs[lo:lo + 256]
@@ -327,6 +340,13 @@ class _Context:
 
     def check_connected(self) -> None:
         """Raise InfeasibleError if a pair that must communicate is disconnected."""
+        from scipy.sparse.csgraph import connected_components
+
+        # O(nodes + links): a strongly connected network connects every pair, so the
+        # per-source searches below (seconds to minutes on 10^4+ nodes) are skipped.
+        if connected_components(self._graph(None), directed=True,
+                                connection="strong")[0] == 1:
+            return
         dist, _, srcs = self._rows(None)
         bad = np.argwhere(np.isinf(dist))
         if bad.size:
@@ -343,7 +363,11 @@ class _Context:
         lat = self.topo.latency
         if self.topo.n_links == 0 or not np.any(lat > 0):
             return 0.0
-        return float(self._rows(lat)[0].max())
+        # Bounded work (issue 18): at most LATENCY_ROW_WORK node visits, i.e. searches
+        # from the first sources only on huge networks; a maximum over a subset of the
+        # pairs is still a lower bound.
+        rows = max(1, LATENCY_ROW_WORK // max(self.topo.n_nodes, 1))
+        return float(self._rows(lat, max_rows=rows)[0].max())
 
     def hop_sum(self) -> float:
         """Sum of minimum hop counts over the ordered pairs that must communicate."""
@@ -506,7 +530,8 @@ def _alltoall_candidates(c: _Context) -> list[np.ndarray]:
     if n <= KL_MAX_NODES:
         cands += _kl_bisections(topo, c.seed)
     for net, flip in ((c.net, False), (c.rev, True)):
-        r = max_ratio_cut(net, c.members, c.sinks(), max_flows=max(1, c.max_flows // 2))
+        r = max_ratio_cut(net, c.members, c.sinks(),
+                          max_flows=max(1, c.max_flows // 2) if c.max_flows else 0)
         cands.append(~r.mask if flip else r.mask)
     return cands
 

@@ -480,13 +480,28 @@ def min_pair_cuts(net: CutNetwork, pairs: Iterable[tuple[int, int]], *,
 
     Pairs are solved in increasing order of ``min(out(s), in(t))`` (an upper
     bound on their cut), so a truncated run (``max_flows``) still tries the
-    likeliest ones; it then returns ``exact=False``.
+    likeliest ones; it then returns ``exact=False``.  ``max_flows=0`` solves
+    none and returns the smallest single-node cut (an upper bound on the
+    minimum cut).
     """
     out_w, in_w = net.out_weight(), net.in_weight()
     pairs = sorted({(int(a), int(b)) for a, b in pairs if a != b},
                    key=lambda ab: (min(out_w[ab[0]], in_w[ab[1]]), ab))
     if not pairs:
         raise ValueError("no pair to cut")
+    if max_flows == 0:
+        # No max-flow at all (graphs too large to solve in bounded time): the smallest
+        # single-node cut, {a} or all-but-{b}.  Its capacity is at least the minimum cut,
+        # so a bound M / capacity stays a valid (weaker) lower bound.
+        a, b = pairs[0]
+        mask = np.zeros(net.n, dtype=bool)
+        if out_w[a] <= in_w[b]:
+            mask[a] = True
+        else:
+            mask[:] = True
+            mask[b] = False
+        w = net.cut_weight(mask)
+        return PairCut(w, net.to_Bps(w), mask, (a, b), False, 0)
     limit = len(pairs) if max_flows is None else max(1, min(len(pairs), max_flows))
     todo = pairs[:limit]
     found: list[tuple[int, np.ndarray, tuple[int, int]]] = []
@@ -625,7 +640,8 @@ def max_product_cut(net: CutNetwork, members: np.ndarray, *, enum_nodes: int = 1
                 score = inside * (n_p - inside) / np.where(cap > 0, cap, np.inf)
                 room = int(min(len(cands), budget, 64))
                 top = np.argsort(-score, kind="stable")[:room]
-                take(np.array([_place_others(net, arr[i], members) for i in top]))
+                if room:  # a budget of 0 max-flows (huge graphs) re-places nothing
+                    take(np.array([_place_others(net, arr[i], members) for i in top]))
             method, exact = "candidates", False
     if best is None:
         raise ValueError("no set splits the participants")

@@ -112,4 +112,8 @@ def synthesize(topology, collective, method: str = "ring", **options: Any):
     bad = [p for p in collective.npus if not 0 <= p < topology.npus]
     if bad:
         raise invalid("collective participant", bad[0], f"an NPU id in 0..{topology.npus - 1}")
+    # Refuse before allocating what would not fit (codesign.resources limit).
+    from evaluators.estimates import check_synthesis
+
+    check_synthesis(topology, collective, method, options)
     return alg.fn(topology, collective, **options)

@@ -68,7 +68,9 @@ channels) are not enforced here.
 from __future__ import annotations
 
 import gzip
+import io
 import json
+import math
 from collections import defaultdict
 from collections.abc import Mapping
 from pathlib import Path
@@ -139,26 +141,73 @@ def schedule_to_dict(schedule: Schedule) -> dict[str, Any]:
     }
 
 
+#: Largest integer accepted in a schedule file (ids, offsets): int64 with room to spare.
+MAX_INT = 2 ** 62
+#: Largest schedule file, bytes (a million transfers is ~60 MB of JSON).
+MAX_SCHEDULE_BYTES = 512 * 2 ** 20
+
+
+def _finite(v: int | float) -> bool:
+    try:
+        return math.isfinite(float(v))
+    except OverflowError:  # an integer beyond the float range
+        return False
+
+
 def _array(values: Any, name: str, integer: bool) -> np.ndarray:
     where = f"schedule transfers key {name!r}"
     if not isinstance(values, list):
         raise invalid(where, type(values).__name__, "a list of numbers")
-    for v in values:
+    for k, v in enumerate(values):
         ok = (isinstance(v, int) if integer else isinstance(v, (int, float)))
         if not ok or isinstance(v, bool):
-            raise invalid(f"{where} entry", v, "an integer" if integer else "a number")
+            raise invalid(f"{where} entry", v, ("an integer" if integer else "a number")
+                          + f" (at position {k})")
+        if integer and not -MAX_INT <= v <= MAX_INT:
+            raise invalid(f"{where} entry", v, f"an integer of magnitude <= 2^62 (at position {k})")
+        if not integer and not _finite(v):
+            raise invalid(f"{where} entry", v, f"a finite number (at position {k})")
     return np.array(values, dtype=np.int64 if integer else np.float64)
 
 
+def _collective_from_dict(cd: Mapping[str, Any]) -> Collective:
+    where = "schedule collective"
+    if not isinstance(cd["kind"], str):
+        raise invalid(f"{where} kind", cd["kind"], "a collective name such as allreduce")
+    npus = cd["npus"]
+    if not isinstance(npus, list) or not all(
+            isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= MAX_INT for x in npus):
+        raise invalid(f"{where} npus", npus, "a list of NPU ids (integers >= 0)")
+    size = cd["size_bytes"]
+    if isinstance(size, bool) or not isinstance(size, (int, float)):
+        raise invalid(f"{where} size_bytes", size, "a number of bytes")
+    chunks = cd.get("chunks_per_npu", 1)
+    if isinstance(chunks, bool) or not isinstance(chunks, int) or not 1 <= chunks <= MAX_INT:
+        raise invalid(f"{where} chunks_per_npu", chunks, "an integer >= 1")
+    root = cd.get("root")
+    if root is not None and (isinstance(root, bool) or not isinstance(root, int)):
+        raise invalid(f"{where} root", root, "an NPU id or null")
+    return Collective(cd["kind"], tuple(npus), size, chunks, root)
+
+
 def schedule_from_dict(data: Mapping[str, Any]) -> Schedule:
-    """Rebuild a schedule from :func:`schedule_to_dict` output.
+    """Rebuild a schedule from :func:`schedule_to_dict` output, checking the schema.
+
+    Checks types and ranges of every field (integers where ids belong, finite
+    times, ops 0/1, chunk ids of the stated collective, a
+    known link model).  Completeness and the data and timing checks against a
+    network are :func:`load_schedule`'s ``topology`` argument (the independent
+    validator).
 
     Raises
     ------
     InvalidSpecError
-        On a wrong format or version, unknown or missing keys, non-numeric
-        arrays or arrays of inconsistent lengths.
+        On a wrong format or version, unknown or missing keys, non-numeric,
+        huge or non-finite entries, arrays of inconsistent lengths, or the
+        first violation found.
     """
+    from evaluators.validate import LINK_MODELS
+
     check_keys(data, allowed=("format", "version", "collective", "transfers", "metadata"),
                required=("format", "version", "collective", "transfers"), where="schedule file")
     if data["format"] != FORMAT:
@@ -168,10 +217,7 @@ def schedule_from_dict(data: Mapping[str, Any]) -> Schedule:
                       f"{VERSION} (the version this codesign reads)")
     cd = check_keys(data["collective"], allowed=_COLL_KEYS,
                     required=("kind", "npus", "size_bytes"), where="schedule collective")
-    if not isinstance(cd["npus"], list):
-        raise invalid("schedule collective npus", cd["npus"], "a list of NPU ids")
-    coll = Collective(cd["kind"], tuple(cd["npus"]), cd["size_bytes"],
-                      cd.get("chunks_per_npu", 1), cd.get("root"))
+    coll = _collective_from_dict(cd)
     td = check_keys(data["transfers"], allowed=_TRANSFER_KEYS,
                     required=_INT_ARRAYS + _FLOAT_ARRAYS, where="schedule transfers")
     arrays = {name: _array(td[name], name, True) for name in _INT_ARRAYS}
@@ -182,47 +228,109 @@ def schedule_from_dict(data: Mapping[str, Any]) -> Schedule:
     metadata = data.get("metadata", {})
     if not isinstance(metadata, Mapping):
         raise invalid("schedule metadata", type(metadata).__name__, "a JSON object")
+    model = metadata.get("link_model", "exclusive")
+    if model not in LINK_MODELS:
+        raise invalid("schedule metadata link_model", model, f"one of {', '.join(LINK_MODELS)}")
+    n = len(arrays["chunk"])
+    for name in ("src", "dst", "op", "start", "end"):
+        if len(arrays[name]) != n:
+            raise invalid(f"schedule {name} length", len(arrays[name]),
+                          f"{n}, one entry per transfer like 'chunk'")
+    bad = np.flatnonzero((arrays["chunk"] < 0) | (arrays["chunk"] >= coll.n_chunks))
+    if bad.size:
+        raise invalid(f"schedule transfer {bad[0]} chunk", int(arrays["chunk"][bad[0]]),
+                      f"a chunk id of the stated {coll.kind} in 0..{coll.n_chunks - 1}")
+    bad = np.flatnonzero((arrays["op"] != 0) & (arrays["op"] != 1))
+    if bad.size:
+        raise invalid(f"schedule transfer {bad[0]} op", int(arrays["op"][bad[0]]),
+                      "0 (copy) or 1 (reduce)")
     return Schedule(coll, metadata=dict(metadata), hop_start=hop_start, **arrays)
 
 
 def save_schedule(schedule: Schedule, path: str | Path) -> Path:
-    """Write a schedule as JSON (gzip-compressed if ``path`` ends in ``.gz``).
+    """Write a schedule as JSON (gzip-compressed if ``path`` ends in ``.gz``), atomically.
 
     Returns
     -------
     pathlib.Path
         The path written.
-    """
-    p = Path(path)
-    text = json.dumps(schedule_to_dict(schedule), separators=(",", ":"))
-    if p.suffix == ".gz":
-        with gzip.open(p, "wt", encoding="utf-8") as fh:
-            fh.write(text)
-    else:
-        p.write_text(text, encoding="utf-8")
-    return p
-
-
-def load_schedule(path: str | Path) -> Schedule:
-    """Read a schedule written by :func:`save_schedule`.
 
     Raises
     ------
     InvalidSpecError
-        If the file is missing, is not JSON or is not a schedule.
+        Missing folder, a directory target or an OS error (no partial file is left).
     """
+    from codesign.files import check_output_path, write_bytes_atomic, write_text_atomic
+
+    p = check_output_path(path, what="schedule file")
+    text = json.dumps(schedule_to_dict(schedule), separators=(",", ":"), allow_nan=False)
+    if p.suffix == ".gz":
+        write_bytes_atomic(p, gzip.compress(text.encode("utf-8")), what="schedule file")
+    else:
+        write_text_atomic(p, text, what="schedule file")
+    return p
+
+
+def load_schedule(path: str | Path, topology=None) -> Schedule:
+    """Read a schedule written by :func:`save_schedule`; with ``topology``, validate it.
+
+    The file is read with :mod:`codesign.files` (regular file, bounded size,
+    UTF-8, bounded nesting, no NaN/Infinity literals) and checked by
+    :func:`schedule_from_dict`.  With ``topology`` the independent validator
+    (:func:`evaluators.validate.check_schedule`) then replays it against the
+    network and the collective the file states: structure, data,
+    postcondition and link occupancy.
+
+    Raises
+    ------
+    InvalidSpecError
+        If the file is missing, is not JSON, is not a schedule, or (with
+        ``topology``) names the first violation.
+    """
+    from codesign.files import load_json_file, load_json_text, read_bytes
+
     p = Path(path)
+    where = f"schedule file {str(p)!r}"
+    if p.suffix == ".gz":
+        raw = read_bytes(p, what="schedule file", max_bytes=MAX_SCHEDULE_BYTES)
+        try:
+            with gzip.GzipFile(fileobj=io.BytesIO(raw)) as fh:
+                text = fh.read(MAX_SCHEDULE_BYTES + 1)
+        except (OSError, EOFError) as exc:
+            raise InvalidSpecError(f"invalid {where}: not gzip ({exc})") from None
+        if len(text) > MAX_SCHEDULE_BYTES:
+            raise InvalidSpecError(f"invalid {where}: more than {MAX_SCHEDULE_BYTES} bytes "
+                                   f"uncompressed")
+        try:
+            decoded = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidSpecError(f"invalid {where}: not UTF-8 text inside the gzip") from None
+        data = load_json_text(decoded, where=where)
+    else:
+        data = load_json_file(p, what="schedule file", max_bytes=MAX_SCHEDULE_BYTES)
     try:
-        if p.suffix == ".gz":
-            with gzip.open(p, "rt", encoding="utf-8") as fh:
-                data = json.load(fh)
-        else:
-            data = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidSpecError(f"invalid schedule file {str(p)!r}: no such file") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, OSError) as exc:
-        raise InvalidSpecError(f"invalid schedule file {str(p)!r}: not JSON ({exc})") from None
-    return schedule_from_dict(data)
+        schedule = schedule_from_dict(data)
+    except InvalidSpecError as exc:
+        raise InvalidSpecError(f"{where}: {exc}") from None
+    if topology is not None:
+        from evaluators.estimates import min_transfers
+        from evaluators.validate import check_schedule
+
+        bad = [x for x in schedule.collective.npus if x >= topology.npus]
+        if bad:
+            raise invalid(f"{where} collective NPU", bad[0],
+                          f"an NPU id of {topology.name!r} in 0..{topology.npus - 1}")
+        coll = schedule.collective
+        need = min_transfers(coll.kind, coll.n, coll.chunks_per_npu)
+        if len(schedule) < need:  # before the replay, which walks every chunk
+            raise invalid(f"{where} transfers count", len(schedule),
+                          f"at least {need} for a {coll.kind} of {coll.n} NPUs x "
+                          f"{coll.chunks_per_npu} chunks (the collective is incomplete)")
+        try:
+            check_schedule(schedule, topology, schedule.collective)
+        except InvalidSpecError as exc:
+            raise InvalidSpecError(f"{where} on {topology.name!r}: {exc}") from None
+    return schedule
 
 
 # ----------------------------------------------------------------- MSCCL XML
@@ -398,6 +506,8 @@ def _gpu_program(ops: list[tuple[int, bool, int]], src_r: list[int], dst_r: list
 
 def save_msccl_xml(schedule: Schedule, topology, path: str | Path, **options: Any) -> Path:
     """Write :func:`to_msccl_xml` output to ``path``; returns the path."""
-    p = Path(path)
-    p.write_text(to_msccl_xml(schedule, topology, **options), encoding="utf-8")
-    return p
+    from codesign.files import check_output_path, write_text_atomic
+
+    p = check_output_path(path, what="MSCCL XML file")
+    return write_text_atomic(p, to_msccl_xml(schedule, topology, **options),
+                             what="MSCCL XML file")

@@ -563,8 +563,17 @@ def optimize(spec: OptimizeSpec, *, workers: int = 1, ray_address: str | None = 
         return _run(spec, _LocalPool(spec), 0)
     import ray
 
-    from search.ray_session import ray_session
+    from search.ray_session import ray_session, retry_lost_worker
+
+    def job() -> OptimizeResult:
+        # A fresh coordinator per attempt; killing it takes its evaluator actors along.
+        coordinator = ray.remote(num_cpus=0)(_Coordinator).remote(spec, workers)
+        try:
+            return ray.get(coordinator.run.remote())
+        finally:
+            ray.kill(coordinator)
 
     with ray_session(ray_address, num_cpus=None):
-        coordinator = ray.remote(num_cpus=0)(_Coordinator).remote(spec, workers)
-        return ray.get(coordinator.run.remote())
+        # The loop is deterministic, so a lost worker (OOM, crash) is retried once
+        # from the start, as sweeps retry a lost trial (DESIGN.md section 7).
+        return retry_lost_worker(job, what="optimize")

@@ -150,11 +150,13 @@ def load_cost_matrix(path: str | Path) -> CostMatrix:
         or negative cell (the message names row and column, 1-based data rows).
     """
     p = Path(path)
+    from codesign.files import read_text
+
+    text = read_text(p, what="cost matrix file")
     try:
-        with p.open(newline="") as fh:
-            rows = [[cell.strip() for cell in row] for row in csv.reader(fh)]
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise invalid("cost matrix file", str(p), f"a readable CSV file ({exc})") from exc
+        rows = [[cell.strip() for cell in row] for row in csv.reader(text.splitlines())]
+    except csv.Error as exc:
+        raise invalid("cost matrix file", str(p), f"a readable CSV file ({exc})") from None
     rows = [r for r in rows if any(cell for cell in r)]
     if not rows:
         raise invalid("cost matrix file", str(p), "a non-empty square CSV of costs in seconds")

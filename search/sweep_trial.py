@@ -277,13 +277,14 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
                                                  seed=point.seed, oversub=point.oversub))
             topo = from_spec(spec)
         cost = topology_cost(topo)
+        diameter = int(topo.diameter)  # all-pairs hops: refused above the memory limit
     except CodesignError as exc:
         return done("pruned", f"unbuildable: {type(exc).__name__}: {_one_line(exc)}",
                     topology_spec=spec or None)
     cost_usd = float(cost.total_usd)
     summary = dict(topology_spec=spec, cost_usd=cost_usd, npus=int(topo.npus),
                    switches=int(topo.switches), links=int(topo.n_links),
-                   diameter=int(topo.diameter),
+                   diameter=diameter,
                    cost_breakdown=to_json({str(k): float(v) for k, v in cost.items.items()}))
     if point.budget_usd is not None and cost_usd > point.budget_usd:
         return done("pruned", f"budget exceeded: the network costs ${cost_usd:,.0f} > "

@@ -11,9 +11,40 @@ from typing import Any
 
 import numpy as np
 
+from codesign.resources import check_count, check_memory
 from topologies.model import Dimension, Topology
 
-__all__ = ["LinkBuilder"]
+__all__ = ["LinkBuilder", "check_topology_size", "BYTES_PER_LINK", "BYTES_PER_NODE"]
+
+#: Peak bytes per directed link while a topology is built: the four link arrays
+#: (32 B), their concatenation copy (32 B), the two CSR orders and pointers
+#: (~24 B), the sparse adjacency of the connectivity check (~24 B) and slack.
+BYTES_PER_LINK = 160
+#: Peak bytes per node: CSR pointers (16 B), coordinates, component labels, slack.
+BYTES_PER_NODE = 96
+
+
+def check_topology_size(npus: int, switches: int, links: int, *, field: str,
+                        value: object) -> None:
+    """Refuse to build a topology whose arrays would not fit the memory limit.
+
+    Called with the counts a spec implies *before* any array is made, so a
+    spec such as ``torus:1000x1000x1000`` or ``npus: 1000000000`` fails in
+    milliseconds with one line instead of exhausting memory.
+
+    Raises
+    ------
+    codesign.resources.ResourceLimitError
+        Above :data:`codesign.resources.MAX_ELEMENTS` links or nodes, or above the
+        memory limit.
+    """
+    instead = "use a smaller network (fewer NPUs, switches or parallel links)"
+    what = "building the topology"
+    check_count(what, field, value, npus + switches, instead)
+    check_count(what, field, value, links, instead)
+    check_memory(what, field, value,
+                 float(links) * BYTES_PER_LINK + float(npus + switches) * BYTES_PER_NODE,
+                 instead)
 
 
 class LinkBuilder:
@@ -33,8 +64,10 @@ class LinkBuilder:
     """
 
     def __init__(self, npus: int, switches: int = 0) -> None:
+        check_topology_size(npus, switches, 0, field="npus", value=npus)
         self.npus = npus
         self.switches = switches
+        self._n_links = 0
         self._src: list[np.ndarray] = []
         self._dst: list[np.ndarray] = []
         self._bw: list[np.ndarray] = []
@@ -48,6 +81,10 @@ class LinkBuilder:
         s, d = np.broadcast_arrays(s, d)
         b = np.broadcast_to(np.asarray(bandwidth, dtype=np.float64), s.shape)
         l = np.broadcast_to(np.asarray(latency, dtype=np.float64), s.shape)
+        total = self._n_links + s.size * count
+        check_topology_size(self.npus, self.switches, total, field="links",
+                            value=total if count == 1 else f"{total} (count={count})")
+        self._n_links = total
         for _ in range(count):
             self._src.append(s.ravel())
             self._dst.append(d.ravel())

@@ -30,6 +30,9 @@ __all__ = ["Dimension", "Topology", "EXACT_BISECTION_MAX_NPUS"]
 #: Largest NPU count for which :meth:`Topology.bisection_bandwidth` enumerates
 #: every balanced bipartition (C(16, 8) / 2 = 6435 max-flow problems).
 EXACT_BISECTION_MAX_NPUS = 16
+#: Largest node count for which :meth:`Topology.summary` runs the Kernighan-Lin
+#: bisection (O(N^2) per pass) when the family has no closed form.
+SUMMARY_KL_MAX_NODES = 4096
 
 DIMENSION_KINDS = ("ring", "uniring", "fc", "switch", "mesh")
 
@@ -259,6 +262,13 @@ class Topology:
     def _paths(self) -> tuple[np.ndarray, np.ndarray]:
         from scipy.sparse.csgraph import shortest_path
 
+        from codesign.resources import check_memory
+
+        # float64 distances + int32 predecessors from scipy, then int32 copies of both.
+        n = self.n_nodes
+        check_memory("the all-pairs hop matrix (diameter, routes)", "nodes", n,
+                     24.0 * n * n, "use a smaller network, or commands that need no "
+                     "all-pairs routes (topology cost, synth --algorithm themis)")
         dist, pred = shortest_path(self._adjacency(), method="D", unweighted=True,
                                    return_predecessors=True)
         hops = np.where(np.isinf(dist), -1, dist).astype(np.int32)
@@ -460,7 +470,13 @@ class Topology:
 
     def summary(self) -> dict[str, Any]:
         """Key figures as a JSON-ready dict (the fields of ``codesign topology show``)."""
-        bis, method = self.bisection_bandwidth()
+        if "bisection_Bps" not in self.params and self.n_nodes > SUMMARY_KL_MAX_NODES:
+            # Kernighan-Lin is O(N^2) per pass: minutes for 10^5 nodes.  A summary
+            # answers in seconds; bisection_bandwidth() still computes it on request.
+            bis, method = None, (f"not computed (more than {SUMMARY_KL_MAX_NODES} nodes "
+                                 "and no closed form)")
+        else:
+            bis, method = self.bisection_bandwidth()
         inj = self.injection_bandwidth()
         return {
             "name": self.name,

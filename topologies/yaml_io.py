@@ -195,5 +195,7 @@ def dump_yaml_topology(topology: Topology, path: str | Path) -> None:
 
     data = {"name": topology.name}
     data.update(topology.to_spec_dict())
-    Path(path).write_text(yaml.safe_dump(data, sort_keys=False, default_flow_style=None),
-                          encoding="utf-8")
+    from codesign.files import write_text_atomic
+
+    write_text_atomic(path, yaml.safe_dump(data, sort_keys=False, default_flow_style=None),
+                      what="topology file")

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import bisect
 import csv
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -146,17 +145,11 @@ def load_profile(path: str | Path) -> Profile:
         Unreadable file, unknown format, missing or bad field (the message names it).
     """
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidSpecError(f"cannot read profile {str(p)!r}: {exc.strerror}") from None
+    from codesign.files import load_json_file, read_text
+
     if p.suffix.lower() == ".csv":
-        return _from_csv(text, str(p))
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidSpecError(f"invalid JSON in profile {str(p)!r} at line {exc.lineno}: "
-                               f"{exc.msg}") from None
+        return _from_csv(read_text(p, what="profile"), str(p))
+    data = load_json_file(p, what="profile")
     return profile_from_json(data, source=str(p))
 
 

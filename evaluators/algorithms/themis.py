@@ -672,3 +672,4 @@ def _replay_in_model_order(sched: Schedule, topology, stage_start: np.ndarray, c
                    order=np.repeat(key, np.diff(sched.path_ptr)))
     return timed.retimed(timed.start, timed.end, timed.hop_start, algorithm="themis",
                          link_model="exclusive")
+

@@ -128,7 +128,7 @@ def test_reorder_finds_the_planted_ring(capsys, tmp_path):
     assert code == 2 and err.count("\n") == 1
 
 
-def test_probe_writes_a_matrix_that_reorder_reads(capsys, tmp_path):
+def test_probe_writes_a_matrix_that_reorder_reads(capsys, tmp_path, ray_shared):
     path = tmp_path / "lat.csv"
     code, out, _ = run(capsys, "probe", "--nodes", "3", "--rounds", "3", "--out", str(path),
                        "--json")

@@ -16,7 +16,7 @@ SPEC = {"study": "cli", "workloads": "bert", "trials": 2, "seed": 1, "population
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
+def ray_cluster(ray_shared):
     with ray_session(num_cpus=2):  # one Ray for the module; the CLI reuses it
         yield
 
@@ -30,8 +30,8 @@ def test_sweep_resume_and_report(tmp_path, capsys, ray_cluster):
     assert out["trials_run"] == 2 and out["records"] == 2 and out["complete"] == 2
     # Again without --resume: refused with one line; with --resume and more trials: topped up.
     assert main(["sweep", str(cfg), "--results", res, "--json"]) == 2
-    err = capsys.readouterr().err
-    assert "--resume" in err and err.count("\n") == 1
+    out = capsys.readouterr().out  # with --json the error is one JSON object on stdout
+    assert out.count("\n") == 1 and "--resume" in json.loads(out)["error"]
     cfg.write_text(yaml.safe_dump({**SPEC, "trials": 3}))
     assert main(["sweep", str(cfg), "--results", res, "--resume", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["trials_run"] == 1

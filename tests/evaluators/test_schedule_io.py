@@ -118,7 +118,7 @@ def test_missing_and_non_json_files(tmp_path):
         load_schedule(tmp_path / "nope.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    with pytest.raises(InvalidSpecError, match="not JSON"):
+    with pytest.raises(InvalidSpecError, match="invalid JSON"):
         load_schedule(bad)
 
 

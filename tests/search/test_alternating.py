@@ -46,7 +46,7 @@ def test_every_baseline_is_evaluated_with_its_cost(small):
     assert r.baselines["ideal"].iteration_time_s <= r.baselines["fattree"].iteration_time_s
 
 
-def test_same_result_with_zero_one_or_two_ray_workers(small):
+def test_same_result_with_zero_one_or_two_ray_workers(small, ray_shared):
     spec, r0 = small
     fast = OptimizeSpec(**{**spec.__dict__, "baselines": ("ideal", "expander", "fattree")})
     a = optimize(fast, workers=0).to_dict()

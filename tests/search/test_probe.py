@@ -135,7 +135,7 @@ def check_result(res, n, rounds):
         assert m[i, j] == pytest.approx(expect, rel=1e-12)
 
 
-def test_probe_loopback_on_local_ray(tmp_path, monkeypatch):
+def test_probe_loopback_on_local_ray(tmp_path, monkeypatch, ray_shared):
     import ray
 
     killed = []

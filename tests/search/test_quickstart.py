@@ -30,7 +30,7 @@ def test_overrides_and_bad_values(tmp_path):
         assert "\n" not in str(info.value)
 
 
-def test_tiny_quickstart_tops_up(tmp_path):
+def test_tiny_quickstart_tops_up(tmp_path, ray_shared):
     with ray_session(num_cpus=2):
         res = run_quickstart(QuickstartConfig(trials=2, results_dir=tmp_path))
         assert res.trials_run == 2 and res.records == 2

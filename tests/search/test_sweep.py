@@ -33,7 +33,7 @@ def _spec(**kw):
 
 
 @pytest.fixture(scope="module")
-def ray_cluster():
+def ray_cluster(ray_shared):
     with ray_session(num_cpus=2):
         yield
 

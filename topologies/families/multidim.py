@@ -20,12 +20,13 @@ link.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from codesign.errors import invalid
-from topologies.builder import LinkBuilder
+from topologies.builder import LinkBuilder, check_topology_size
 from topologies.families.options import (
     latency_option, bandwidth_option, parse_dims, parse_int, per_dim_bandwidth,
     per_dim_latency,
@@ -69,8 +70,10 @@ def multidim(dims: Sequence[Dimension], *, name: str = "", family: str = "hierar
     dims = tuple(dims)
     if not dims:
         raise invalid("dimensions", dims, "at least one dimension")
-    sizes = [d.size for d in dims]
-    n = int(np.prod(sizes))
+    sizes = [int(d.size) for d in dims]
+    n = math.prod(sizes)  # Python ints: no overflow for absurd shapes
+    check_topology_size(n, _switch_count(dims, n), _link_count(dims, n), field="shape",
+                        value="x".join(map(str, sizes)))
     ids = np.arange(n)
     strides = np.cumprod([1] + sizes[:-1])
     coords = np.stack([(ids // strides[k]) % sizes[k] for k in range(len(dims))], axis=1)
@@ -111,6 +114,23 @@ def multidim(dims: Sequence[Dimension], *, name: str = "", family: str = "hierar
     kinds = "x".join(f"{d.kind}{d.size}" for d in dims)
     return b.build(name=name or f"{family}:{kinds}", family=family, params=params, dims=dims,
                    node_attrs={"coords": coords})
+
+
+def _switch_count(dims: Sequence[Dimension], n: int) -> int:
+    return sum(n // d.size for d in dims if d.kind == "switch" and d.size > 1)
+
+
+def _link_count(dims: Sequence[Dimension], n: int) -> int:
+    """Directed links :func:`multidim` will create (for the size check before building)."""
+    total = 0
+    for d in dims:
+        s, lines = d.size, n // d.size
+        if s == 1:
+            continue
+        per_line = {"ring": 2 * s if s > 2 else 2, "uniring": s, "mesh": 2 * (s - 1),
+                    "fc": s * (s - 1), "switch": 2 * s}[d.kind]
+        total += lines * per_line * d.links
+    return total
 
 
 def _uniform(kind: str, shape: Sequence[int], bandwidth: float | Sequence[float],

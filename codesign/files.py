@@ -1,0 +1,311 @@
+"""Safe reading and atomic writing of every user file (YAML, JSON, CSV, XML).
+
+One reader for every input, so that each of these is a one-line
+:class:`~codesign.errors.InvalidSpecError` naming the file (and the line where
+there is one) instead of a hang, a traceback or an exhausted machine:
+
+* not a regular file (a FIFO would block ``open`` forever, a directory or a
+  device is not a spec): checked with ``os.stat`` before opening, and the file
+  is opened with ``O_NONBLOCK`` so a file swapped for a FIFO in between cannot
+  hang either;
+* larger than :data:`MAX_INPUT_BYTES` (spec files are kilobytes; a schedule of
+  millions of transfers is tens of megabytes);
+* not UTF-8: UTF-16/32 (byte-order mark or NUL bytes) and binary files are
+  named as such;
+* YAML with anchors and aliases whose expansion is larger than
+  :data:`MAX_YAML_NODES` nodes ("billion laughs"): PyYAML builds shared
+  objects, but any later walk (validation, an error message) expands them, so
+  the expanded size is computed on the composed node graph (memoised per
+  node, linear in the file) and refused before construction.
+
+Outputs go through :func:`write_text_atomic`: a temporary file in the target
+folder, then ``os.replace``, so a failure never leaves a partial file, with
+clear errors for a missing folder or a directory target.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from codesign.errors import InvalidSpecError
+
+__all__ = ["MAX_INPUT_BYTES", "MAX_YAML_NODES", "MAX_JSON_DEPTH", "read_text", "read_bytes",
+           "load_yaml_file", "load_yaml_text", "load_json_file", "load_json_text",
+           "write_text_atomic", "write_bytes_atomic",
+           "check_output_path"]
+
+#: Largest input file, bytes (override per call for schedules).
+MAX_INPUT_BYTES = 64 * 2 ** 20
+#: Largest YAML document after alias expansion, in nodes (scalars + collections).
+MAX_YAML_NODES = 1_000_000
+#: Deepest nesting accepted in JSON/YAML input (Python's recursion limit is ~1000).
+MAX_JSON_DEPTH = 100
+
+
+def read_bytes(path: str | Path, *, what: str = "file",
+               max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+    """Read a regular file of at most ``max_bytes`` bytes, never blocking.
+
+    Raises
+    ------
+    InvalidSpecError
+        Missing, unreadable, not a regular file, or too large.
+    """
+    p = Path(path)
+    name = str(p)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise InvalidSpecError(f"cannot read {what} {name!r}: no such file") from None
+    except OSError as exc:
+        raise InvalidSpecError(f"cannot read {what} {name!r}: {exc.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = ("a directory" if stat.S_ISDIR(st.st_mode) else
+                "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else
+                "a device or socket")
+        raise InvalidSpecError(f"cannot read {what} {name!r}: it is {kind}, expected a "
+                               f"regular file")
+    if st.st_size > max_bytes:
+        raise InvalidSpecError(f"cannot read {what} {name!r}: {st.st_size} bytes, larger than "
+                               f"the {max_bytes} allowed for this input")
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise InvalidSpecError(f"cannot read {what} {name!r}: {exc.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped after the stat above
+            raise InvalidSpecError(f"cannot read {what} {name!r}: not a regular file")
+        chunks, total = [], 0
+        while True:
+            block = os.read(fd, 1 << 20)
+            if not block:
+                break
+            total += len(block)
+            if total > max_bytes:  # the file grew while reading
+                raise InvalidSpecError(f"cannot read {what} {name!r}: larger than the "
+                                       f"{max_bytes} bytes allowed for this input")
+            chunks.append(block)
+    except OSError as exc:
+        raise InvalidSpecError(f"cannot read {what} {name!r}: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def read_text(path: str | Path, *, what: str = "file",
+              max_bytes: int = MAX_INPUT_BYTES) -> str:
+    """Read a UTF-8 text file safely (see :func:`read_bytes`); a BOM is dropped.
+
+    Raises
+    ------
+    InvalidSpecError
+        As :func:`read_bytes`, or the content is UTF-16/32 or binary, or not UTF-8.
+    """
+    data = read_bytes(path, what=what, max_bytes=max_bytes)
+    name = str(path)
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")) or (b"\x00" in data[:4096] and
+                                                      _looks_utf16(data)):
+        raise InvalidSpecError(f"cannot read {what} {name!r}: it is UTF-16/UTF-32 encoded; "
+                               f"save it as UTF-8")
+    if b"\x00" in data:
+        raise InvalidSpecError(f"cannot read {what} {name!r}: it contains NUL bytes (a binary "
+                               f"file?); expected UTF-8 text")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise InvalidSpecError(f"cannot read {what} {name!r}: not UTF-8 text (byte "
+                               f"0x{data[exc.start]:02x} at line {line}); save it as UTF-8"
+                               ) from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def _looks_utf16(data: bytes) -> bool:
+    head = data[:4096]
+    return head.count(b"\x00") >= len(head) // 4
+
+
+def _yaml_error(exc: Exception, where: str) -> InvalidSpecError:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    at = f" at line {mark.line + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or getattr(exc, "reason", None) or "syntax error"
+    return InvalidSpecError(f"invalid YAML in {where}{at}: {problem}")
+
+
+def _expanded_size(root: Any, where: str, limit: int) -> None:
+    """Count nodes of the YAML graph with aliases expanded; refuse above ``limit``."""
+    import yaml
+
+    memo: dict[int, int] = {}
+    active: set[int] = set()
+    # Iterative post-order walk: a deep document must not hit the recursion limit.
+    stack: list[tuple[Any, int, bool]] = [(root, 0, False)]
+    while stack:
+        node, depth, done = stack.pop()
+        key = id(node)
+        if key in memo and not done:
+            continue
+        if depth > MAX_JSON_DEPTH:
+            line = node.start_mark.line + 1 if getattr(node, "start_mark", None) else "?"
+            raise InvalidSpecError(f"invalid YAML in {where} at line {line}: nested deeper "
+                                   f"than {MAX_JSON_DEPTH} levels")
+        if isinstance(node, yaml.ScalarNode):
+            memo[key] = 1
+            continue
+        children = ([c for pair in node.value for c in pair]
+                    if isinstance(node, yaml.MappingNode) else list(node.value))
+        if not done:
+            if key in active:  # a recursive alias: expands forever
+                raise InvalidSpecError(f"invalid YAML in {where}: a recursive alias (&anchor "
+                                       f"used inside itself)")
+            active.add(key)
+            stack.append((node, depth, True))
+            stack.extend((c, depth + 1, False) for c in children if id(c) not in memo)
+            continue
+        active.discard(key)
+        total = 1 + sum(memo[id(c)] for c in children)
+        if total > limit:
+            line = node.start_mark.line + 1
+            raise InvalidSpecError(
+                f"invalid YAML in {where} at line {line}: anchors and aliases expand to more "
+                f"than {limit} values (an alias bomb?); write the data out without aliases")
+        memo[key] = total
+
+
+def load_yaml_text(text: str, *, where: str = "YAML input",
+                   max_nodes: int = MAX_YAML_NODES) -> Any:
+    """Load YAML with the safe loader, refusing alias bombs and deep nesting."""
+    import yaml
+
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as exc:  # non-printable characters are refused by the reader
+        raise _yaml_error(exc, where) from None
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node, where, max_nodes)
+        return loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise _yaml_error(exc, where) from None
+    except RecursionError:
+        raise InvalidSpecError(f"invalid YAML in {where}: nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def load_yaml_file(path: str | Path, *, what: str = "spec file",
+                   max_bytes: int = MAX_INPUT_BYTES) -> Any:
+    """Read and load a YAML file safely (:func:`read_text` + :func:`load_yaml_text`)."""
+    text = read_text(path, what=what, max_bytes=max_bytes)
+    return load_yaml_text(text, where=f"{what} {str(path)!r}")
+
+
+def load_json_file(path: str | Path, *, what: str = "JSON file",
+                   max_bytes: int = MAX_INPUT_BYTES) -> Any:
+    """Read and parse a JSON file safely; NaN/Infinity literals and deep nesting are errors."""
+    text = read_text(path, what=what, max_bytes=max_bytes)
+    return load_json_text(text, where=f"{what} {str(path)!r}")
+
+
+def load_json_text(text: str, *, where: str = "JSON input") -> Any:
+    """Parse JSON text; NaN/Infinity literals, huge numbers and deep nesting are errors."""
+    _check_json_depth(text, where)
+
+    def bad_constant(name: str) -> Any:
+        raise InvalidSpecError(f"invalid JSON in {where}: {name} is not a number "
+                               f"(JSON has no NaN or Infinity)")
+
+    try:
+        return json.loads(text, parse_constant=bad_constant)
+    except json.JSONDecodeError as exc:
+        raise InvalidSpecError(f"invalid JSON in {where} at line {exc.lineno}: "
+                               f"{exc.msg}") from None
+    except RecursionError:
+        raise InvalidSpecError(f"invalid JSON in {where}: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal of more than 4300 digits
+        raise InvalidSpecError(f"invalid JSON in {where}: {str(exc)[:120]}") from None
+
+
+def _check_json_depth(text: str, where: str) -> None:
+    depth, in_string, escape = 0, False, False
+    for line_no, line in enumerate(text.splitlines() or [text], 1):
+        for ch in line:
+            if in_string:
+                if escape:
+                    escape = False
+                elif ch == "\\":
+                    escape = True
+                elif ch == '"':
+                    in_string = False
+            elif ch == '"':
+                in_string = True
+            elif ch in "[{":
+                depth += 1
+                if depth > MAX_JSON_DEPTH:
+                    raise InvalidSpecError(f"invalid JSON in {where} at line {line_no}: nested "
+                                           f"deeper than {MAX_JSON_DEPTH} levels")
+            elif ch in "]}":
+                depth -= 1
+
+
+def check_output_path(path: str | Path, *, what: str = "output file") -> Path:
+    """Check that ``path`` can be written: its folder exists and it is not a directory."""
+    p = Path(path)
+    name = str(p)
+    if not name or name.endswith(("/", os.sep)):
+        raise InvalidSpecError(f"cannot write {what} {name!r}: expected a file name, not a "
+                               f"folder")
+    if p.is_dir():
+        raise InvalidSpecError(f"cannot write {what} {name!r}: it is a directory; give a file "
+                               f"name inside it")
+    folder = p.parent if str(p.parent) else Path(".")
+    if not folder.is_dir():
+        raise InvalidSpecError(f"cannot write {what} {name!r}: folder {str(folder)!r} does not "
+                               f"exist (create it first)")
+    if p.exists() and not p.is_file():
+        raise InvalidSpecError(f"cannot write {what} {name!r}: it exists and is not a regular "
+                               f"file")
+    return p
+
+
+def write_text_atomic(path: str | Path, text: str, *, what: str = "output file") -> Path:
+    """Write ``text`` (UTF-8) to ``path`` atomically (see :func:`write_bytes_atomic`)."""
+    return write_bytes_atomic(path, text.encode("utf-8"), what=what)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes, *, what: str = "output file") -> Path:
+    """Write ``data`` to ``path`` atomically: temp file in the folder, then rename.
+
+    Raises
+    ------
+    InvalidSpecError
+        Missing folder, a directory target, or an OS error (permissions, disk full);
+        no partial file is left behind.
+    """
+    p = check_output_path(path, what=what)
+    folder = p.parent if str(p.parent) else Path(".")
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+        tmp = None
+    except OSError as exc:
+        raise InvalidSpecError(f"cannot write {what} {str(p)!r}: {exc.strerror}") from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    return p

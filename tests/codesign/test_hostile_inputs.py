@@ -1,0 +1,354 @@
+"""Issue 18: every oversized or hostile input gets a one-line answer, fast and small.
+
+* Oversized requests run in one subprocess under a 2 GiB address-space limit
+  (``RLIMIT_AS``); each must exit 2 with one line naming the field within 10 s.
+* Hostile files (FIFO, UTF-16, binary, YAML alias bomb), bad output paths,
+  invalid schedules, ``--json`` errors and empty option values run in process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from codesign.cli import main
+from codesign.resources import memory_limit_scope
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def one_line_error(code, out, err, needle):
+    assert code == 2, (out, err)
+    assert out == "" and err.count("\n") == 1, err
+    assert "Traceback" not in err and needle in err, err
+
+
+# ----------------------------------------------------------- oversized requests
+ASTRA_HUGE = "topology: [Ring]\nnpus_count: [1000000000]\nbandwidth: [50]\nlatency: [500]\n"
+YAML_NPUS = "npus: 1000000000\nbandwidth: 25GB/s\nlatency: 1us\nlinks:\n  - {src: 0, dst: 1}\n"
+YAML_COUNT = ("npus: 2\nbandwidth: 25GB/s\nlatency: 1us\nlinks:\n"
+              "  - {src: 0, dst: 1, count: 1000000000}\n")
+SYNTH = ["--collective", "allreduce", "--size", "1GB"]
+
+OVERSIZED = [
+    (["synth", "ring:100000", *SYNTH, "--algorithm", "tacos"], "npus=100000"),
+    (["synth", "ring:100000", *SYNTH, "--algorithm", "mcf"], "npus=100000"),
+    (["synth", "ring:10000", *SYNTH, "--algorithm", "tacos"], "npus=10000"),
+    (["bound", "ring:100000", *SYNTH, "--method", "mcf"], "npus=100000"),
+    (["topology", "show", "ring:100000"], "nodes=100000"),
+    (["topology", "show", "{npus}"], "npus=1000000000"),
+    (["topology", "show", "{count}"], "links=1000000000"),
+    (["topology", "show", "{astra}"], "shape=1000000000"),
+    (["topology", "show", "torus:1000x1000x1000"], "shape=1000x1000x1000"),
+    (["topology", "show", "switch:10000000"], "shape=10000000"),
+    (["topology", "show", "ring:99999999999999999999999"], "shape=9999"),
+    (["whatif", "--servers", "1000000", "--budget", "1e6"], "--servers=1000000"),
+    (["topology", "topoopt", "--servers", "20000", "--degree", "8", "--bandwidth", "100Gbps"],
+     "servers=20000"),
+    (["synth", "ring:8", "--collective", "allreduce", "--size", "1e30TiB"], "--size"),
+    (["synth", "themis:2d-sw-sw", *SYNTH, "--algorithm", "themis", "--out", "{out}"],
+     "npus=1024"),
+]
+
+_RUNNER = textwrap.dedent("""
+    import contextlib, io, json, resource, sys, time
+    resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+    from codesign.cli import main
+    results = []
+    for argv in json.loads(sys.argv[1]):
+        out, err = io.StringIO(), io.StringIO()
+        t0 = time.perf_counter()
+        try:
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = main(argv)
+        except BaseException as exc:  # a traceback is a failure of the test
+            code, err = -1, io.StringIO(f"Traceback: {type(exc).__name__}: {exc}"[:300])
+        results.append({"code": code, "out": out.getvalue(), "err": err.getvalue(),
+                        "s": time.perf_counter() - t0})
+    print(json.dumps(results))
+""")
+
+
+def test_oversized_requests_are_refused_in_one_line_under_2gib(tmp_path):
+    files = {"npus": YAML_NPUS, "count": YAML_COUNT, "astra": ASTRA_HUGE}
+    paths = {k: tmp_path / f"{k}.yaml" for k in files}
+    for k, text in files.items():
+        paths[k].write_text(text)
+    paths["out"] = tmp_path / "schedule.json"
+    argvs = [[a.format(**paths) for a in argv] for argv, _ in OVERSIZED]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1"}
+    env.pop("CODESIGN_MAX_MEMORY", None)
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(argvs)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads(proc.stdout.splitlines()[-1])
+    for (argv, needle), r in zip(OVERSIZED, results):
+        assert r["code"] == 2, (argv, r)
+        assert r["out"] == "" and r["err"].count("\n") == 1, (argv, r)
+        assert needle in r["err"] and "Traceback" not in r["err"], (argv, r)
+        assert r["s"] < 10.0, (argv, r["s"])
+    assert not paths["out"].exists()
+
+
+def test_refusal_names_estimate_limit_and_remedy(capsys):
+    code, out, err = run(capsys, "topology", "show", "ring:64", "--max-memory", "1KB")
+    one_line_error(code, out, err, "shape=64")
+    assert "limit 1000 B" in err and "--max-memory" in err and "smaller network" in err
+
+
+def test_json_error_object_on_stdout(capsys):
+    code, out, err = run(capsys, "synth", "ring:8", *SYNTH, "--algorithm", "tacos",
+                         "--max-memory", "1KB", "--json")
+    assert code == 2 and err == ""
+    data = json.loads(out)
+    assert set(data) == {"error", "kind", "field", "exit"}
+    assert data["exit"] == 2 and data["field"] == "shape" and "refused" in data["error"]
+    code, out, _ = run(capsys, "topology", "show", "ring:8,bw=1e-300", "--json")
+    data = json.loads(out)
+    assert code == 2 and data["field"] == "ring bw" and "1e-300" in data["error"]
+
+
+def test_usage_error_with_json_is_a_json_object(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["synth", "ring:8", "--json"])
+    assert exc.value.code == 2
+    data = json.loads(capsys.readouterr().out)
+    assert data["exit"] == 2 and "--collective" in data["error"]
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["evaluate", "--topology", "ring:4", "--workload", "resnet50", "--strategy", ""],
+     "--strategy"),
+    (["synth", "ring:8", "--collective", "allgather", "--size", " "], "--size"),
+    (["topology", "show", ""], "spec"),
+])
+def test_empty_option_values_are_errors(capsys, argv, flag):
+    code, out, err = run(capsys, *argv)
+    one_line_error(code, out, err, f"invalid {flag} ")
+
+
+def test_tiny_bandwidth_and_huge_size_are_refused(capsys):
+    for argv, needle in ((["bound", "ring:4,bw=1e-300", *SYNTH], "ring bw"),
+                         (["bound", "ring:4", "--collective", "allreduce", "--size",
+                           "1e30TiB"], "--size")):
+        one_line_error(*run(capsys, *argv), needle)
+
+
+# ---------------------------------------------------------------- hostile files
+def hostile_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    for prev, name in zip("abcdefgh", "bcdefghi"):
+        lines.append(f"{name}: &{name} [{', '.join(['*' + prev] * 9)}]")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\nnpus: 2\nname: *i\nlinks: []\n")
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    u16 = tmp_path / "u16.yaml"
+    u16.write_bytes("npus: 2\n".encode("utf-16"))
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(bytes(range(256)) * 4)
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("name: caf\xe9\nnpus: 2\n".encode("latin-1"))
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("npus: " + "[" * 5000 + "]" * 5000 + "\n")
+    return {"bomb": (bomb, "alias bomb"), "fifo": (fifo, "FIFO"), "u16": (u16, "UTF-16"),
+            "bin": (binary, "NUL bytes"), "latin": (latin, "not UTF-8"),
+            "deep": (deep, "nested")}
+
+
+@pytest.mark.parametrize("kind", ["bomb", "fifo", "u16", "bin", "latin", "deep"])
+def test_hostile_topology_files(capsys, tmp_path, kind):
+    path, needle = hostile_files(tmp_path)[kind]
+    code, out, err = run(capsys, "topology", "show", path)
+    one_line_error(code, out, err, needle)
+    assert len(err) < 400  # the alias bomb's expansion is never echoed
+
+
+@pytest.mark.parametrize("kind", ["bomb", "fifo", "u16", "bin"])
+def test_hostile_sweep_catalog_and_csv_files(capsys, tmp_path, kind):
+    path, needle = hostile_files(tmp_path)[kind]
+    argvs = [["sweep", path, "--results", tmp_path / "r", "--quiet"],
+             ["topology", "cost", "ring:4", "--catalog", path]]
+    if kind != "bomb":  # as CSV the bomb is just a ragged table (also exit 2)
+        argvs.append(["reorder", path, "--algorithm", "ring"])
+    for argv in argvs:
+        one_line_error(*run(capsys, *argv), needle)
+    assert not (tmp_path / "r").exists()
+
+
+def test_outputs_into_missing_folder_or_directory(capsys, tmp_path):
+    base = ["synth", "ring:4", "--collective", "allgather", "--size", "1MB", "--out"]
+    one_line_error(*run(capsys, *base, tmp_path / "nope" / "s.json"), "does not exist")
+    one_line_error(*run(capsys, *base, tmp_path), "is a directory")
+    code, out, _ = run(capsys, *base, tmp_path / "s.json", "--json")
+    assert code == 0 and json.loads(out)["out"].endswith("s.json")
+    assert [p.name for p in tmp_path.iterdir()] == ["s.json"]  # no temporary file left
+
+
+# ------------------------------------------------------------ schedules on load
+def _schedule(tmp_path, capsys, spec="ring:4", kind="allgather"):
+    path = tmp_path / "s.json"
+    code, _, _ = run(capsys, "synth", spec, "--collective", kind, "--size", "1MB",
+                     "--out", path)
+    assert code == 0
+    return path, json.loads(path.read_text())
+
+
+def _set(d, key, i, value):
+    d["transfers"][key][i] = value
+
+
+SCHEDULE_CASES = {
+    "text": (lambda d: _set(d, "start", 0, "zero"), "a number"),
+    "huge int": (lambda d: _set(d, "src", 0, 10 ** 30), "magnitude"),
+    "chunk out of range": (lambda d: _set(d, "chunk", 0, 99), "chunk id"),
+    "unknown op": (lambda d: _set(d, "op", 0, 7), "0 (copy) or 1 (reduce)"),
+    "end before start": (lambda d: _set(d, "end", 0, -1.0), "transfer 0"),
+    "link model": (lambda d: d["metadata"].update(link_model="telepathy"), "link_model"),
+    "other collective": (lambda d: d["collective"].update(kind="reducescatter"), "invalid"),
+    "incomplete": (lambda d: [d["transfers"][k].pop() for k in
+                              ("chunk", "src", "dst", "op", "start", "end", "path_ptr",
+                               "path_links")]
+                   + ([d["transfers"]["hop_start"].pop()] if d["transfers"]["hop_start"]
+                      else []), "incomplete"),
+    "foreign npus": (lambda d: d["collective"].update(npus=[0, 1, 2, 9]), "NPU"),
+    "deep": (lambda d: d["metadata"].update(x=json.loads("[" * 200 + "]" * 200)), "nested"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SCHEDULE_CASES))
+def test_invalid_schedules_exit_2_naming_the_violation(capsys, tmp_path, case):
+    path, data = _schedule(tmp_path, capsys)
+    mutate, needle = SCHEDULE_CASES[case]
+    mutate(data)
+    bad = tmp_path / "bad.json"
+    text = json.dumps(data)
+    bad.write_text(text)
+    one_line_error(*run(capsys, "simulate", "ring:4", "--schedule", bad), needle)
+
+
+def test_nan_and_fewer_npus_schedules(capsys, tmp_path):
+    path, data = _schedule(tmp_path, capsys)
+    bad = tmp_path / "nan.json"
+    bad.write_text(json.dumps(data).replace('"start":[0.0', '"start":[NaN', 1)
+                   if '"start":[0.0' in json.dumps(data) else
+                   json.dumps(data).replace('"start": [0.0', '"start": [NaN', 1))
+    one_line_error(*run(capsys, "simulate", "ring:4", "--schedule", bad), "NaN")
+    # A 4-NPU ring schedule replayed on an 8-NPU ring: its paths are not links there.
+    one_line_error(*run(capsys, "simulate", "ring:8", "--schedule", path), "invalid")
+    code, out, _ = run(capsys, "simulate", "ring:4", "--schedule", path, "--json")
+    assert code == 0 and json.loads(out)["makespan_s"] > 0
+
+
+# ------------------------------------------------------------- Themis at scale
+THEMIS_PLATFORMS = ["2d-sw-sw", "3d-sw-sw-sw-homo", "3d-sw-sw-sw-hetero", "3d-fc-ring-sw",
+                    "4d-ring-sw-sw-sw", "4d-ring-fc-ring-sw"]
+
+
+def test_themis_at_1024_npus_is_model_only_and_never_slower_than_baseline(capsys):
+    from evaluators.algorithms.themis import themis_model
+    from topologies.families.themis_presets import preset_dimensions
+
+    speedups = []
+    for name in THEMIS_PLATFORMS:
+        code, out, _ = run(capsys, "synth", f"themis:{name}", *SYNTH, "--algorithm", "themis",
+                           "--json")
+        data = json.loads(out)
+        assert code == 0 and data["model_only"] is True and data["valid"] is None
+        # Oracle: the Sec. 4.4 model called directly (Algorithm 1 vs the static baseline).
+        dims = preset_dimensions(name)
+        assert data["time_s"] == themis_model(dims, "allreduce", 1e9, chunks=64)["time_s"]
+        assert data["baseline_time_s"] == themis_model(dims, "allreduce", 1e9, chunks=64,
+                                                       policy="fifo", baseline=True)["time_s"]
+        assert data["time_s"] <= data["baseline_time_s"] * (1 + 1e-12)
+        assert data["time_s"] >= data["lower_bound_s"] * (1 - 1e-9)
+        assert len(data["dimensions"]) == len(dims)
+        speedups.append(data["speedup_over_baseline"])
+    assert min(speedups) >= 1.0 and sum(speedups) / len(speedups) > 1.05
+
+
+def test_themis_astra_file_matches_the_preset(capsys, tmp_path):
+    from topologies.families.themis_presets import preset_dimensions
+
+    dims = preset_dimensions("3d-fc-ring-sw")
+    kinds = {"fc": "FullyConnected", "ring": "Ring", "switch": "Switch"}
+    path = tmp_path / "net.yaml"
+    # ASTRA-sim bandwidth is per link in GB/s = 2^30 B/s; links per pair folded in.
+    path.write_text(
+        f"topology: [{', '.join(kinds[d.kind] for d in dims)}]\n"
+        f"npus_count: [{', '.join(str(d.size) for d in dims)}]\n"
+        f"bandwidth: [{', '.join(repr(d.bandwidth_Bps * d.links / 2 ** 30) for d in dims)}]\n"
+        f"latency: [{', '.join(repr(d.latency_s * 1e9) for d in dims)}]\n")
+    code, out, _ = run(capsys, "synth", path, *SYNTH, "--algorithm", "themis", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["model_only"] and data["npus"] == 1024
+    assert data["time_s"] <= data["baseline_time_s"]
+
+
+def test_small_themis_still_builds_the_schedule(capsys):
+    code, out, _ = run(capsys, "synth", "torus:4x4", *SYNTH, "--algorithm", "themis", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["valid"] is True and "model_only" not in data
+
+
+def test_memory_limit_scope_restores():
+    from codesign.resources import memory_limit
+
+    before = memory_limit()
+    with memory_limit_scope(1e6):
+        assert memory_limit() == 1e6
+    assert memory_limit() == pytest.approx(before, rel=0.2)
+
+
+# ------------------------------------------------------------------ sweeps
+def test_sweep_trials_of_oversized_designs_are_pruned_with_the_reason():
+    from search.sweep import SweepPoint, evaluate_trial
+
+    with memory_limit_scope(256 * 2 ** 20):
+        big = evaluate_trial(SweepPoint("torus", 4096, 4, 12.5e9))   # 4096^2 hop matrix
+        small = evaluate_trial(SweepPoint("torus", 16, 4, 12.5e9))
+    assert big.status == "pruned" and "refused" in big.reason and "nodes=4096" in big.reason
+    assert "\n" not in big.reason
+    assert small.status == "complete"
+
+
+@pytest.mark.parametrize("spec, algorithm, kind", [
+    ("ring:16", "ring", "allreduce"), ("uniring:9", "ring", "allgather"),
+    ("ring:12", "bidir-ring", "reducescatter"), ("fc:8", "direct", "alltoall"),
+    ("ring:10", "ring", "broadcast")])
+def test_closed_form_model_only_equals_the_replayed_schedule(capsys, monkeypatch, spec,
+                                                             algorithm, kind):
+    import evaluators.algorithms.model_only as mo
+
+    monkeypatch.setattr(mo, "MODEL_ONLY_TRANSFERS", 10)  # force the model at a small size
+    argv = ["synth", spec, "--collective", kind, "--size", "3MB", "--chunks", "2",
+            "--algorithm", algorithm, "--json"]
+    code, out, _ = run(capsys, *argv)
+    model = json.loads(out)
+    code2, out2, _ = run(capsys, *argv, "--option", "schedule=true")
+    full = json.loads(out2)
+    assert code == code2 == 0 and model["model_only"] is True and full["valid"] is True
+    assert model["time_s"] == pytest.approx(full["time_s"], rel=1e-9)
+    assert model["chunks"] == full["chunks"]
+
+
+def test_ring_at_100000_npus_answers_from_the_closed_form(capsys):
+    from evaluators.algorithms.closed_form import closed_form_time
+
+    code, out, _ = run(capsys, "synth", "ring:100000", *SYNTH, "--json")
+    data = json.loads(out)
+    assert code == 0 and data["model_only"] and data["lower_bound_s"] is None
+    assert data["time_s"] == closed_form_time("ring", "allreduce", 100000, 1e9, 25e9, 1e-6)
+    assert "cut bound" in data["lower_bound_note"]
