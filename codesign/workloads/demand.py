@@ -71,7 +71,7 @@ from typing import Any, Union
 import numpy as np
 
 from codesign.errors import invalid
-from codesign.workloads.compute import DEFAULT_EFFICIENCY, layer_time, resolve_precision
+from codesign.workloads.compute import layer_time, resolve_precision
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.memory import MemoryBreakdown, check_memory, memory_per_gpu
 from codesign.workloads.model import Layer, Workload
@@ -389,11 +389,15 @@ def _sharded(layer: Layer, s: Strategy) -> Layer:
     context parallelism splits the tokens (causal load balancing gives each CP rank the
     same attention work, Megatron-LM's 2 x cp chunk assignment)."""
     shared, expert = layer_params_per_gpu(layer, s)
-    t = (s.tp if layer.tp_shardable else 1) * s.cp
+    T = s.tp if layer.tp_shardable else 1
+    t = T * s.cp
+    gemms = tuple((m / s.cp, n / T if shard == "n" else n, k / T if shard == "k" else k,
+                   c / T if shard == "count" else c, shard)
+                  for m, n, k, c, shard in layer.gemms) if t > 1 else layer.gemms
     return replace(layer, params=int(round(shared + expert)), expert_params=0, experts=0,
                    top_k=0, fwd_flops=layer.fwd_flops / t, bwd_flops=layer.bwd_flops / t,
                    io_bytes=layer.io_bytes / t,
-                   attn_core_fwd_flops=layer.attn_core_fwd_flops / t)
+                   attn_core_fwd_flops=layer.attn_core_fwd_flops / t, gemms=gemms)
 
 
 def _recompute_flops(layer: Layer, s: Strategy) -> float:
@@ -445,7 +449,7 @@ def optimizer_step_bytes(params: float, optimizer_bytes_per_param: float,
 def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware | str,
                placement: Placement | None = None, *,
                bucket_bytes: float = DEFAULT_BUCKET_BYTES,
-               efficiency: float = DEFAULT_EFFICIENCY, index_bytes: int = 8,
+               efficiency: float | None = None, index_bytes: int = 8,
                check: bool = True) -> Demand:
     """The demand of one training iteration of ``workload`` under ``strategy``.
 
@@ -463,7 +467,9 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     bucket_bytes : float, optional
         Gradient bucket size, bytes (default 25 MiB).
     efficiency : float, optional
-        Fraction of peak FLOP/s for the roofline.
+        Fraction of peak FLOP/s: forces the constant roofline.  Default: the kernel
+        model of :mod:`codesign.workloads.efficiency` where it applies, else the
+        roofline at ``DEFAULT_EFFICIENCY``.
     index_bytes : int, optional
         Bytes per embedding index sent to a table's owner (int64: 8).
     check : bool, optional
@@ -702,7 +708,7 @@ def _wrap(grid: np.ndarray, s: Strategy, stage: int, layer: Layer, b: float, pha
 
 def _embedding_ops(tables: list[Layer], owners: tuple[int, ...], placement: Placement,
                    s: Strategy, hw: Hardware, b: float, index_bytes: int,
-                   efficiency: float, precision: str) -> tuple[list[Op], list[Op]]:
+                   efficiency: float | None, precision: str) -> tuple[list[Op], list[Op]]:
     """Forward and backward ops of tables placed on servers (``embedding=model``).
 
     Every rank is a data-parallel replica with ``b`` samples per micro-batch; the owner

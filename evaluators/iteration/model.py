@@ -297,7 +297,7 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
              collective_method: str = "ring", network_model: str = "flow",
              efficiency: float | None = None, bucket_bytes: float | None = None,
              overlap: bool = True, rtol: float = DEFAULT_RTOL,
-             routing: str = "shortest") -> IterationResult:
+             routing: str = "shortest", check_memory: bool = True) -> IterationResult:
     """Time one training iteration of ``workload`` under ``strategy`` on ``system``.
 
     Parameters
@@ -319,7 +319,9 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
     network_model : str, optional
         ``flow`` (default), ``congestion`` or ``analytical``.
     efficiency : float, optional
-        Fraction of peak FLOP/s (default the workloads' ``DEFAULT_EFFICIENCY``).
+        Fraction of peak FLOP/s: forces the constant roofline for every layer.  Default:
+        the kernel model of :mod:`codesign.workloads.efficiency` for layers and GPUs it
+        covers, the roofline at ``DEFAULT_EFFICIENCY`` for the rest.
     bucket_bytes : float, optional
         Gradient bucket size, bytes (default 25 MiB).
     overlap : bool, optional
@@ -331,6 +333,10 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
         per pair, :meth:`Topology.route`) or ``ecmp`` (per server pair one of the
         minimum-hop paths by hash, as switches' per-flow ECMP spreads flows), or ``"auto"``
         (``ecmp`` on switched fabrics, ``shortest`` on direct-connect ones).
+    check_memory : bool, optional
+        Raise :class:`~codesign.errors.InfeasibleError` when the strategy does not fit
+        in GPU memory (default); ``False`` times it anyway (validation against published
+        runs whose memory savings the memory model does not know).
 
     Returns
     -------
@@ -351,7 +357,6 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
     True
     """
     from codesign.workloads import get_hardware, get_workload
-    from codesign.workloads.compute import DEFAULT_EFFICIENCY
     from codesign.workloads.demand import DEFAULT_BUCKET_BYTES, demand_for
     from codesign.workloads.model import Workload
     from codesign.workloads.placement import Placement
@@ -376,7 +381,7 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
     timer = CommTimer(sysm, collective_method, network_model, rtol, routing)
     demand = demand_for(workload, s, hw, placement,
                         bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_bytes is None else bucket_bytes,
-                        efficiency=DEFAULT_EFFICIENCY if efficiency is None else efficiency)
+                        efficiency=efficiency, check=check_memory)
     m, P, V = s.m, s.pp, s.vpp
 
     # Split ops: per stage, forward / backward / gradient / optimizer, in order.
