@@ -84,6 +84,10 @@ class ComputeProfile:
         Fraction of HBM bandwidth that element-wise kernels reach, in (0, 1].
     source : str
         Where the numbers come from.
+    validated_error : float or None
+        Mean absolute relative error of predicted iteration times on published runs
+        held out of the fit (``experiments/validation/validation.md``, leave one source
+        out); ``None``: not validated.  Iteration results carry it as ``model_error``.
     """
 
     sms: int
@@ -94,6 +98,7 @@ class ComputeProfile:
     attention_efficiency: float = 0.5
     memory_efficiency: float = 0.8
     source: str = ""
+    validated_error: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("sms", "tile_m", "tile_n"):
@@ -111,6 +116,10 @@ class ComputeProfile:
                 raise invalid(f"compute {name}", v, "a number in (0, 1]")
         if not isinstance(self.source, str):
             raise invalid("compute source", self.source, "a string")
+        v = self.validated_error
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                              or not math.isfinite(v) or not 0 <= v < 1):
+            raise invalid("compute validated_error", v, "a fraction in [0, 1) or null")
 
     def with_parameters(self, **values: float) -> ComputeProfile:
         """A copy with some of :data:`FIT_PARAMETERS` replaced."""
@@ -123,7 +132,8 @@ class ComputeProfile:
         return asdict(self)
 
 
-_PROFILE_KEYS = ("sms", "tile_m", "tile_n", "k_overhead", *FIT_PARAMETERS, "source")
+_PROFILE_KEYS = ("sms", "tile_m", "tile_n", "k_overhead", *FIT_PARAMETERS, "source",
+                 "validated_error")
 
 
 def profile_from_dict(spec: Any, *, where: str = "compute") -> ComputeProfile:

@@ -118,6 +118,7 @@ class IterationResult:
     peak_flops: float = 0.0
     breakdown: dict[str, float] | None = None
     memory: dict[str, Any] | None = None
+    model_error: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (every field; per-purpose seconds also under ``by_purpose_s``)."""
@@ -529,4 +530,16 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
         recompute_time_s=slots * float(R[q]), optimizer_time_s=opt_step,
         mfu=flops_per_gpu_s / peak, flops_per_gpu_s=flops_per_gpu_s,
         precision=demand.precision, peak_flops=peak, breakdown=parts,
-        memory=demand.memory.to_dict())
+        memory=demand.memory.to_dict(),
+        model_error=_model_error(hw, efficiency, demand.precision))
+
+
+def _model_error(hw, efficiency, precision: str) -> float | None:
+    """The validated relative error of the compute model behind this result, when the
+    calibrated kernel model timed it (:attr:`ComputeProfile.validated_error`)."""
+    from codesign.workloads.efficiency import PROFILE_FORMATS
+
+    prof = hw.compute
+    if efficiency is not None or prof is None or precision not in PROFILE_FORMATS:
+        return None
+    return prof.validated_error

@@ -170,3 +170,31 @@ def test_calibrate_command_bad_input(tmp_path, capsys):
     assert main(["calibrate", str(bad), "--hardware", "H100"]) == 2
     assert main(["calibrate", str(VALIDATION), "--hardware", "A100-80",
                  "--parameters", "speed"]) == 2
+
+
+def test_compare_states_when_designs_are_within_the_model_error():
+    from evaluators.iteration.uncertainty import compare
+
+    close = compare(1.00, 1.03, 0.05, names=("fat-tree", "torus"))
+    assert not close.significant and close.faster is None
+    assert "within the validated model error of 5.0%" in close.note
+    far = compare(1.20, 1.00, 0.05, names=("fat-tree", "torus"))
+    assert far.significant and far.faster == "torus"
+    assert far.difference == pytest.approx(0.2)
+    unknown = compare(1.0, 1.01, None)
+    assert unknown.significant and "not validated" in unknown.note
+    for bad in ((0, 1, 0.1), (1, 1, 1.5), (1, float("nan"), 0.1)):
+        with pytest.raises(InvalidSpecError):
+            compare(*bad)
+
+
+def test_results_carry_the_validated_error():
+    from evaluators.iteration import evaluate
+
+    hw = replace(A100, compute=replace(A100.compute, validated_error=0.07))
+    w = get_workload("gpt3-175b", layers=2, hidden=1024, heads=8, ffn=4096, batch_size=8)
+    r = evaluate("ideal:1,degree=8,bw=200Gbps", w, "dp=8", hardware=hw)
+    assert r.model_error == 0.07 and r.to_dict()["model_error"] == 0.07
+    # The constant roofline (an explicit efficiency) is not what was validated.
+    assert evaluate("ideal:1,degree=8,bw=200Gbps", w, "dp=8", hardware=hw,
+                    efficiency=0.5).model_error is None
