@@ -450,7 +450,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                placement: Placement | None = None, *,
                bucket_bytes: float = DEFAULT_BUCKET_BYTES,
                efficiency: float | None = None, index_bytes: int = 8,
-               check: bool = True) -> Demand:
+               check: bool = True, tp_comm_overlap: bool = False) -> Demand:
     """The demand of one training iteration of ``workload`` under ``strategy``.
 
     Parameters
@@ -474,6 +474,11 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         Bytes per embedding index sent to a table's owner (int64: 8).
     check : bool, optional
         Raise :class:`~codesign.errors.InfeasibleError` when memory does not fit.
+    tp_comm_overlap : bool, optional
+        Tensor-parallel collectives run under the GEMMs of their layer (Megatron-LM's
+        ``--tp-comm-overlap``, Transformer Engine userbuffers, Wang et al. ASPLOS'23):
+        each TP collective of a layer's pass gets ``hidden_s`` = that pass's compute time
+        over the number of its TP collectives, so only the excess is exposed.
 
     Returns
     -------
@@ -528,14 +533,20 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         t = layer_time(_sharded(layer, s), hw, batch, efficiency=efficiency, dtype=precision)
         return t.fwd_s, t.bwd_s
 
-    def tp_ops(nbytes: float, phase: str, layer: Layer, p: int, groups) -> list[Op]:
+    if not isinstance(tp_comm_overlap, bool):
+        raise invalid("tp_comm_overlap", tp_comm_overlap, "true or false")
+
+    def tp_ops(nbytes: float, phase: str, layer: Layer, p: int, groups,
+               under: float = 0.0) -> list[Op]:
         """Megatron's TP all-reduce of ``nbytes`` per rank, or with sequence parallelism
-        a reduce-scatter and an all-gather of the same size (Korthikanti Sec. 4.2.2)."""
+        a reduce-scatter and an all-gather of the same size (Korthikanti Sec. 4.2.2);
+        with ``tp_comm_overlap`` they share ``under`` seconds of the layer's compute."""
         if not nbytes or not groups:
             return []
         kinds = ("reducescatter", "allgather") if s.sp else ("allreduce",)
+        hidden = under / len(kinds) if tp_comm_overlap else 0.0
         return [CollectiveOp(kind, grp, nbytes, phase, "tp", layer=layer.name, stage=p,
-                             repeat=m) for kind in kinds for grp in groups]
+                             repeat=m, hidden_s=hidden) for kind in kinds for grp in groups]
 
     fwd: list[Op] = []
     bwd_by_stage: list[list[Op]] = []
@@ -599,9 +610,10 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                                  stage=p, repeat=m, hidden_s=core * b_s / 2)
                     for kind in ("allgather", "reducescatter") for grp in cp_groups] \
                 if kv else []
-            tp_f = tp_ops(b * layer.tp_allreduce_bytes / C, "forward", layer, p, tp_groups)
+            tp_f = tp_ops(b * layer.tp_allreduce_bytes / C, "forward", layer, p, tp_groups,
+                          f_s)
             tp_b = tp_ops(b * layer.tp_bwd_allreduce_bytes / C, "backward", layer, p,
-                          tp_groups)
+                          tp_groups, b_s)
             # Activation recomputation reruns (part of) the forward before the backward;
             # full recomputation repeats the forward's communication too.
             rflops = _recompute_flops(sh, s)

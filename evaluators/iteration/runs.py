@@ -10,7 +10,10 @@ whose ``dp x tp x pp x cp`` equals ``gpus``; ``system`` a topology spec whose NP
 the job's servers or GPUs (default: an ideal switch with the GPU's reference servers and
 NIC rate); ``measured`` one of ``iteration_s``, ``tokens_per_s`` or ``tflops_per_gpu``
 (then ``flops_formula`` names the FLOP count the publication used, see
-:func:`published_flops`).  Extra columns (``reference``, ``notes``) are kept as text.
+:func:`published_flops`); optional ``evaluate``: space-separated ``key=value`` options
+of :func:`~evaluators.iteration.evaluate` that the publication states
+(:data:`EVALUATE_KEYS`, e.g. ``tp_comm_overlap=true param_gather_overlap=true``).
+Extra columns (``reference``, ``notes``) are kept as text.
 
 Every bad cell raises :class:`~codesign.errors.InvalidSpecError` naming the file, the
 row (1 = first data row) and the field.
@@ -26,11 +29,14 @@ from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
 
-__all__ = ["Run", "load_runs", "published_flops", "FLOPS_FORMULAS", "MEASURED",
+__all__ = ["Run", "load_runs", "published_flops", "FLOPS_FORMULAS", "MEASURED", "EVALUATE_KEYS",
            "predict_run", "default_system", "memory_fits", "with_compute"]
 
 #: What a row may measure.
 MEASURED = ("iteration_s", "tokens_per_s", "tflops_per_gpu")
+#: Options of ``evaluate`` a row may set (column ``evaluate``).
+EVALUATE_KEYS = ("overlap", "tp_comm_overlap", "param_gather_overlap", "collective_method",
+                 "network_model", "routing")
 #: FLOP counts publications use to report TFLOP/s per GPU.
 FLOPS_FORMULAS = ("megatron-recompute", "megatron")
 _REQUIRED = ("id", "gpu", "gpus", "workload", "strategy", "measured", "value")
@@ -57,6 +63,7 @@ class Run:
     value: float = 0.0
     reference: str = ""
     notes: str = ""
+    options: tuple[tuple[str, Any], ...] = ()
 
 
 def published_flops(formula: str, workload) -> float:
@@ -202,11 +209,15 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
                 raise InvalidSpecError(f"{where} flops_formula: {exc}") from None
             seconds = flops / (gpus * value * 1e12)
         system = (r.get("system") or "").strip() or default_system(hw, gpus)
+        ev = _options(r.get("evaluate") or "", where)
+        for key in ev:
+            if key not in EVALUATE_KEYS:
+                raise invalid(f"{where} evaluate", key, f"one of {', '.join(EVALUATE_KEYS)}")
         runs.append(Run(id=(r.get("id") or f"row{i}").strip(), source=(r.get("source") or
                         "").strip(), hardware=hw.name, gpus=gpus, workload=workload,
                         strategy=strategy, system=system, measured_s=seconds, row=i,
                         measured=measured, value=value, reference=r.get("reference", ""),
-                        notes=r.get("notes", "")))
+                        notes=r.get("notes", ""), options=tuple(ev.items())))
     if not runs:
         raise invalid(f"{p.name} gpu", hardware, "a GPU that some row names")
     return runs
@@ -221,6 +232,7 @@ def predict_run(run: Run, hardware, **kwargs) -> float:
     from topologies.registry import load_topology
 
     topo = load_topology(run.system)
+    kwargs = {**dict(run.options), **kwargs}
     kwargs.setdefault("check_memory", False)
     return evaluate(topo, run.workload, run.strategy, hardware=hardware,
                     **kwargs).iteration_time_s
