@@ -575,7 +575,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             if key.endswith("_s") and isinstance(value, float) and key != "flops_per_gpu_s":
                 print(f"  {key:<26}{value * 1e3:>14.3f} ms")
             else:
-                print(f"  {key:<26}{value:>14}" if not isinstance(value, float)
+                print(f"  {key:<26}{str(value):>14}" if not isinstance(value, float)
                       else f"  {key:<26}{value:>14.4g}")
         if payload.get("breakdown"):
             print("  breakdown (adds up to the iteration time):")
