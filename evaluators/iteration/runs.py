@@ -210,9 +210,13 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
             seconds = flops / (gpus * value * 1e12)
         system = (r.get("system") or "").strip() or default_system(hw, gpus)
         ev = _options(r.get("evaluate") or "", where)
-        for key in ev:
+        for key, val in ev.items():
             if key not in EVALUATE_KEYS:
                 raise invalid(f"{where} evaluate", key, f"one of {', '.join(EVALUATE_KEYS)}")
+            if key in EVALUATE_KEYS[:3] and not isinstance(val, bool):
+                raise invalid(f"{where} evaluate {key}", val, "true or false")
+            if key not in EVALUATE_KEYS[:3] and not isinstance(val, str):
+                raise invalid(f"{where} evaluate {key}", val, "a name")
         runs.append(Run(id=(r.get("id") or f"row{i}").strip(), source=(r.get("source") or
                         "").strip(), hardware=hw.name, gpus=gpus, workload=workload,
                         strategy=strategy, system=system, measured_s=seconds, row=i,

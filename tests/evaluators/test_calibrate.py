@@ -19,7 +19,7 @@ from evaluators.iteration.runs import load_runs, predict_run, published_flops
 
 A100 = get_hardware("A100-80")
 COLS = ["id", "source", "gpu", "gpus", "workload", "options", "strategy", "system",
-        "measured", "value", "flops_formula"]
+        "evaluate", "measured", "value", "flops_formula"]
 VALIDATION = Path(__file__).parents[2] / "experiments" / "validation" / "runs.csv"
 
 # Small GPT-style runs on one 8-GPU server, shapes chosen so that GEMMs, element-wise
@@ -118,6 +118,8 @@ def test_validation_set_is_well_formed():
     ("measured", "speed", "row 1 measured"), ("value", "-3", "row 1 value"),
     ("gpu", "Z100", "row 1 gpu"), ("strategy", "dp=8,foo=1", "row 1 strategy"),
     ("options", "layers=0", "row 1 workload/options"), ("options", "oops", "row 1 options"),
+    ("evaluate", "overlap=maybe", "row 1 evaluate overlap"),
+    ("evaluate", "foo=1", "row 1 evaluate"),
 ])
 def test_bad_rows_name_row_and_field(tmp_path, field, value, needle):
     row = {"id": "x", "gpu": "A100-80", "gpus": 8, "workload": "gpt3-175b",
@@ -209,3 +211,29 @@ def test_catalog_predicts_published_runs_within_the_validated_fit(run_id):
     hw = get_hardware(run.hardware)
     assert hw.compute.validated_error is not None
     assert predict_run(run, hw) == pytest.approx(run.measured_s, rel=0.15)
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None)
+@given(field=st.sampled_from(["gpus", "value", "measured", "strategy", "options",
+                              "evaluate", "flops_formula"]),
+       text=st.text(alphabet="0123456789.-=,e abcdtpz", max_size=12))
+def test_any_cell_parses_or_fails_with_a_named_row(tmp_path_factory, field, text):
+    row = {"id": "x", "gpu": "A100-80", "gpus": 8, "workload": "gpt3-175b",
+           "options": "layers=2 hidden=1024 heads=8 ffn=4096 batch_size=8",
+           "strategy": "dp=8", "measured": "iteration_s", "value": "1.0"}
+    row[field] = text
+    path = tmp_path_factory.mktemp("h") / "runs.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, COLS)
+        w.writeheader()
+        w.writerow({c: row.get(c, "") for c in COLS})
+    try:
+        runs = load_runs(path)
+    except InvalidSpecError as exc:
+        assert "row 1" in str(exc) or "runs.csv" in str(exc)
+    else:
+        assert len(runs) == 1 and runs[0].measured_s > 0
