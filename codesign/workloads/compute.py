@@ -152,7 +152,8 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str) -> tuple[floa
             mm, cc = m, count * b
         else:
             mm, cc = m * b, count
-        kw = dict(peak_flops=peak, bandwidth_Bps=bw, dtype_bytes=d, profile=prof, count=cc)
+        kw = {"peak_flops": peak, "bandwidth_Bps": bw, "dtype_bytes": d, "profile": prof,
+              "count": cc}
         fwd += gemm_time(mm, n, k, **kw)
         for shape in gemm_backward_shapes(mm, n, k):
             bwd += gemm_time(*shape, **kw)

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import invalid
-from codesign.workloads.efficiency import ComputeProfile, profile_from_dict
 from codesign.specs import check_keys, get_int, load_yaml
 from codesign.units import parse_bandwidth, parse_size
+from codesign.workloads.efficiency import ComputeProfile, profile_from_dict
 
 __all__ = ["Hardware", "HardwareCatalog", "DTYPES", "get_hardware", "hardware_names",
            "load_hardware_catalog", "catalog_from_dict", "parse_flops", "builtin_profiles",

@@ -10,6 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codesign.cli import main
 from codesign.errors import InvalidSpecError
@@ -211,10 +213,6 @@ def test_catalog_predicts_published_runs_within_the_validated_fit(run_id):
     hw = get_hardware(run.hardware)
     assert hw.compute.validated_error is not None
     assert predict_run(run, hw) == pytest.approx(run.measured_s, rel=0.15)
-
-
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 
 @settings(max_examples=40, deadline=None)
