@@ -502,6 +502,10 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             f"calibrated by codesign calibrate on {len(runs)} runs of {args.runs} "
             f"(fit mean |error| {fit['fit_mean_abs_error']:.1%}, worst "
             f"{fit['fit_worst_abs_error']:.1%})")
+        held = [v for k, v in fit.items()
+                if k.startswith("leave_one_") and k.endswith("_mean_abs_error")]
+        # The held-out error of this fit is what results timed with it should carry.
+        gpu["compute"]["validated_error"] = held[0] if held else None
         header = (f"# Hardware profile of {result.hardware.name} written by "
                   f"`codesign calibrate {args.runs} --hardware {args.hardware}`.\n"
                   "# Use it with: codesign evaluate --hardware-file THIS_FILE "
