@@ -541,6 +541,76 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- calibrate
+def _hardware_catalog(path: str | None):
+    """The catalog of ``--hardware-file`` (``None``: the built-in one)."""
+    if path is None:
+        return None
+    from codesign.workloads.hardware import load_hardware_catalog
+
+    return load_hardware_catalog(path)
+
+
+def _cmd_calibrate(args: argparse.Namespace) -> int:
+    import yaml
+
+    from codesign.workloads.hardware import get_hardware, hardware_to_yaml
+    from evaluators.iteration.calibrate import calibrate
+    from evaluators.iteration.runs import load_runs
+
+    catalog = _hardware_catalog(args.hardware_file)
+    hw = get_hardware(args.hardware, catalog)
+    runs = load_runs(args.runs, hardware=hw.name, catalog=catalog)
+    names = [n.strip() for n in args.parameters.split(",") if n.strip()]
+    progress = None if args.json else (lambda msg: print(f"  ... {msg}", file=sys.stderr))
+    result = calibrate(runs, hw, parameters=names, prior_weight=args.prior_weight,
+                       holdout=None if args.holdout == "none" else args.holdout,
+                       progress=progress)
+    payload = result.summary()
+    if args.out:
+        from pathlib import Path
+
+        doc = hardware_to_yaml(result.hardware)
+        gpu = doc["gpus"][result.hardware.name]
+        fit = payload
+        gpu["compute"]["source"] = (
+            f"calibrated by codesign calibrate on {len(runs)} runs of {args.runs} "
+            f"(fit mean |error| {fit['fit_mean_abs_error']:.1%}, worst "
+            f"{fit['fit_worst_abs_error']:.1%})")
+        held = [v for k, v in fit.items()
+                if k.startswith("leave_one_") and k.endswith("_mean_abs_error")]
+        # The held-out error of this fit is what results timed with it should carry.
+        gpu["compute"]["validated_error"] = held[0] if held else None
+        header = (f"# Hardware profile of {result.hardware.name} written by "
+                  f"`codesign calibrate {args.runs} --hardware {args.hardware}`.\n"
+                  "# Use it with: codesign evaluate --hardware-file THIS_FILE "
+                  f"--hardware {result.hardware.name} ...\n")
+        Path(args.out).write_text(header + yaml.safe_dump(doc, sort_keys=False))
+        payload["out"] = args.out
+
+    def human() -> None:
+        print(f"{payload['hardware']}: {payload['runs']} runs, "
+              f"{payload['evaluations']} model evaluations")
+        for k, v in payload["parameters"].items():
+            print(f"  {k:<24}{v:8.4f}   (start {payload['prior'][k]:.4f})")
+        print(f"  fit error: mean |e| {payload['fit_mean_abs_error']:.1%}, "
+              f"worst {payload['fit_worst_abs_error']:.1%}")
+        for key in payload:
+            if key.startswith("leave_one_") and key.endswith("mean_abs_error"):
+                worst = payload[key.replace("mean", "worst")]
+                label = key.removesuffix("_mean_abs_error").replace("_", "-")
+                print(f"  {label} error: mean |e| {payload[key]:.1%}, worst {worst:.1%}")
+        print(f"  {'run':<30}{'measured s':>12}{'predicted s':>13}{'error':>9}")
+        for r in payload["per_run"]:
+            print(f"  {r['id']:<30}{r['measured_s']:>12.4g}{r['predicted_s']:>13.4g}"
+                  f"{r['error']:>9.1%}")
+        if args.out:
+            print(f"  wrote {args.out}")
+
+    _emit(args, payload, human)
+    return 0
+
+
 # ---------------------------------------------------------------- evaluate
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from codesign.workloads import get_hardware
@@ -551,7 +621,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
     topo = load_topology(args.topology)
     workload = _workload_arg(args.workload, args.config, _parse_options(args.option or []))
-    hw = get_hardware(args.hardware)
+    hw = get_hardware(args.hardware, _hardware_catalog(args.hardware_file))
     per_server = args.gpus_per_server or hw.gpus_per_server
     strategy = as_strategy(args.strategy or f"dp={topo.npus * per_server}")
     placement = None
@@ -584,7 +654,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             if key.endswith("_s") and isinstance(value, float) and key != "flops_per_gpu_s":
                 print(f"  {key:<26}{value * 1e3:>14.3f} ms")
             else:
-                print(f"  {key:<26}{value:>14}" if not isinstance(value, float)
+                print(f"  {key:<26}{str(value):>14}" if not isinstance(value, float)
                       else f"  {key:<26}{value:>14.4g}")
         if payload.get("breakdown"):
             print("  breakdown (adds up to the iteration time):")
@@ -857,6 +927,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "[,schedule=1f1b|interleaved|gpipe][,vpp=V][,precision=...] "
                    "(default: pure data parallel on every GPU)")
     p.add_argument("--hardware", default="A100-80", help="GPU (default A100-80)")
+    p.add_argument("--hardware-file",
+                   help="hardware catalog YAML (e.g. written by codesign calibrate) to look "
+                        "--hardware up in instead of the built-in one")
     p.add_argument("--gpus-per-server", type=int,
                    help="GPUs per server (default: the hardware's)")
     p.add_argument("--collective-method", default="ring",
@@ -872,6 +945,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="do not overlap gradient buckets with the backward pass")
     p.add_argument("--closed-form", action="store_true",
                    help="TopoOpt Eq. (1) estimate instead of the simulation")
+
+    p = add(sub, "calibrate", _cmd_calibrate,
+            "fit one GPU type's compute efficiencies to measured runs and write a "
+            "hardware profile")
+    p.add_argument("runs", help="runs CSV (format: experiments/validation/README.md)")
+    p.add_argument("--hardware", required=True, help="the GPU type whose rows are fitted")
+    p.add_argument("--hardware-file", help="start from this hardware catalog YAML "
+                   "instead of the built-in one")
+    p.add_argument("--out", help="write the calibrated hardware profile (YAML) here")
+    p.add_argument("--parameters", default=",".join(("gemm_efficiency",
+                   "attention_efficiency", "memory_efficiency")),
+                   help="comma-separated efficiencies to fit (default: all three)")
+    p.add_argument("--prior-weight", type=float, default=0.01,
+                   help="pull toward the starting values, per parameter (default 0.01)")
+    p.add_argument("--holdout", default="run", choices=("run", "source", "none"),
+                   help="held-out error: leave one run out (default), one source, or none")
 
     p = add(sub, "quickstart", _cmd_quickstart,
             "run the small built-in design study and write its report")

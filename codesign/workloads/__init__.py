@@ -9,7 +9,9 @@ Bottom layer of the framework (DESIGN.md section 2): imports nothing from
   :func:`workload_names`) and user model files (:func:`load_workload`).
 * :mod:`~codesign.workloads.hardware` -- GPUs (:func:`get_hardware`,
   :func:`load_hardware_catalog`).
-* :mod:`~codesign.workloads.compute` -- roofline :func:`layer_time`;
+* :mod:`~codesign.workloads.compute` -- :func:`layer_time` (kernel model or roofline);
+  :mod:`~codesign.workloads.efficiency` -- the kernel model (:class:`ComputeProfile`,
+  GEMM tile/wave quantisation, fused attention, HBM-bound work);
   :mod:`~codesign.workloads.profile` -- measured times (:func:`load_profile`).
 * :mod:`~codesign.workloads.strategy` -- :class:`Strategy`, :func:`parse_strategy`;
   :mod:`~codesign.workloads.placement` -- :class:`Placement` (ranks, groups, tables);
@@ -27,6 +29,7 @@ Example
 
 from codesign.workloads.compute import DEFAULT_EFFICIENCY, LayerTime, layer_time, layer_times
 from codesign.workloads.demand import CollectiveOp, Compute, Demand, Transfer, demand_for
+from codesign.workloads.efficiency import ComputeProfile
 from codesign.workloads.hardware import (
     Hardware, HardwareCatalog, get_hardware, hardware_names, load_hardware_catalog)
 from codesign.workloads.memory import MemoryBreakdown, check_memory, memory_per_gpu
@@ -43,7 +46,7 @@ __all__ = [
     "BUILDERS", "get_workload", "workload_names", "workload_configs", "load_workload",
     "workload_from_dict",
     "Hardware", "HardwareCatalog", "get_hardware", "hardware_names", "load_hardware_catalog",
-    "DEFAULT_EFFICIENCY", "LayerTime", "layer_time", "layer_times",
+    "DEFAULT_EFFICIENCY", "LayerTime", "layer_time", "layer_times", "ComputeProfile",
     "Profile", "load_profile",
     "Strategy", "parse_strategy", "as_strategy", "Placement",
     "MemoryBreakdown", "memory_per_gpu", "check_memory",

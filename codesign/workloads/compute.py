@@ -22,6 +22,17 @@ fraction of peak large matmuls reach in training; Megatron-LM reports 44-52 % of
 peak end to end for GPT models (Narayanan et al. SC'21, Table 1), and Themis assumes
 roofline peak (efficiency 1).  A measured :class:`~codesign.workloads.profile.Profile`
 replaces the roofline for every layer it names.
+
+Kernel model
+------------
+When no ``efficiency`` is given, a layer that lists its GEMMs (``Layer.gemms``:
+transformer attention, MLP and output layers, dense layers), on a GPU whose catalog
+entry has a :class:`~codesign.workloads.efficiency.ComputeProfile`, in a tensor-core
+16- or 8-bit format, is timed by the kernel model of
+:mod:`codesign.workloads.efficiency` (GEMM tile and wave quantisation, fused attention,
+element-wise work at HBM bandwidth; ``bound = "kernels"``).  Everything else -- other
+layers, other formats, GPUs without a profile, or an explicit ``efficiency`` -- uses
+the roofline above.
 """
 
 from __future__ import annotations
@@ -31,11 +42,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from codesign.errors import invalid
+from codesign.workloads.efficiency import PROFILE_FORMATS, gemm_backward_shapes, gemm_time
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.model import Layer, Workload
 
 __all__ = ["DEFAULT_EFFICIENCY", "LayerTime", "layer_time", "layer_times", "dtype_name",
-           "resolve_precision"]
+           "resolve_precision", "uses_kernel_model"]
 
 #: Fraction of peak FLOP/s assumed for compute-bound layers (see the module docstring).
 DEFAULT_EFFICIENCY = 0.5
@@ -47,8 +59,8 @@ _DTYPE_BY_BYTES = {1: "fp8", 2: "fp16", 4: "fp32", 8: "fp64"}
 class LayerTime:
     """Forward and backward time of one layer on one GPU for a batch.
 
-    ``bound`` says what set each time: ``"compute"`` or ``"memory"`` (roofline), or
-    ``"profile"`` (measured).
+    ``bound`` says what set each time: ``"compute"`` or ``"memory"`` (roofline),
+    ``"kernels"`` (the kernel model) or ``"profile"`` (measured).
     """
 
     name: str
@@ -118,10 +130,48 @@ def _batch(value: Any) -> float:
     return float(value)
 
 
+def uses_kernel_model(layer: Layer, hardware: Hardware, dtype: str) -> bool:
+    """Whether :func:`layer_time` (without ``efficiency``) times ``layer`` by the kernel
+    model: it lists GEMMs or a fused attention core, ``hardware`` has a compute profile,
+    and ``dtype`` is a tensor-core 16- or 8-bit format."""
+    return (hardware.compute is not None and dtype in PROFILE_FORMATS
+            and (bool(layer.gemms) or layer.attention_kernel == "flash"))
+
+
+def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str) -> tuple[float, float]:
+    """Forward and backward seconds of ``layer`` by the kernel model (module docstring)."""
+    prof = hw.compute
+    peak = hw.peak_flops(dtype)
+    bw = hw.memory_bandwidth_Bps
+    d = layer.dtype_bytes
+    fwd = bwd = 0.0
+    for m, n, k, count, shard in layer.gemms:
+        # Per-head products are batched over the samples; the others stack the samples'
+        # tokens into M.
+        if shard == "count":
+            mm, cc = m, count * b
+        else:
+            mm, cc = m * b, count
+        kw = {"peak_flops": peak, "bandwidth_Bps": bw, "dtype_bytes": d, "profile": prof,
+              "count": cc}
+        fwd += gemm_time(mm, n, k, **kw)
+        for shape in gemm_backward_shapes(mm, n, k):
+            bwd += gemm_time(*shape, **kw)
+    if layer.attention_kernel == "flash" and layer.attn_core_fwd_flops:
+        # FlashAttention: a causal mask skips half the blocks; backward does 5 matmuls
+        # to the forward's 2 (Dao 2023, FlashAttention-2 Sec. 3.1.2).
+        work = b * layer.attn_core_fwd_flops * (0.5 if layer.causal else 1.0)
+        t = work / (peak * prof.attention_efficiency)
+        fwd += t
+        bwd += 2.5 * t
+    elementwise = b * layer.io_bytes / (bw * prof.memory_efficiency)
+    return fwd + elementwise, bwd + 2.0 * elementwise
+
+
 def layer_time(layer: Layer, hardware: Hardware | str, batch: float, *,
-               efficiency: float = DEFAULT_EFFICIENCY, memory_efficiency: float = 1.0,
+               efficiency: float | None = None, memory_efficiency: float = 1.0,
                dtype: str | None = None) -> LayerTime:
-    """Roofline forward and backward time of ``layer`` for ``batch`` samples.
+    """Forward and backward time of ``layer`` for ``batch`` samples.
 
     Parameters
     ----------
@@ -131,16 +181,18 @@ def layer_time(layer: Layer, hardware: Hardware | str, batch: float, *,
     batch : float
         Samples this GPU processes (may be fractional after tensor splitting).
     efficiency : float, optional
-        Fraction of peak FLOP/s reached, in (0, 1].
+        Fraction of peak FLOP/s reached, in (0, 1]: forces the roofline.  Default: the
+        kernel model where it applies (:func:`uses_kernel_model`), else the roofline at
+        :data:`DEFAULT_EFFICIENCY`.
     memory_efficiency : float, optional
-        Fraction of HBM bandwidth reached, in (0, 1].
+        Fraction of HBM bandwidth reached by the roofline, in (0, 1].
     dtype : str, optional
         Number format whose peak applies; default from ``layer.dtype_bytes``.
 
     Returns
     -------
     LayerTime
-        Seconds, and which roof bounds each pass.
+        Seconds, and what bounds each pass.
 
     Examples
     --------
@@ -149,9 +201,14 @@ def layer_time(layer: Layer, hardware: Hardware | str, batch: float, *,
     """
     hw = get_hardware(hardware)
     b = _batch(batch)
-    peak = hw.peak_flops(dtype or dtype_name(layer.dtype_bytes)) \
-        * _fraction("efficiency", efficiency)
-    bandwidth = hw.memory_bandwidth_Bps * _fraction("memory_efficiency", memory_efficiency)
+    fmt = dtype or dtype_name(layer.dtype_bytes)
+    mem_eff = _fraction("memory_efficiency", memory_efficiency)
+    if efficiency is None and uses_kernel_model(layer, hw, fmt):
+        fwd, bwd = _kernel_time(layer, hw, b, fmt)
+        return LayerTime(layer.name, b, fwd, bwd, "kernels", "kernels")
+    eff = DEFAULT_EFFICIENCY if efficiency is None else efficiency
+    peak = hw.peak_flops(fmt) * _fraction("efficiency", eff)
+    bandwidth = hw.memory_bandwidth_Bps * mem_eff
     weights = 0.0 if layer.kind == "embedding" else layer.weight_bytes
     times = []
     for flops, moved in ((layer.fwd_flops, weights + b * layer.io_bytes),
@@ -163,7 +220,7 @@ def layer_time(layer: Layer, hardware: Hardware | str, batch: float, *,
 
 
 def layer_times(workload: Workload, hardware: Hardware | str, batch: float, *,
-                efficiency: float = DEFAULT_EFFICIENCY, memory_efficiency: float = 1.0,
+                efficiency: float | None = None, memory_efficiency: float = 1.0,
                 dtype: str | None = None, profile: Any = None) -> tuple[LayerTime, ...]:
     """Per-layer times of ``workload`` for ``batch`` samples per GPU.
 

@@ -71,7 +71,7 @@ from typing import Any, Union
 import numpy as np
 
 from codesign.errors import invalid
-from codesign.workloads.compute import DEFAULT_EFFICIENCY, layer_time, resolve_precision
+from codesign.workloads.compute import layer_time, resolve_precision
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.memory import MemoryBreakdown, check_memory, memory_per_gpu
 from codesign.workloads.model import Layer, Workload
@@ -389,11 +389,15 @@ def _sharded(layer: Layer, s: Strategy) -> Layer:
     context parallelism splits the tokens (causal load balancing gives each CP rank the
     same attention work, Megatron-LM's 2 x cp chunk assignment)."""
     shared, expert = layer_params_per_gpu(layer, s)
-    t = (s.tp if layer.tp_shardable else 1) * s.cp
+    T = s.tp if layer.tp_shardable else 1
+    t = T * s.cp
+    gemms = tuple((m / s.cp, n / T if shard == "n" else n, k / T if shard == "k" else k,
+                   c / T if shard == "count" else c, shard)
+                  for m, n, k, c, shard in layer.gemms) if t > 1 else layer.gemms
     return replace(layer, params=int(round(shared + expert)), expert_params=0, experts=0,
                    top_k=0, fwd_flops=layer.fwd_flops / t, bwd_flops=layer.bwd_flops / t,
                    io_bytes=layer.io_bytes / t,
-                   attn_core_fwd_flops=layer.attn_core_fwd_flops / t)
+                   attn_core_fwd_flops=layer.attn_core_fwd_flops / t, gemms=gemms)
 
 
 def _recompute_flops(layer: Layer, s: Strategy) -> float:
@@ -445,8 +449,8 @@ def optimizer_step_bytes(params: float, optimizer_bytes_per_param: float,
 def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware | str,
                placement: Placement | None = None, *,
                bucket_bytes: float = DEFAULT_BUCKET_BYTES,
-               efficiency: float = DEFAULT_EFFICIENCY, index_bytes: int = 8,
-               check: bool = True) -> Demand:
+               efficiency: float | None = None, index_bytes: int = 8,
+               check: bool = True, tp_comm_overlap: bool = False) -> Demand:
     """The demand of one training iteration of ``workload`` under ``strategy``.
 
     Parameters
@@ -463,11 +467,18 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     bucket_bytes : float, optional
         Gradient bucket size, bytes (default 25 MiB).
     efficiency : float, optional
-        Fraction of peak FLOP/s for the roofline.
+        Fraction of peak FLOP/s: forces the constant roofline.  Default: the kernel
+        model of :mod:`codesign.workloads.efficiency` where it applies, else the
+        roofline at ``DEFAULT_EFFICIENCY``.
     index_bytes : int, optional
         Bytes per embedding index sent to a table's owner (int64: 8).
     check : bool, optional
         Raise :class:`~codesign.errors.InfeasibleError` when memory does not fit.
+    tp_comm_overlap : bool, optional
+        Tensor-parallel collectives run under the GEMMs of their layer (Megatron-LM's
+        ``--tp-comm-overlap``, Transformer Engine userbuffers, Wang et al. ASPLOS'23):
+        each TP collective of a layer's pass gets ``hidden_s`` = that pass's compute time
+        over the number of its TP collectives, so only the excess is exposed.
 
     Returns
     -------
@@ -522,14 +533,20 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         t = layer_time(_sharded(layer, s), hw, batch, efficiency=efficiency, dtype=precision)
         return t.fwd_s, t.bwd_s
 
-    def tp_ops(nbytes: float, phase: str, layer: Layer, p: int, groups) -> list[Op]:
+    if not isinstance(tp_comm_overlap, bool):
+        raise invalid("tp_comm_overlap", tp_comm_overlap, "true or false")
+
+    def tp_ops(nbytes: float, phase: str, layer: Layer, p: int, groups,
+               under: float = 0.0) -> list[Op]:
         """Megatron's TP all-reduce of ``nbytes`` per rank, or with sequence parallelism
-        a reduce-scatter and an all-gather of the same size (Korthikanti Sec. 4.2.2)."""
+        a reduce-scatter and an all-gather of the same size (Korthikanti Sec. 4.2.2);
+        with ``tp_comm_overlap`` they share ``under`` seconds of the layer's compute."""
         if not nbytes or not groups:
             return []
         kinds = ("reducescatter", "allgather") if s.sp else ("allreduce",)
+        hidden = under / len(kinds) if tp_comm_overlap else 0.0
         return [CollectiveOp(kind, grp, nbytes, phase, "tp", layer=layer.name, stage=p,
-                             repeat=m) for kind in kinds for grp in groups]
+                             repeat=m, hidden_s=hidden) for kind in kinds for grp in groups]
 
     fwd: list[Op] = []
     bwd_by_stage: list[list[Op]] = []
@@ -593,9 +610,10 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                                  stage=p, repeat=m, hidden_s=core * b_s / 2)
                     for kind in ("allgather", "reducescatter") for grp in cp_groups] \
                 if kv else []
-            tp_f = tp_ops(b * layer.tp_allreduce_bytes / C, "forward", layer, p, tp_groups)
+            tp_f = tp_ops(b * layer.tp_allreduce_bytes / C, "forward", layer, p, tp_groups,
+                          f_s)
             tp_b = tp_ops(b * layer.tp_bwd_allreduce_bytes / C, "backward", layer, p,
-                          tp_groups)
+                          tp_groups, b_s)
             # Activation recomputation reruns (part of) the forward before the backward;
             # full recomputation repeats the forward's communication too.
             rflops = _recompute_flops(sh, s)
@@ -702,7 +720,7 @@ def _wrap(grid: np.ndarray, s: Strategy, stage: int, layer: Layer, b: float, pha
 
 def _embedding_ops(tables: list[Layer], owners: tuple[int, ...], placement: Placement,
                    s: Strategy, hw: Hardware, b: float, index_bytes: int,
-                   efficiency: float, precision: str) -> tuple[list[Op], list[Op]]:
+                   efficiency: float | None, precision: str) -> tuple[list[Op], list[Op]]:
     """Forward and backward ops of tables placed on servers (``embedding=model``).
 
     Every rank is a data-parallel replica with ``b`` samples per micro-batch; the owner

@@ -1,8 +1,12 @@
 """The hardware catalog: GPU peak FLOP/s, memory, servers and intra-server fabric.
 
 The built-in catalog is ``codesign/workloads/data/hardware.yaml`` (V100, A100-40,
-A100-80, H100, H200, B200, from NVIDIA's datasheets; dense tensor-core peaks).  A user
-file of the same shape replaces it: :func:`load_hardware_catalog`.
+A100-80, H100, H200, B200, from NVIDIA's datasheets; dense tensor-core peaks), with the
+kernel-model parameters of ``codesign/workloads/data/compute_profiles.yaml``
+(:class:`~codesign.workloads.efficiency.ComputeProfile`, one per GPU name).  A user file
+of the same shape replaces the catalog: :func:`load_hardware_catalog`; a GPU in it may
+carry its own ``compute:`` mapping (what ``codesign calibrate`` writes), otherwise it
+takes the built-in profile of the same name, if any.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from typing import Any
 from codesign.errors import invalid
 from codesign.specs import check_keys, get_int, load_yaml
 from codesign.units import parse_bandwidth, parse_size
+from codesign.workloads.efficiency import ComputeProfile, profile_from_dict
 
 __all__ = ["Hardware", "HardwareCatalog", "DTYPES", "get_hardware", "hardware_names",
-           "load_hardware_catalog", "catalog_from_dict", "parse_flops"]
+           "load_hardware_catalog", "catalog_from_dict", "parse_flops", "builtin_profiles",
+           "hardware_to_yaml"]
 
 #: Number formats a catalog may give a peak for (``bf16`` reads the ``fp16`` peak).
 DTYPES = ("fp8", "fp16", "bf16", "tf32", "fp32", "fp64")
@@ -75,6 +81,9 @@ class Hardware:
         Scale-out bandwidth per GPU per direction, bytes/s.
     description, source : str
         What it is; where the numbers come from.
+    compute : ComputeProfile or None
+        Kernel-model parameters (:mod:`codesign.workloads.efficiency`); ``None``: the
+        constant-efficiency roofline.
     """
 
     name: str
@@ -87,6 +96,7 @@ class Hardware:
     nic_bandwidth_Bps: float | None = None
     description: str = ""
     source: str = ""
+    compute: ComputeProfile | None = None
 
     def peak_flops(self, dtype: str = "fp16") -> float:
         """Dense peak FLOP/s for number format ``dtype`` (``bf16`` reads ``fp16``).
@@ -108,7 +118,8 @@ class Hardware:
                 "memory_bandwidth_Bps": self.memory_bandwidth_Bps,
                 "gpus_per_server": self.gpus_per_server, "fabric": self.fabric,
                 "fabric_bandwidth_Bps": self.fabric_bandwidth_Bps,
-                "nic_bandwidth_Bps": self.nic_bandwidth_Bps, "source": self.source}
+                "nic_bandwidth_Bps": self.nic_bandwidth_Bps, "source": self.source,
+                "compute": None if self.compute is None else self.compute.to_dict()}
 
 
 @dataclass(frozen=True)
@@ -131,13 +142,16 @@ class HardwareCatalog:
 
 
 _GPU_KEYS = ("description", "source", "peak_flops", "memory", "memory_bandwidth",
-             "gpus_per_server", "fabric", "fabric_bandwidth", "nic_bandwidth")
+             "gpus_per_server", "fabric", "fabric_bandwidth", "nic_bandwidth", "compute")
 _GPU_REQUIRED = ("peak_flops", "memory", "memory_bandwidth", "gpus_per_server",
                  "fabric_bandwidth")
 
 
-def catalog_from_dict(spec: Any, *, source: str = "") -> HardwareCatalog:
+def catalog_from_dict(spec: Any, *, source: str = "",
+                      profiles: Mapping[str, ComputeProfile] | None = None) -> HardwareCatalog:
     """Build a catalog from the YAML structure of ``hardware.yaml``.
+
+    ``profiles`` gives the compute profile of GPUs without a ``compute`` key, by name.
 
     Raises
     ------
@@ -169,6 +183,8 @@ def catalog_from_dict(spec: Any, *, source: str = "") -> HardwareCatalog:
             if not isinstance(texts[key], str):
                 raise invalid(f"{gw} {key}", texts[key], "a string")
         nic = g.get("nic_bandwidth")
+        compute = (profile_from_dict(g["compute"], where=f"{gw} compute") if "compute" in g
+                   else (profiles or {}).get(name))
         gpus.append(Hardware(
             name=name, peak=tuple(peak),
             memory_bytes=parse_size(g["memory"], field=f"{gw} memory"),
@@ -180,7 +196,7 @@ def catalog_from_dict(spec: Any, *, source: str = "") -> HardwareCatalog:
                                                  field=f"{gw} fabric_bandwidth"),
             nic_bandwidth_Bps=None if nic is None else parse_bandwidth(
                 nic, field=f"{gw} nic_bandwidth"),
-            description=texts["description"], source=texts["source"]))
+            description=texts["description"], source=texts["source"], compute=compute))
     description = spec.get("description", "")
     if not isinstance(description, str):
         raise invalid(f"{where} description", description, "a string")
@@ -192,7 +208,21 @@ def _default_catalog() -> HardwareCatalog:
     from importlib.resources import as_file, files
 
     with as_file(files("codesign.workloads") / "data" / "hardware.yaml") as path:
-        return catalog_from_dict(load_yaml(path), source="codesign/workloads/data/hardware.yaml")
+        return catalog_from_dict(load_yaml(path), source="codesign/workloads/data/hardware.yaml",
+                                 profiles=builtin_profiles())
+
+
+@lru_cache(maxsize=1)
+def builtin_profiles() -> dict[str, ComputeProfile]:
+    """The kernel-model profiles of ``codesign/workloads/data/compute_profiles.yaml``."""
+    from importlib.resources import as_file, files
+
+    with as_file(files("codesign.workloads") / "data" / "compute_profiles.yaml") as path:
+        spec = load_yaml(path)
+    where = "compute_profiles.yaml"
+    check_keys(spec, allowed=("description", "gpus"), required=("gpus",), where=where)
+    return {name: profile_from_dict(p, where=f"{where} gpus[{name!r}]")
+            for name, p in spec["gpus"].items()}
 
 
 def load_hardware_catalog(path: str | Path | None = None) -> HardwareCatalog:
@@ -203,7 +233,7 @@ def load_hardware_catalog(path: str | Path | None = None) -> HardwareCatalog:
     """
     if path is None:
         return _default_catalog()
-    return catalog_from_dict(load_yaml(path), source=str(path))
+    return catalog_from_dict(load_yaml(path), source=str(path), profiles=builtin_profiles())
 
 
 def hardware_names() -> list[str]:
@@ -223,3 +253,22 @@ def get_hardware(name: str | Hardware, catalog: HardwareCatalog | None = None) -
         return name
     return (catalog or _default_catalog()).get(name)
 
+
+
+def hardware_to_yaml(hw: Hardware) -> dict[str, Any]:
+    """A catalog file (the structure of ``hardware.yaml``) holding ``hw`` alone.
+
+    Rates are written as plain numbers (FLOP/s, bytes and bytes/s), which the parser
+    accepts; the ``compute`` profile is included when the GPU has one.
+    """
+    g: dict[str, Any] = {
+        "description": hw.description, "source": hw.source,
+        "peak_flops": {k: float(v) for k, v in hw.peak},
+        "memory": float(hw.memory_bytes), "memory_bandwidth": float(hw.memory_bandwidth_Bps),
+        "gpus_per_server": hw.gpus_per_server, "fabric": hw.fabric,
+        "fabric_bandwidth": float(hw.fabric_bandwidth_Bps)}
+    if hw.nic_bandwidth_Bps is not None:
+        g["nic_bandwidth"] = float(hw.nic_bandwidth_Bps)
+    if hw.compute is not None:
+        g["compute"] = hw.compute.to_dict()
+    return {"description": f"{hw.name} profile", "gpus": {hw.name: g}}

@@ -46,6 +46,7 @@ def dense(name: str, in_features: int, out_features: int, *, dtype_bytes: int,
         io_bytes=float(in_features + out_features) * tokens * d,
         saved_bytes=float(in_features) * tokens * d,
         signature=f"Dense_{in_features}_{out_features}",
+        gemms=((float(tokens), float(out_features), float(in_features), 1.0, "n"),),
     )
 
 
@@ -142,7 +143,8 @@ def _block(name: str, kind: str, params: int, fwd: float, out: float, d: int, io
 
 def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
               dtype_bytes: int, bias: bool = True, norm: str = "layernorm",
-              dropout: bool = True, flash: bool = False, tp: bool = True) -> Layer:
+              dropout: bool = True, flash: bool = False, tp: bool = True,
+              causal: bool = False) -> Layer:
     """Multi-head (or grouped-query) self-attention with its pre-norm, as one layer.
 
     Weights: ``Q`` and the output projection ``hidden x hidden``; ``K`` and ``V``
@@ -152,6 +154,10 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
     al. 2022 Sec. 4.1 (norm input, QKV input, Q, K, V, softmax output, dropout mask
     and output, projection input, output dropout mask); with ``flash`` the
     ``s x s`` tensors are recomputed (Dao et al. 2022) and not saved or moved.
+    GEMMs (kernel model): the fused QKV projection (column-parallel), the output
+    projection (row-parallel) and, without ``flash``, per head the scores
+    ``(s, s, head_dim)`` and the context ``(s, head_dim, s)``; ``causal`` marks a
+    decoder's mask.
     """
     d = dtype_bytes
     head_dim = hidden // heads
@@ -180,9 +186,14 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
         core_saved = ss * d + (ss * (1.0 + d) if dropout else 0.0)
         saved += core_saved
         io += 4.0 * ss * d  # scores written, read by softmax, written, read by context
+    gemms = [(s, h + 2.0 * kv_dim, h, 1.0, "n"), (s, h, h, 1.0, "k")]
+    if not flash:
+        gemms += [(s, s, float(head_dim), a, "count"), (s, float(head_dim), s, a, "count")]
     return _block(name, "attention", params, fwd, sh * d, d, io, saved, tp,
                   attn_core_fwd_flops=2.0 * score_macs, attn_core_saved_bytes=core_saved,
-                  sp_saved_bytes=sp_part, checkpoint_bytes=sh * d, kv_bytes=2.0 * skv * d)
+                  sp_saved_bytes=sp_part, checkpoint_bytes=sh * d, kv_bytes=2.0 * skv * d,
+                  gemms=tuple(gemms), attention_kernel="flash" if flash else "unfused",
+                  causal=causal)
 
 
 def mlp(name: str, *, hidden: int, ffn: int, seq: int, dtype_bytes: int, bias: bool = True,
@@ -209,8 +220,10 @@ def mlp(name: str, *, hidden: int, ffn: int, seq: int, dtype_bytes: int, bias: b
     sp_part = (sh * n_norm + sh) * d + (sh if dropout else 0.0)
     io = (2 * sh * n_norm + sh + (mats - 1) * sf + (3 * sf if gated else 2 * sf)
           + sf + sh) * d
+    gemms = ((s, float((mats - 1) * ffn), float(hidden), 1.0, "n"),
+             (s, float(hidden), float(ffn), 1.0, "k"))
     return _block(name, "dense", params, fwd, sh * d, d, io, saved, tp,
-                  sp_saved_bytes=sp_part)
+                  sp_saved_bytes=sp_part, gemms=gemms)
 
 
 def moe(name: str, *, hidden: int, ffn: int, experts: int, top_k: int, seq: int,

@@ -90,6 +90,26 @@ def _nonneg_int(where: str, value: Any) -> int:
     return value
 
 
+_SHARDS = ("", "n", "k", "count")
+
+
+def _check_gemms(where: str, gemms: Any) -> tuple:
+    out = []
+    try:
+        items = list(gemms)
+    except TypeError:
+        raise invalid(f"{where} gemms", gemms, "a list of (M, N, K, count, shard)") from None
+    for g in items:
+        if not isinstance(g, (tuple, list)) or len(g) != 5:
+            raise invalid(f"{where} gemms entry", g, "(M, N, K, count, shard)")
+        vals = [_nonneg_number(f"{where} gemms {name}", v)
+                for name, v in zip(("M", "N", "K", "count"), g[:4])]
+        if g[4] not in _SHARDS:
+            raise invalid(f"{where} gemms shard", g[4], "'', 'n', 'k' or 'count'")
+        out.append((*vals, g[4]))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class Layer:
     """One layer (or a fused block such as attention with its norm), per sample.
@@ -134,6 +154,19 @@ class Layer:
         Bytes per sample full recomputation keeps; ``None`` = ``activation_bytes``.
     kv_bytes : float
         Key and value bytes per sample (context-parallel ring exchange).
+    gemms : tuple of (M, N, K, count, shard)
+        The layer's matrix products per sample, forward pass (``C[M,N] = A[M,K] B[K,N]``,
+        ``count`` of them, e.g. one per attention head), for the kernel model of
+        :mod:`codesign.workloads.efficiency`; ``M`` counts the sample's tokens.  ``shard``
+        says what tensor parallelism splits: ``"n"`` (column-parallel), ``"k"``
+        (row-parallel), ``"count"`` (heads) or ``""`` (nothing); context parallelism
+        splits ``M``.  Empty: the layer is timed by the roofline.
+    attention_kernel : str
+        ``"flash"`` (fused attention, Dao et al.; its FLOPs are ``attn_core_fwd_flops``
+        and not in ``gemms``), ``"unfused"`` (scores and context are in ``gemms``) or
+        ``""`` (no attention core).
+    causal : bool
+        Causal attention mask (a fused kernel skips the masked half).
     """
 
     name: str
@@ -161,6 +194,9 @@ class Layer:
     sp_saved_bytes: float = 0.0
     checkpoint_bytes: float | None = None
     kv_bytes: float = 0.0
+    gemms: tuple[tuple[float, float, float, float, str], ...] = ()
+    attention_kernel: str = ""
+    causal: bool = False
 
     def __post_init__(self) -> None:
         where = f"layer {self.name!r}"
@@ -192,6 +228,13 @@ class Layer:
         if self.attn_core_fwd_flops > self.fwd_flops * (1 + 1e-12):
             raise invalid(f"{where} attn_core_fwd_flops", self.attn_core_fwd_flops,
                           f"at most fwd_flops ({self.fwd_flops:g})")
+        if self.gemms:
+            object.__setattr__(self, "gemms", _check_gemms(where, self.gemms))
+        if self.attention_kernel not in ("", "flash", "unfused"):
+            raise invalid(f"{where} attention_kernel", self.attention_kernel,
+                          "'', 'flash' or 'unfused'")
+        if not isinstance(self.causal, bool):
+            raise invalid(f"{where} causal", self.causal, "true or false")
         if self.expert_params > self.params:
             raise invalid(f"{where} expert_params", self.expert_params,
                           f"at most params ({self.params})")

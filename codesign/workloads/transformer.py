@@ -106,7 +106,8 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
     for i in range(layers):
         out.append(attention(f"block{i}.attn", hidden=hidden, heads=heads, kv_heads=kv_heads,
                              seq=seq_len, dtype_bytes=d, bias=bias, norm=norm,
-                             dropout=dropout, flash=flash_attention))
+                             dropout=dropout, flash=flash_attention,
+                             causal=head == "lm"))  # decoders (lm head) mask causally
         if experts:
             block_mlp = moe(f"block{i}.mlp", hidden=hidden, ffn=ffn, experts=experts,
                             top_k=top_k, seq=seq_len, dtype_bytes=d, norm=norm, gated=gated,

@@ -7,7 +7,11 @@
 * :mod:`~evaluators.iteration.phase` -- a fast ``flow``-model simulation of messages that
   start together;
 * :mod:`~evaluators.iteration.closed_form` -- :func:`closed_form_estimate`, TopoOpt
-  NSDI'23 Eq. (1).
+  NSDI'23 Eq. (1);
+* :mod:`~evaluators.iteration.runs` -- measured runs (the CSV of ``codesign calibrate``
+  and ``experiments/validation/``), :mod:`~evaluators.iteration.calibrate` -- fitting a
+  GPU's compute efficiencies to them, :mod:`~evaluators.iteration.uncertainty` -- whether
+  two predictions differ by more than the validated error.
 """
 
 from evaluators.iteration.closed_form import ClosedFormEstimate, closed_form_estimate

@@ -118,6 +118,7 @@ class IterationResult:
     peak_flops: float = 0.0
     breakdown: dict[str, float] | None = None
     memory: dict[str, Any] | None = None
+    model_error: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (every field; per-purpose seconds also under ``by_purpose_s``)."""
@@ -297,7 +298,9 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
              collective_method: str = "ring", network_model: str = "flow",
              efficiency: float | None = None, bucket_bytes: float | None = None,
              overlap: bool = True, rtol: float = DEFAULT_RTOL,
-             routing: str = "shortest") -> IterationResult:
+             routing: str = "shortest", check_memory: bool = True,
+             tp_comm_overlap: bool = False,
+             param_gather_overlap: bool = False) -> IterationResult:
     """Time one training iteration of ``workload`` under ``strategy`` on ``system``.
 
     Parameters
@@ -319,7 +322,9 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
     network_model : str, optional
         ``flow`` (default), ``congestion`` or ``analytical``.
     efficiency : float, optional
-        Fraction of peak FLOP/s (default the workloads' ``DEFAULT_EFFICIENCY``).
+        Fraction of peak FLOP/s: forces the constant roofline for every layer.  Default:
+        the kernel model of :mod:`codesign.workloads.efficiency` for layers and GPUs it
+        covers, the roofline at ``DEFAULT_EFFICIENCY`` for the rest.
     bucket_bytes : float, optional
         Gradient bucket size, bytes (default 25 MiB).
     overlap : bool, optional
@@ -331,6 +336,17 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
         per pair, :meth:`Topology.route`) or ``ecmp`` (per server pair one of the
         minimum-hop paths by hash, as switches' per-flow ECMP spreads flows), or ``"auto"``
         (``ecmp`` on switched fabrics, ``shortest`` on direct-connect ones).
+    tp_comm_overlap : bool, optional
+        Tensor-parallel collectives overlap their layer's GEMMs (Megatron-LM's
+        ``--tp-comm-overlap``; :func:`~codesign.workloads.demand.demand_for`).
+    param_gather_overlap : bool, optional
+        ZeRO-1/2's parameter all-gather after the optimizer step overlaps the next
+        iteration's first forward micro-batch (Megatron-LM's ``--overlap-param-gather``):
+        only its excess over that stage's forward compute is exposed.
+    check_memory : bool, optional
+        Raise :class:`~codesign.errors.InfeasibleError` when the strategy does not fit
+        in GPU memory (default); ``False`` times it anyway (validation against published
+        runs whose memory savings the memory model does not know).
 
     Returns
     -------
@@ -351,7 +367,6 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
     True
     """
     from codesign.workloads import get_hardware, get_workload
-    from codesign.workloads.compute import DEFAULT_EFFICIENCY
     from codesign.workloads.demand import DEFAULT_BUCKET_BYTES, demand_for
     from codesign.workloads.model import Workload
     from codesign.workloads.placement import Placement
@@ -376,7 +391,10 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
     timer = CommTimer(sysm, collective_method, network_model, rtol, routing)
     demand = demand_for(workload, s, hw, placement,
                         bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_bytes is None else bucket_bytes,
-                        efficiency=DEFAULT_EFFICIENCY if efficiency is None else efficiency)
+                        efficiency=efficiency, check=check_memory,
+                        tp_comm_overlap=tp_comm_overlap)
+    if not isinstance(param_gather_overlap, bool):
+        raise invalid("param_gather_overlap", param_gather_overlap, "true or false")
     m, P, V = s.m, s.pp, s.vpp
 
     # Split ops: per stage, forward / backward / gradient / optimizer, in order.
@@ -400,6 +418,7 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
         if step.purpose in PURPOSES:
             purpose_s[stage, PURPOSES.index(step.purpose)] += c.time_s * occurrences
 
+    F = np.zeros(P)      # forward compute per micro-batch
     C = np.zeros(P)      # compute per micro-batch (recomputation included)
     R = np.zeros(P)      # of which recomputation
     K = np.zeros(P)      # critical communication per micro-batch
@@ -411,6 +430,7 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
         mk: dict[str, float] = {}
         bw = _steps(per[p]["backward"], timer, m, np.zeros(gpus), mk)
         marks.append(mk)
+        F[p] = fw.compute
         C[p] = fw.compute + bw.compute
         R[p] = fw.recompute + bw.recompute
         K[p] = fw.critical + bw.critical
@@ -476,6 +496,8 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
             account(_Step(cost, 1.0, _purpose(op.purpose)), op.repeat, p)
             t_zero += cost.time_s * op.repeat
             i = j
+        if param_gather_overlap:
+            t_zero = max(0.0, t_zero - float(F[p]))
         t_step = max((op.seconds * op.repeat for op in steps), default=0.0)
         if t_zero + t_step > opt:
             opt, opt_zero, opt_step = t_zero + t_step, t_zero, t_step
@@ -524,4 +546,16 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
         recompute_time_s=slots * float(R[q]), optimizer_time_s=opt_step,
         mfu=flops_per_gpu_s / peak, flops_per_gpu_s=flops_per_gpu_s,
         precision=demand.precision, peak_flops=peak, breakdown=parts,
-        memory=demand.memory.to_dict())
+        memory=demand.memory.to_dict(),
+        model_error=_model_error(hw, efficiency, demand.precision))
+
+
+def _model_error(hw, efficiency, precision: str) -> float | None:
+    """The validated relative error of the compute model behind this result, when the
+    calibrated kernel model timed it (:attr:`ComputeProfile.validated_error`)."""
+    from codesign.workloads.efficiency import PROFILE_FORMATS
+
+    prof = hw.compute
+    if efficiency is not None or prof is None or precision not in PROFILE_FORMATS:
+        return None
+    return prof.validated_error

@@ -1,0 +1,189 @@
+"""Kernel-level compute model: GEMM efficiency by shape, attention kernels, HBM-bound work.
+
+Replaces the single efficiency constant of the roofline (:mod:`codesign.workloads.compute`)
+for layers that list their matrix products (``Layer.gemms``) on GPUs whose catalog entry
+carries a :class:`ComputeProfile`.  Three kinds of kernels, run one after another:
+
+GEMMs (tile and wave quantisation)
+    A GEMM ``C[M, N] = A[M, K] B[K, N]`` is cut into output tiles of ``tile_m x tile_n``;
+    each streaming multiprocessor (SM) computes one tile at a time, so the kernel runs
+    ``waves = ceil(tiles / SMs)`` rounds, each as long as one full tile.  Partial tiles
+    (tile quantisation) and a last, partly filled wave (wave quantisation) are paid in
+    full (NVIDIA, *Matrix Multiplication Background User's Guide*, Deep Learning
+    Performance documentation, sections "Tile quantization" and "Wave quantization").
+    Each tile also pays a fixed prologue/epilogue, ``k_overhead`` in units of K, so a
+    skinny-K product (attention scores, ``K = head_dim``) runs below peak::
+
+        t_compute = waves x 2 tile_m tile_n (K + k_overhead) / (peak x gemm_efficiency / SMs)
+        t_memory  = (M K + K N + M N) x dtype_bytes / (HBM bandwidth x memory_efficiency)
+        t_gemm    = max(t_compute, t_memory)
+
+    ``gemm_efficiency`` is the fraction of the datasheet peak that large, well-shaped
+    GEMMs reach.  A batch of ``count`` identical GEMMs (per-head attention products)
+    shares the waves: ``tiles = count x ceil(M/tile_m) x ceil(N/tile_n)``.  Backward runs
+    the two products of each forward GEMM: the input gradient ``(M, K, N)`` and the
+    weight gradient ``(K, N, M)``.
+
+Fused (flash) attention
+    Dao et al. 2022/2023 (FlashAttention, FlashAttention-2): one kernel computes
+    ``softmax(Q K^T) V`` in tiles without writing the ``s x s`` matrix; with a causal
+    mask it skips the masked half.  Forward time = attention FLOPs (x 1/2 causal) /
+    (peak x ``attention_efficiency``); backward = 2.5 x forward (five matmuls against
+    two, the scores recomputed; FlashAttention-2 Sec. 3.1.2).
+
+Memory-bound work
+    Normalisation, activation, dropout, residual adds, bias adds and (unfused) softmax
+    read and write the layer's activations at HBM bandwidth: ``io_bytes /
+    (bandwidth x memory_efficiency)`` forward, twice that backward (the traffic model of
+    :mod:`codesign.workloads.model`).  Kernels of a layer run in sequence, so the times
+    add.
+
+Parameters are per GPU in ``codesign/workloads/data/compute_profiles.yaml`` with their
+sources; ``codesign calibrate`` fits ``gemm_efficiency``, ``attention_efficiency`` and
+``memory_efficiency`` to measured runs.  The model applies to 2-byte and 1-byte formats
+(bf16, fp16, fp8: the tensor-core formats the profiles were measured in); other formats,
+layers without GEMM shapes (convolutions, embeddings, mixture-of-experts) and GPUs
+without a profile keep the constant roofline.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from codesign.errors import InvalidSpecError, invalid
+
+__all__ = ["ComputeProfile", "FIT_PARAMETERS", "profile_from_dict", "gemm_time",
+           "gemm_backward_shapes", "PROFILE_FORMATS"]
+
+#: Parameters ``codesign calibrate`` fits (the rest come from datasheets).
+FIT_PARAMETERS = ("gemm_efficiency", "attention_efficiency", "memory_efficiency")
+#: Number formats whose kernels the profiles describe.
+PROFILE_FORMATS = ("fp16", "bf16", "fp8")
+
+
+@dataclass(frozen=True)
+class ComputeProfile:
+    """Kernel-model parameters of one GPU (see the module docstring).
+
+    Parameters
+    ----------
+    sms : int
+        Streaming multiprocessors (datasheet / whitepaper).
+    tile_m, tile_n : int
+        Output tile of the GEMM kernels (elements).
+    k_overhead : float
+        Per-tile fixed cost in units of the K dimension.
+    gemm_efficiency : float
+        Fraction of dense peak that large GEMMs reach, in (0, 1].
+    attention_efficiency : float
+        Fraction of dense peak that fused attention kernels reach, in (0, 1].
+    memory_efficiency : float
+        Fraction of HBM bandwidth that element-wise kernels reach, in (0, 1].
+    source : str
+        Where the numbers come from.
+    validated_error : float or None
+        Mean absolute relative error of predicted iteration times on published runs
+        held out of the fit (``experiments/validation/validation.md``, leave one source
+        out); ``None``: not validated.  Iteration results carry it as ``model_error``.
+    """
+
+    sms: int
+    tile_m: int = 256
+    tile_n: int = 128
+    k_overhead: float = 128.0
+    gemm_efficiency: float = 0.8
+    attention_efficiency: float = 0.5
+    memory_efficiency: float = 0.8
+    source: str = ""
+    validated_error: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("sms", "tile_m", "tile_n"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise invalid(f"compute {name}", v, "an integer >= 1")
+        k0 = self.k_overhead
+        if isinstance(k0, bool) or not isinstance(k0, (int, float)) \
+                or not math.isfinite(k0) or k0 < 0:
+            raise invalid("compute k_overhead", k0, "a number >= 0")
+        for name in FIT_PARAMETERS:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) \
+                    or not math.isfinite(v) or not 0 < v <= 1:
+                raise invalid(f"compute {name}", v, "a number in (0, 1]")
+        if not isinstance(self.source, str):
+            raise invalid("compute source", self.source, "a string")
+        v = self.validated_error
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                              or not math.isfinite(v) or not 0 <= v < 1):
+            raise invalid("compute validated_error", v, "a fraction in [0, 1) or null")
+
+    def with_parameters(self, **values: float) -> ComputeProfile:
+        """A copy with some of :data:`FIT_PARAMETERS` replaced."""
+        for k in values:
+            if k not in FIT_PARAMETERS:
+                raise invalid("compute parameter", k, f"one of {', '.join(FIT_PARAMETERS)}")
+        return replace(self, **{k: float(v) for k, v in values.items()})
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_PROFILE_KEYS = ("sms", "tile_m", "tile_n", "k_overhead", *FIT_PARAMETERS, "source",
+                 "validated_error")
+
+
+def profile_from_dict(spec: Any, *, where: str = "compute") -> ComputeProfile:
+    """Build a :class:`ComputeProfile` from a YAML mapping (keys of the dataclass).
+
+    Raises
+    ------
+    InvalidSpecError
+        Not a mapping, an unknown key, a missing ``sms`` or a value out of range.
+    """
+    if not isinstance(spec, Mapping):
+        raise invalid(where, spec, "a mapping with sms, gemm_efficiency, ...")
+    for key in spec:
+        if key not in _PROFILE_KEYS:
+            raise invalid(f"{where} key", key, f"one of {', '.join(_PROFILE_KEYS)}")
+    if "sms" not in spec:
+        raise invalid(f"{where} sms", None, "the GPU's number of SMs (required)")
+    try:
+        return ComputeProfile(**dict(spec))
+    except InvalidSpecError as exc:
+        raise InvalidSpecError(f"{where}: {exc}") from None
+
+
+def gemm_time(m: float, n: float, k: float, *, peak_flops: float, bandwidth_Bps: float,
+              dtype_bytes: int, profile: ComputeProfile, count: float = 1.0) -> float:
+    """Seconds for ``count`` GEMMs of ``M x N x K`` (module docstring).
+
+    ``m`` may be fractional (a fractional micro-batch after splitting); tiles round up.
+
+    Examples
+    --------
+    A 4096^3 bf16 GEMM on an A100 profile (108 SMs, 256 x 128 tiles, k_overhead 0,
+    efficiency 1): 16 x 32 = 512 tiles in ceil(512 / 108) = 5 waves, each
+    ``2 x 256 x 128 x 4096 / (312e12 / 108)`` s = 92.9 us: 0.4646 ms, the ideal
+    0.4405 ms over the wave efficiency 512 / 540.
+    """
+    if m <= 0 or n <= 0 or k <= 0 or count <= 0:
+        return 0.0
+    p = profile
+    tiles = count * math.ceil(m / p.tile_m - 1e-9) * math.ceil(n / p.tile_n - 1e-9)
+    waves = math.ceil(tiles / p.sms - 1e-9)
+    per_sm = peak_flops * p.gemm_efficiency / p.sms
+    t_compute = waves * 2.0 * p.tile_m * p.tile_n * (k + p.k_overhead) / per_sm
+    t_memory = count * (m * k + k * n + m * n) * dtype_bytes \
+        / (bandwidth_Bps * p.memory_efficiency)
+    return max(t_compute, t_memory)
+
+
+def gemm_backward_shapes(m: float, n: float, k: float) -> tuple[tuple[float, float, float],
+                                                                 tuple[float, float, float]]:
+    """The two backward products of ``C[M,N] = A[M,K] B[K,N]``: ``dA = dC B^T`` is
+    ``(M, K, N)`` and ``dB = A^T dC`` is ``(K, N, M)``."""
+    return (m, k, n), (k, n, m)

@@ -1,0 +1,241 @@
+"""Calibrate a GPU's kernel-model efficiencies on measured runs (``codesign calibrate``).
+
+The fitted quantities are the efficiencies of
+:data:`~codesign.workloads.efficiency.FIT_PARAMETERS` (large GEMMs, fused attention,
+element-wise HBM traffic) of ONE GPU type; everything else (SM counts, tiles, the
+network, the schedule) stays as modelled.  The objective is least squares on log time::
+
+    min_theta  sum_i (log T_i(theta) - log T_i^measured)^2
+               + w sum_j (log theta_j - log theta_j^prior)^2
+
+(``w`` = ``prior_weight``, default 0.01: a weak pull toward the catalog's priors that
+only matters for a parameter the runs do not constrain, e.g. attention efficiency when
+no run uses fused attention).
+
+Each ``T_i`` is the full iteration model (:func:`~evaluators.iteration.evaluate`), which
+is costly at thousands of GPUs; compute times are inversely proportional to the
+efficiencies, so the fit uses the local model ``T_i(u) = c_i0 + sum_j c_ij u_j`` in
+``u_j = 1 / theta_j`` (slopes from one evaluation per parameter with ``u_j`` 25 %
+larger), minimised with :func:`scipy.optimize.least_squares`; the model is then made
+exact at the new point by re-evaluating it there and shifting the intercepts (a chord
+method: the slopes are kept), until the parameters move by less than 0.5 %.  The
+reported fit errors are exact evaluations at the final parameters; leave-one-out
+(or leave-one-group-out) refits use the last linearisation and evaluate the held-out
+run exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from codesign.errors import invalid
+from codesign.workloads.efficiency import FIT_PARAMETERS
+from evaluators.iteration.runs import Run, predict_run
+
+__all__ = ["Calibration", "calibrate", "relative_errors"]
+
+_LO, _HI = 0.02, 1.0     # bounds of every efficiency
+_STEP = 1.25             # u_j multiplier for the slopes
+
+
+def relative_errors(predicted: Sequence[float], measured: Sequence[float]) -> np.ndarray:
+    """``predicted / measured - 1`` per run."""
+    return np.asarray(predicted, float) / np.asarray(measured, float) - 1.0
+
+
+@dataclass
+class Calibration:
+    """Result of :func:`calibrate`.
+
+    ``hardware`` carries the fitted profile; ``predicted_s`` the exact predictions at
+    the fit; ``holdout_s`` the held-out predictions (leave-one-out, or per group).
+    """
+
+    hardware: Any
+    parameters: dict[str, float]
+    prior: dict[str, float]
+    runs: list[Run]
+    predicted_s: list[float]
+    holdout_s: list[float] = field(default_factory=list)
+    holdout_by: str = "run"
+    evaluations: int = 0
+
+    @property
+    def errors(self) -> np.ndarray:
+        return relative_errors(self.predicted_s, [r.measured_s for r in self.runs])
+
+    @property
+    def holdout_errors(self) -> np.ndarray:
+        return relative_errors(self.holdout_s, [r.measured_s for r in self.runs])
+
+    def summary(self) -> dict[str, Any]:
+        e = np.abs(self.errors)
+        out: dict[str, Any] = {
+            "hardware": self.hardware.name, "runs": len(self.runs),
+            "parameters": self.parameters, "prior": self.prior,
+            "fit_mean_abs_error": float(e.mean()), "fit_worst_abs_error": float(e.max()),
+            "evaluations": self.evaluations}
+        if self.holdout_s:
+            h = np.abs(self.holdout_errors)
+            out[f"leave_one_{self.holdout_by}_out_mean_abs_error"] = float(h.mean())
+            out[f"leave_one_{self.holdout_by}_out_worst_abs_error"] = float(h.max())
+        out["per_run"] = [
+            {"id": r.id, "source": r.source, "measured_s": r.measured_s, "predicted_s": p,
+             "error": p / r.measured_s - 1,
+             **({"holdout_s": self.holdout_s[i],
+                 "holdout_error": self.holdout_s[i] / r.measured_s - 1}
+                if self.holdout_s else {})}
+            for i, (r, p) in enumerate(zip(self.runs, self.predicted_s))]
+        return out
+
+
+class _Linear:
+    """``T_i(u) = c0_i + C_i . u`` around a base point (module docstring)."""
+
+    def __init__(self, c0: np.ndarray, C: np.ndarray) -> None:
+        self.c0, self.C = c0, C
+
+    def times(self, theta: np.ndarray, rows: np.ndarray | slice = slice(None)) -> np.ndarray:
+        return self.c0[rows] + self.C[rows] @ (1.0 / theta)
+
+
+def _hw_at(hw, names: Sequence[str], theta: np.ndarray):
+    return replace(hw, compute=hw.compute.with_parameters(
+        **{n: float(v) for n, v in zip(names, theta)}))
+
+
+def _solve(lin: _Linear, measured: np.ndarray, rows: np.ndarray, start: np.ndarray,
+           prior: np.ndarray, weight: float) -> np.ndarray:
+    from scipy.optimize import least_squares
+
+    logm = np.log(measured[rows])
+    sw = math.sqrt(weight)
+
+    def resid(x: np.ndarray) -> np.ndarray:
+        theta = np.exp(x)
+        t = np.maximum(lin.times(theta, rows), 1e-12)
+        r = np.log(t) - logm
+        return np.concatenate([r, sw * (x - np.log(prior))]) if weight > 0 else r
+
+    x0 = np.clip(np.log(start), math.log(_LO), math.log(_HI))
+    sol = least_squares(resid, x0, bounds=(math.log(_LO), math.log(_HI)), xtol=1e-10,
+                        ftol=1e-12, gtol=1e-12)
+    return np.exp(sol.x)
+
+
+def calibrate(runs: Sequence[Run], hardware, *, parameters: Sequence[str] = FIT_PARAMETERS,
+              prior_weight: float = 0.01, holdout: str | None = "run",
+              max_rounds: int = 6, progress: Callable[[str], None] | None = None,
+              **evaluate_kwargs: Any) -> Calibration:
+    """Fit ``parameters`` of ``hardware``'s compute profile to ``runs`` (module docstring).
+
+    Parameters
+    ----------
+    runs : sequence of Run
+        Measured runs of this GPU type (:func:`~evaluators.iteration.runs.load_runs`).
+    hardware : Hardware
+        The GPU; its compute profile is the starting point and the prior.
+    parameters : sequence of str
+        Which of :data:`FIT_PARAMETERS` to fit (the rest stay).
+    prior_weight : float
+        ``w`` of the module docstring (>= 0).
+    holdout : {"run", "source", None}
+        Leave-one-run-out, leave-one-source-out, or no held-out errors.
+    max_rounds : int
+        Refits (one evaluation pass each) at most.
+    progress : callable, optional
+        Called with a short message after each pass.
+
+    Returns
+    -------
+    Calibration
+
+    Raises
+    ------
+    InvalidSpecError
+        No runs, runs of another GPU, a GPU without a compute profile, an unknown
+        parameter or a bad weight.
+    """
+    from codesign.workloads.hardware import get_hardware
+
+    hw = get_hardware(hardware)
+    runs = list(runs)
+    if not runs:
+        raise invalid("calibrate runs", 0, "at least one run")
+    for r in runs:
+        if r.hardware.lower() != hw.name.lower():
+            raise invalid(f"run {r.id!r} gpu", r.hardware, f"{hw.name} (one GPU type per fit)")
+    if hw.compute is None:
+        raise invalid("calibrate hardware", hw.name, "a GPU with a compute profile "
+                      "(add a compute: mapping with its sms to the hardware file)")
+    names = list(parameters)
+    for n in names:
+        if n not in FIT_PARAMETERS:
+            raise invalid("calibrate parameter", n, f"one of {', '.join(FIT_PARAMETERS)}")
+    if isinstance(prior_weight, bool) or not isinstance(prior_weight, (int, float)) \
+            or not prior_weight >= 0:
+        raise invalid("prior_weight", prior_weight, "a number >= 0")
+    if holdout not in ("run", "source", None):
+        raise invalid("holdout", holdout, "run, source or none")
+    prior = np.array([getattr(hw.compute, n) for n in names], float)
+    measured = np.array([r.measured_s for r in runs])
+    n_eval = 0
+
+    def predict_all(theta: np.ndarray, label: str) -> np.ndarray:
+        nonlocal n_eval
+        h = _hw_at(hw, names, theta)
+        out = np.array([predict_run(r, h, **evaluate_kwargs) for r in runs])
+        n_eval += len(runs)
+        if progress:
+            progress(label)
+        return out
+
+    def linearise(theta: np.ndarray, base: np.ndarray) -> _Linear:
+        C = np.zeros((len(runs), len(names)))
+        u = 1.0 / theta
+        for j, n in enumerate(names):
+            t2 = theta.copy()
+            t2[j] = theta[j] / _STEP
+            C[:, j] = (predict_all(t2, f"slope {n}") - base) / (u[j] * (_STEP - 1))
+        return _Linear(base - C @ u, C)
+
+    theta = prior.copy()
+    base = predict_all(theta, "start")
+    every = np.arange(len(runs))
+    lin = linearise(theta, base)
+    for _ in range(max_rounds):
+        new = _solve(lin, measured, every, theta, prior, prior_weight)
+        moved = float(np.max(np.abs(new / theta - 1)))
+        theta = new
+        base = predict_all(theta, "refit")
+        if moved < 0.005:
+            break
+        # Chord step: keep the slopes, move the intercepts so that the local model is
+        # exact at the new point (one evaluation pass per round instead of 1 + p).
+        lin = _Linear(base - lin.C @ (1.0 / theta), lin.C)
+    result = Calibration(hardware=_hw_at(hw, names, theta),
+                         parameters={n: float(v) for n, v in zip(names, theta)},
+                         prior={n: float(v) for n, v in zip(names, prior)},
+                         runs=runs, predicted_s=[float(t) for t in base])
+    if holdout is not None and len(runs) > 1:
+        keys = [r.id if holdout == "run" else r.source for r in runs]
+        held = [0.0] * len(runs)
+        for key in dict.fromkeys(keys):
+            out = np.array([k == key for k in keys])
+            if out.all():      # a single group: nothing to hold out against
+                continue
+            th = _solve(lin, measured, every[~out], theta, prior, prior_weight)
+            h = _hw_at(hw, names, th)
+            for i in every[out]:
+                held[i] = predict_run(runs[i], h, **evaluate_kwargs)
+                n_eval += 1
+        if all(held):
+            result.holdout_s = held
+            result.holdout_by = holdout
+    result.evaluations = n_eval
+    return result

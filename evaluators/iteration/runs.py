@@ -1,0 +1,261 @@
+"""Measured training runs: the CSV format of ``codesign calibrate`` and of the validation set.
+
+One row per run (``experiments/validation/README.md`` documents the columns)::
+
+    id,source,gpu,gpus,workload,options,strategy,system,measured,value,flops_formula
+
+``workload`` is a zoo name (with ``options``: space-separated ``key=value`` overrides of
+its hyper-parameters and settings) or a model YAML file; ``strategy`` a strategy string
+whose ``dp x tp x pp x cp`` equals ``gpus``; ``system`` a topology spec whose NPUs are
+the job's servers or GPUs (default: an ideal switch with the GPU's reference servers and
+NIC rate); ``measured`` one of ``iteration_s``, ``tokens_per_s`` or ``tflops_per_gpu``
+(then ``flops_formula`` names the FLOP count the publication used, see
+:func:`published_flops`); optional ``evaluate``: space-separated ``key=value`` options
+of :func:`~evaluators.iteration.evaluate` that the publication states
+(:data:`EVALUATE_KEYS`, e.g. ``tp_comm_overlap=true param_gather_overlap=true``).
+Extra columns (``reference``, ``notes``) are kept as text.
+
+Every bad cell raises :class:`~codesign.errors.InvalidSpecError` naming the file, the
+row (1 = first data row) and the field.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from codesign.errors import InvalidSpecError, invalid
+
+__all__ = ["Run", "load_runs", "published_flops", "FLOPS_FORMULAS", "MEASURED", "EVALUATE_KEYS",
+           "predict_run", "default_system", "memory_fits", "with_compute"]
+
+#: What a row may measure.
+MEASURED = ("iteration_s", "tokens_per_s", "tflops_per_gpu")
+#: Options of ``evaluate`` a row may set (column ``evaluate``).
+EVALUATE_KEYS = ("overlap", "tp_comm_overlap", "param_gather_overlap", "collective_method",
+                 "network_model", "routing")
+#: FLOP counts publications use to report TFLOP/s per GPU.
+FLOPS_FORMULAS = ("megatron-recompute", "megatron")
+_REQUIRED = ("id", "gpu", "gpus", "workload", "strategy", "measured", "value")
+
+
+@dataclass(frozen=True)
+class Run:
+    """One measured training run.
+
+    ``measured_s`` is the iteration time in seconds, converted from the published
+    quantity (:func:`load_runs`).
+    """
+
+    id: str
+    source: str
+    hardware: str
+    gpus: int
+    workload: Any
+    strategy: Any
+    system: str
+    measured_s: float
+    row: int
+    measured: str = "iteration_s"
+    value: float = 0.0
+    reference: str = ""
+    notes: str = ""
+    options: tuple[tuple[str, Any], ...] = ()
+
+
+def published_flops(formula: str, workload) -> float:
+    """FLOPs per iteration of ``workload`` under a publication's counting ``formula``.
+
+    ``megatron-recompute``
+        Narayanan et al. SC'21 Sec. 5.1: ``96 B s l h^2 (1 + s/(6h) + V/(16 l h))``, the
+        model's FLOPs with the forward pass rerun by full activation recomputation.
+    ``megatron``
+        Megatron-LM's ``num_floating_point_operations`` (``megatron/training/training.py``,
+        2024): ``12 B s l h^2 ((1 + g/a + s/h) + (f/h) k r + V/(2 l h))`` for ``g``
+        key/value heads of ``a``, FFN width ``f``, ``k`` experts per token, ``r = 3/2``
+        with SwiGLU; no recomputation.
+
+    Raises
+    ------
+    InvalidSpecError
+        Unknown formula, or a workload without the transformer hyper-parameters.
+    """
+    hp = getattr(workload, "hyperparameters", {}) or {}
+    need = ("layers", "hidden", "heads", "vocab", "seq_len")
+    if any(k not in hp for k in need):
+        raise invalid("flops_formula", formula, "only for transformer workloads (layers, "
+                      "hidden, heads, vocab, seq_len)")
+    B = float(workload.batch_size)
+    s, l, h, V = (float(hp[k]) for k in ("seq_len", "layers", "hidden", "vocab"))
+    if formula == "megatron-recompute":
+        return 96.0 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+    if formula == "megatron":
+        a = float(hp["heads"])
+        g = float(hp.get("kv_heads") or a)
+        f = float(hp.get("ffn") or 4 * h)
+        k = float(hp.get("top_k") or 1) if hp.get("experts") else 1.0
+        r = 1.5 if hp.get("gated") else 1.0
+        return 12.0 * B * s * l * h * h * ((1 + g / a + s / h) + f / h * k * r
+                                           + V / (2 * l * h))
+    raise invalid("flops_formula", formula, f"one of {', '.join(FLOPS_FORMULAS)}")
+
+
+def default_system(hardware, gpus: int) -> str:
+    """An ideal non-blocking switch: ``gpus / gpus_per_server`` servers, each with one
+    NIC of the hardware's rate per GPU."""
+    per = hardware.gpus_per_server
+    servers = max(1, gpus // per)
+    nic = hardware.nic_bandwidth_Bps or hardware.fabric_bandwidth_Bps
+    return f"ideal:{servers},degree={per},bw={nic * 8 / 1e9:g}Gbps"
+
+
+def _options(text: str, where: str) -> dict[str, Any]:
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in text.split():
+        key, sep, val = item.partition("=")
+        if not sep or not key:
+            raise invalid(f"{where} options", item, "space-separated KEY=VALUE pairs")
+        try:
+            out[key] = yaml.safe_load(val)
+        except yaml.YAMLError:
+            raise invalid(f"{where} options {key}", val, "a YAML value") from None
+    return out
+
+
+def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) -> list[Run]:
+    """Read a runs CSV (module docstring); ``hardware`` keeps only that GPU's rows.
+
+    Raises
+    ------
+    InvalidSpecError
+        Missing file or column, or a bad cell (the message names row and field).
+    """
+    from codesign.workloads import get_workload, load_workload
+    from codesign.workloads.hardware import get_hardware
+    from codesign.workloads.strategy import as_strategy
+
+    p = Path(path)
+    if not p.is_file():
+        raise invalid("runs file", str(path), "an existing CSV file")
+    with p.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        cols = reader.fieldnames or []
+        for c in _REQUIRED:
+            if c not in cols:
+                raise invalid(f"{p.name} columns", ",".join(cols), f"a header with {c!r}")
+        rows = list(reader)
+    if not rows:
+        raise invalid(f"{p.name}", "no rows", "at least one run")
+    runs = []
+    for i, r in enumerate(rows, start=1):
+        where = f"{p.name} row {i}"
+        hw_name = (r.get("gpu") or "").strip()
+        try:
+            hw = get_hardware(hw_name, catalog)
+        except InvalidSpecError as exc:
+            raise invalid(f"{where} gpu", hw_name, str(exc).split(": ", 1)[-1]) from None
+        if hardware is not None and hw.name.lower() != hardware.lower():
+            continue
+        try:
+            gpus = int(r["gpus"])
+            if gpus < 1 or str(gpus) != r["gpus"].strip():
+                raise ValueError
+        except (ValueError, TypeError):
+            raise invalid(f"{where} gpus", r.get("gpus"), "an integer >= 1") from None
+        name = (r.get("workload") or "").strip()
+        opts = _options(r.get("options") or "", where)
+        try:
+            if name.endswith((".yaml", ".yml")):
+                wpath = Path(name) if Path(name).is_absolute() else p.parent / name
+                workload = load_workload(wpath)
+            else:
+                workload = get_workload(name, **opts)
+        except InvalidSpecError as exc:
+            raise InvalidSpecError(f"{where} workload/options: {exc}") from None
+        try:
+            strategy = as_strategy(r["strategy"].strip())
+        except InvalidSpecError as exc:
+            raise InvalidSpecError(f"{where} strategy: {exc}") from None
+        if strategy.gpus != gpus:
+            raise invalid(f"{where} strategy", r["strategy"],
+                          f"dp x tp x pp x cp = gpus ({gpus}), not {strategy.gpus}")
+        measured = (r.get("measured") or "").strip()
+        if measured not in MEASURED:
+            raise invalid(f"{where} measured", measured, f"one of {', '.join(MEASURED)}")
+        try:
+            value = float(r["value"])
+            if not math.isfinite(value) or value <= 0:
+                raise ValueError
+        except (ValueError, TypeError):
+            raise invalid(f"{where} value", r.get("value"), "a positive number") from None
+        if measured == "iteration_s":
+            seconds = value
+        elif measured == "tokens_per_s":
+            seq = (workload.hyperparameters or {}).get("seq_len") or workload.seq_len
+            if not seq:
+                raise invalid(f"{where} measured", measured, "tokens_per_s only for "
+                              "workloads with a seq_len")
+            seconds = workload.batch_size * seq / value
+        else:
+            formula = (r.get("flops_formula") or "").strip()
+            try:
+                flops = published_flops(formula, workload)
+            except InvalidSpecError as exc:
+                raise InvalidSpecError(f"{where} flops_formula: {exc}") from None
+            seconds = flops / (gpus * value * 1e12)
+        system = (r.get("system") or "").strip() or default_system(hw, gpus)
+        ev = _options(r.get("evaluate") or "", where)
+        for key, val in ev.items():
+            if key not in EVALUATE_KEYS:
+                raise invalid(f"{where} evaluate", key, f"one of {', '.join(EVALUATE_KEYS)}")
+            if key in EVALUATE_KEYS[:3] and not isinstance(val, bool):
+                raise invalid(f"{where} evaluate {key}", val, "true or false")
+            if key not in EVALUATE_KEYS[:3] and not isinstance(val, str):
+                raise invalid(f"{where} evaluate {key}", val, "a name")
+        runs.append(Run(id=(r.get("id") or f"row{i}").strip(), source=(r.get("source") or
+                        "").strip(), hardware=hw.name, gpus=gpus, workload=workload,
+                        strategy=strategy, system=system, measured_s=seconds, row=i,
+                        measured=measured, value=value, reference=r.get("reference", ""),
+                        notes=r.get("notes", ""), options=tuple(ev.items())))
+    if not runs:
+        raise invalid(f"{p.name} gpu", hardware, "a GPU that some row names")
+    return runs
+
+
+def predict_run(run: Run, hardware, **kwargs) -> float:
+    """Predicted iteration time (s) of ``run`` on ``hardware`` (a Hardware; pass a copy
+    with other compute parameters to test them); keyword arguments go to
+    :func:`~evaluators.iteration.evaluate`.  The memory check is off by default: a
+    published run did fit, whatever the memory model says (:func:`memory_fits` tells)."""
+    from evaluators.iteration.model import evaluate
+    from topologies.registry import load_topology
+
+    topo = load_topology(run.system)
+    kwargs = {**dict(run.options), **kwargs}
+    kwargs.setdefault("check_memory", False)
+    return evaluate(topo, run.workload, run.strategy, hardware=hardware,
+                    **kwargs).iteration_time_s
+
+
+def with_compute(hardware, **values: float):
+    """``hardware`` with some compute-profile parameters replaced."""
+    return replace(hardware, compute=hardware.compute.with_parameters(**values))
+
+
+def memory_fits(run: Run, hardware) -> bool:
+    """Whether the memory model finds that ``run`` fits on ``hardware``."""
+    from codesign.errors import InfeasibleError
+    from codesign.workloads.memory import check_memory
+    from codesign.workloads.placement import Placement
+
+    try:
+        check_memory(run.workload, run.strategy, hardware,
+                     Placement.for_strategy(run.strategy, hardware.gpus_per_server))
+    except InfeasibleError:
+        return False
+    return True
