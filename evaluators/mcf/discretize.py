@@ -921,7 +921,7 @@ def _tree_master(result, topology, comms):
 
 def _timed(ctx: _Context, comms, assign, plan: ChunkPlan, n_trees: int) -> Schedule:
     """All transfers, timed by windows (:mod:`evaluators.mcf.chunking`)."""
-    topology, collective, result = ctx.topology, ctx.collective, ctx.result
+    collective, result = ctx.collective, ctx.result
     K, q, W, Tt = plan.replays, plan.split, plan.window, ctx.T_tot
     coll = collective.with_chunks(K * q)
     rows = _tree_rows(ctx, comms)

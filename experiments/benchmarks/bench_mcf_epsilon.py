@@ -14,6 +14,7 @@ Usage::
 
     python experiments/benchmarks/bench_mcf_epsilon.py [--quick] [--big] [--cap 900]
         [--no-append]
+    PYTHONPATH=<tree> python experiments/benchmarks/bench_mcf_epsilon.py --diagnose
 
 ``--quick``: only the small graphs; ``--big``: only the 64/128-GPU speed cases.
 """
@@ -98,14 +99,66 @@ def one(spec: str, kind: str, eps: float, decomposition: str, max_transfers: int
             "reason": m["chunk_reason"]}
 
 
+def diagnose(args) -> None:
+    """The discretisation's terms on the issue's cases, with whichever code is importable.
+
+    Run once with this tree and once with the old one on ``PYTHONPATH`` to
+    compare (the metadata keys below exist in both): the pipeline fill
+    ``(T_tot - 1) / K``, the rounding overhead, the latency term and the ratio.
+    """
+    import evaluators
+    from evaluators.collectives import Collective
+    from evaluators.mcf import fluid_optimum
+    from evaluators.mcf.discretize import discretize
+
+    cases = [("torus:3x5", "torus:3x5,lat=0", "allgather"),
+             ("dgx-a100:2", "dgx-a100:2,lat=0", "allgather"),
+             ("dgx-a100:2", "dgx-a100:2,lat=0", "allreduce"),
+             ("mesh:4x4,fail=7+9", "mesh:4x4,fail=7+9,lat=0", "allgather"),
+             ("two-cliques:4+4", "@two-cliques", "allgather"),
+             ("switch 25/25/50/75 GB/s", "@switch-unequal", "allgather"),
+             ("leafspine:16,oversub=2", "leafspine:16,oversub=2,lat=0", "allgather"),
+             ("uniring:6", "uniring:6,lat=0", "allgather")]
+    lines = ["| graph | collective | eps | T_tot | K | q | W | fill (T_tot-1)/K | rounding "
+             "overhead | ratio | within |", "| --- |" * 1 + " --- |" * 10]
+    rows = []
+    for lab, spec, kind in cases:
+        topo = build(spec)
+        coll = Collective.on(kind, topo.npus, topo.npus * 1e9)
+        r = fluid_optimum(topo, coll)
+        for eps in (0.05, 0.01):
+            m = discretize(r, topo, coll, epsilon=eps).metadata
+            s_time = m["fluid_time_s"]
+            K, T = m["replays"], m["steps"]
+            ratio = m.get("ratio")
+            if ratio is None:     # the old code: time = (T + K - 1) s' (latency 0 here)
+                ratio = (T + K - 1) * m["step_s"] / s_time
+            lines.append(f"| {lab} | {kind} | {eps:g} | {T} | {K} | {m['split']} | "
+                         f"{m.get('window', 1)} | {(T - 1) / K:.4f} | "
+                         f"{m['rounding_overhead']:.4f} | {ratio:.4f} | {m['within_epsilon']} |")
+            rows.append((f"{lab} {kind} eps={eps:g}", f"K={K} q={m['split']} "
+                         f"rounding={m['rounding_overhead']:.4f} ratio={ratio:.4f}"))
+    print_rows(rows)
+    code = str(Path(evaluators.__file__).resolve().parent.parent)
+    if not args.no_append:
+        append_result(f"MCF epsilon: discretisation terms (code from {code})",
+                      "PYTHONPATH=<tree> python experiments/benchmarks/bench_mcf_epsilon.py "
+                      "--diagnose", "\n".join(lines) + "\n\nSizes 1 GB per NPU, latency 0.")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small graphs only")
     ap.add_argument("--big", action="store_true", help="64/128-GPU speed cases only")
     ap.add_argument("--cap", type=float, default=900.0, help="seconds per case")
+    ap.add_argument("--diagnose", action="store_true",
+                    help="only the discretisation terms on the issue's cases (see diagnose())")
     ap.add_argument("--no-append", action="store_true")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.diagnose:
+        diagnose(args)
+        return
     if args.one:
         spec, kind, eps, dec, cap = args.one.split("|")
         print(json.dumps(one(spec, kind, float(eps), dec, int(cap))))
