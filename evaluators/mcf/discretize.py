@@ -22,11 +22,12 @@ What this module adds to make that an executable :class:`Schedule`:
    fits the residual usage any more (the LP relaxation let flows share an
    edge that no routing can share, thesis Sec. 3.1) the remaining trees
    overuse some edges; that is measured, not hidden (``rounding_overhead``
-   below, and the tree-column master can do better).  A physical NPU is entered at most once per tree, so a reversed
-   tree (a reduction: reduce-scatter, reduce, allreduce's first phase) counts
-   every contribution exactly once.  Blocks without copies (all-to-all,
-   scatter, gather: thesis LP 3.16) use the standard path decomposition of
-   each destination's flow (:func:`_flow_paths`).
+   below, and the tree-column master can do better).  A physical NPU is
+   entered at most once per tree, so a reversed tree (a reduction:
+   reduce-scatter, reduce, allreduce's first phase) counts every contribution
+   exactly once.  Blocks without copies (all-to-all, scatter, gather: thesis LP 3.16)
+   use the standard path decomposition of each destination's flow
+   (:func:`_flow_paths`).
 2. **Equal chunks, rounded over the whole schedule.**  The IR has equal
    chunks: ``K`` replays of ``q`` chunks per shard (allreduce: ``N q`` chunks
    per replay, dealt to the owners by the LP's shares), every chunk on one
@@ -740,7 +741,7 @@ class _Sequencer:
                                  for c, p in zip(self.comms, per)))
 
     def assign(self, q: int, K: int) -> list[list[tuple[np.ndarray, np.ndarray]]]:
-        """Per commodity and tree: (chunk ids, replays) of its chunks, for ``K`` replays of ``q``."""
+        """Per commodity and tree: (chunk ids, replays) of its chunks (``K`` replays of ``q``)."""
         N = self.ctx.collective.n
         per = N * q if self.allreduce else q
         n = K * per
