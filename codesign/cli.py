@@ -281,11 +281,15 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     }
     # Proof and model details some methods record (mcf; tacos exact=true and logical times).
     for key in ("fluid_time_s", "optimal", "dual_gap", "within_epsilon", "exact", "mip_gap",
-                "logical_time_s", "tree_lp_time_s", "relaxation_gap"):
+                "logical_time_s", "tree_lp_time_s", "relaxation_gap", "epsilon", "ratio",
+                "route", "replays", "split", "window", "chunk_reason"):
         if key in schedule.metadata:
             payload[key] = schedule.metadata[key]
     if not report.valid:
         payload["errors"] = list(report.errors[:5])
+    # mcf: a schedule that misses the requested epsilon is a failed request (exit 1);
+    # chunk_reason says why and the payload has the best schedule it reached.
+    missed = schedule.metadata.get("within_epsilon") is False
     if args.out:
         from evaluators.schedule_io import save_msccl_xml, save_schedule
 
@@ -295,7 +299,7 @@ def _cmd_synth(args: argparse.Namespace) -> int:
             save_schedule(schedule, args.out)
         payload["out"] = str(args.out)
     _emit(args, payload)
-    return 0 if report.valid else 1
+    return 0 if report.valid and not missed else 1
 
 
 def _cmd_bound(args: argparse.Namespace) -> int:

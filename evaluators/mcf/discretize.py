@@ -22,40 +22,57 @@ What this module adds to make that an executable :class:`Schedule`:
    fits the residual usage any more (the LP relaxation let flows share an
    edge that no routing can share, thesis Sec. 3.1) the remaining trees
    overuse some edges; that is measured, not hidden (``rounding_overhead``
-   below).  A physical NPU is entered at most once per tree, so a reversed
-   tree (a reduction: reduce-scatter, reduce, allreduce's first phase) counts
-   every contribution exactly once.  Blocks without copies (all-to-all,
-   scatter, gather: thesis LP 3.16) use the standard path decomposition of
-   each destination's flow (:func:`_flow_paths`).
-2. **One chunk size.**  The IR has equal chunks, so each replay carries ``q``
-   chunks per shard (allreduce: ``n q`` chunks shared among the owners in
-   proportion to the LP's shares), assigned to the trees by largest
-   remainder of ``weight x count``.  ``q`` is the smallest value whose
-   rounding overhead ``delta`` (the bottleneck link's discrete load per
-   replay over its fluid load) fits the rest of the budget; the step length
-   is then computed from the discrete loads, so bandwidth holds exactly.
+   below, and the tree-column master can do better).  A physical NPU is
+   entered at most once per tree, so a reversed tree (a reduction:
+   reduce-scatter, reduce, allreduce's first phase) counts every contribution
+   exactly once.  Blocks without copies (all-to-all, scatter, gather: thesis LP 3.16)
+   use the standard path decomposition of each destination's flow
+   (:func:`_flow_paths`).
+2. **Equal chunks, rounded over the whole schedule.**  The IR has equal
+   chunks: ``K`` replays of ``q`` chunks per shard (allreduce: ``N q`` chunks
+   per replay, dealt to the owners by the LP's shares), every chunk on one
+   tree of its commodity.  Trees are chosen chunk by chunk over *all*
+   replays (herding, :class:`~evaluators.mcf.chunking.Herding`), so the
+   rounding of the trees' real weights to chunk counts is spread over
+   ``K q`` chunks instead of being repeated in every replay; replays then
+   differ, and their timing uses windows of ``W`` steps
+   (:mod:`evaluators.mcf.chunking`: why, and the proof that every link can
+   carry its transfers).  :func:`discretize` picks the fewest chunks ``K q``
+   whose time is within ``(1 + eps) R``, and the route (the fluid solution's
+   trees or the tree-column master's, :mod:`evaluators.mcf.tree_master`)
+   that needs fewer; ``metadata["chunk_reason"]`` says why, or why epsilon
+   cannot be reached (transfer cap, or trees that cannot reach ``R`` at this
+   ``T``) and what the best schedule reached.
 3. **Latency.**  The fluid LP has none.  A transmission over ``h`` links
    that starts in step ``u`` of the time-expanded network takes ``h`` steps;
-   steps are ``s'`` long plus, once per step index ``u``, the largest latency
-   ``a_u`` of a link used in that step: the transfers of (replay ``k``, step
-   ``u``) run in ``[(k + u) s' + A_u, (k + u + 1) s' + A_{u+1}]`` with
-   ``A_u = a_0 + ... + a_{u-1}``.  Every (step ``u``) class then moves its bytes
-   at a constant rate in a window of length ``s'`` that never overlaps its
-   own next window, and the classes together never exceed a link's
-   bandwidth -- the witness the ``"shared"`` link model of
-   :func:`evaluators.validate.validate_schedule` accepts.
+   steps are ``s'`` long, and step ``u`` starts after the latency offset
+   ``A_u = a_0 + ... + a_{u-1}`` (``a_u`` the largest latency of a link used
+   in step ``u``), or that offset rounded up to whole steps when aligning the
+   steps gives a shorter schedule (:func:`~evaluators.mcf.chunking.window_timing`).
 
-**The claim tested** (``tests/evaluators/test_mcf_discretize.py``): the
-schedule is valid and, with ``T_tot`` the steps of one replay (``T``;
-allreduce ``2T``, its reduce and gather networks back to back as the thesis
-prescribes),
+**Why the old version missed epsilon** (issue 21; numbers in
+``experiments/benchmarks/RESULTS.md``, "MCF epsilon").  Measured on the
+issue's cases, term by term: the pipeline fill ``(T_tot - 1) / K`` was on
+budget (``eps / 2``), the replay shifts and the latency re-timing cost
+nothing beyond ``T_tot`` latencies; the whole miss was the per-replay
+largest-remainder rounding: ``q`` chunks per shard and replay, the same
+rounding in every replay, so its overhead only shrinks with ``q`` -- and
+``K q`` transfers hit the cap first (torus:3x5 allgather at ``eps = 0.01``:
+``K = 400``, ``q = 3``, overhead ``0.143``, 15 % slow although the trees
+reach ``R``; dgx-a100:2: ``K = 600``, ``q = 2``, ``0.119``).  Rounding over
+the whole schedule makes the overhead at most one chunk per tree in total.
 
-    time_s = (T_tot + K - 1) s' + A_{T_tot}
-           <= R (1 + eps) + T_tot x (largest link latency),
+**The claim tested** (``tests/evaluators/test_mcf_epsilon.py``,
+``tests/evaluators/test_mcf_discretize.py``): the schedule is valid and,
+with ``T_tot`` the steps of one replay (``T``; allreduce ``2T``, its reduce
+and gather networks back to back as the thesis prescribes),
 
-whenever ``rounding_overhead <= delta_max`` (``metadata["within_epsilon"]``);
-``K`` is the smallest multiple of the requested chunks per NPU with
-``(T_tot - 1) / K <= eps / 2``, and ``delta_max = (1 + eps) / (1 + (T_tot - 1) / K) - 1``.
+    time_s <= (K - 1 + T_tot W) s' + (latency offsets)
+           <= R (1 + eps) + A_{T_tot}        when metadata["within_epsilon"],
+
+with ``K s' = R (1 + delta)`` (``delta``: ``rounding_overhead``) and
+``A_{T_tot} <= T_tot x`` (largest link latency) the fluid model's missing
+latency (``metadata["latency_s"]``).
 """
 
 from __future__ import annotations
@@ -65,8 +82,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from codesign.errors import invalid
+from codesign.errors import InfeasibleError, invalid
 from evaluators.collectives import KINDS, REDUCING_KINDS, Collective
+from evaluators.mcf.chunking import (EPS_TOL, ChunkPlan, Herding, replays_lower_bound,
+                                     stride_sequence, window_timing)
 from evaluators.mcf.dantzig_wolfe import DECOMPOSITIONS
 from evaluators.mcf.ten import HOLD, Network
 from evaluators.registry import register_algorithm
@@ -77,9 +96,10 @@ __all__ = ["discretize", "DiscretePlan", "synthesize_mcf", "DECOMPOSITIONS"]
 #: Values (fractions of a block's data) below this are zero.
 TOL = 1e-9
 #: Largest number of chunks per shard and replay tried for the rounding.
-MAX_SPLIT = 64
-#: Rough cap on transfers in one schedule (bounds ``q``).
-MAX_TRANSFERS = 400_000
+MAX_SPLIT = 8
+#: Default cap on transfers in one schedule (the validator replays them in
+#: Python, about a microsecond each).
+MAX_TRANSFERS = 2_000_000
 
 
 
@@ -118,9 +138,12 @@ class DiscretePlan:
     rounding_overhead : float
         ``delta``: the bottleneck's discrete load over the fluid ``R``, minus one.
     delta_max : float
-        Rounding overhead the epsilon budget allows.
+        Rounding overhead the epsilon budget allows with this fill.
     trees : int
         Weighted trees (paths for flow blocks) over all blocks.
+    window : int
+        ``W``: steps of ``s'`` one step's transmissions may spread over
+        (:mod:`evaluators.mcf.chunking`; 1 when every replay is rounded alike).
     """
 
     replays: int
@@ -131,6 +154,7 @@ class DiscretePlan:
     rounding_overhead: float
     delta_max: float
     trees: int
+    window: int = 1
 
 
 # ------------------------------------------------------------------- widest paths
@@ -474,19 +498,6 @@ class _Commodity:
     hops: np.ndarray | None = None    # (trees,): transfers of one chunk per tree
 
 
-def _largest_remainder(weights, n: int) -> np.ndarray:
-    """Non-negative integers summing to ``n``, proportional to ``weights``."""
-    w = np.maximum(np.asarray(weights, dtype=float), 0.0)
-    if n == 0 or w.sum() <= 0:
-        return np.zeros(w.size, dtype=np.int64)
-    x = w / w.sum() * n
-    base = np.floor(x).astype(np.int64)
-    rest = n - int(base.sum())
-    if rest > 0:
-        base[np.argsort(-(x - base), kind="stable")[:rest]] += 1
-    return base
-
-
 def _commodities(result, collective: Collective) -> tuple[list[_Commodity], np.ndarray]:
     """Decompose every block of ``result``; allreduce also returns the owners' shares."""
     kind = collective.kind
@@ -521,7 +532,7 @@ def _commodities(result, collective: Collective) -> tuple[list[_Commodity], np.n
 
 
 def discretize(result, topology, collective: Collective, *, epsilon: float = 0.1,
-               tree_master: bool = True) -> Schedule:
+               tree_master: bool = True, max_transfers: int = MAX_TRANSFERS) -> Schedule:
     """Theorem 4's discrete schedule from a fluid optimum (module docstring).
 
     Parameters
@@ -536,89 +547,349 @@ def discretize(result, topology, collective: Collective, *, epsilon: float = 0.1
     epsilon : float, optional
         Relative slack over the fluid time ``R`` (``0 < epsilon <= 10``).
     tree_master : bool, optional
-        When the greedy trees miss the budget (copy kinds: allgather,
-        broadcast, reduce-scatter, reduce, allreduce with the LP's shares),
-        re-decompose with the tree-column master of
-        :mod:`evaluators.mcf.tree_master`; the metadata then has
-        ``tree_lp_time_s`` (the best time of per-origin trees), ``tree_lp_gap``,
+        For the copy kinds (allgather, broadcast, reduce-scatter, reduce,
+        allreduce), when the trees of the fluid solution miss the budget or
+        need more than the fewest chunks any plan could use, also try the
+        tree columns of :mod:`evaluators.mcf.tree_master` and keep the route
+        with the fewest chunks; the metadata then has ``tree_lp_time_s``
+        (the best time of per-origin trees), ``tree_lp_gap``,
         ``relaxation_gap`` (``R_tree / R - 1``) and
         ``within_epsilon_of_tree_lp``.
+    max_transfers : int, optional
+        Largest number of transfers the schedule may have.
 
     Returns
     -------
     Schedule
         ``link_model="shared"``; ``metadata`` has ``fluid_time_s``, ``optimal``,
         ``dual_gap``, ``epsilon``, ``within_epsilon``, ``bound_s`` (``R (1 + eps)``
-        plus the latency term) and the :class:`DiscretePlan` fields.
+        plus the latency term), ``ratio`` (``time_s / R``), ``chunks``
+        (per shard, ``K q``), ``chunk_reason``, ``route``
+        (``"fluid-trees"`` or ``"tree-columns"``) and the
+        :class:`DiscretePlan` fields.
 
     Notes
     -----
-    ``K ~ 2 (T - 1) / epsilon`` replays of ``q`` chunks per shard: about
+    ``K ~ (T_tot W - 1) / epsilon`` replays of ``q`` chunks per shard: about
     ``K q`` times the transmissions of one fluid replay.
     """
     if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) \
             or not math.isfinite(epsilon) or not 0 < epsilon <= 10:
         raise invalid("epsilon", epsilon, "a number in (0, 10] (relative slack over R)")
+    if isinstance(max_transfers, bool) or not isinstance(max_transfers, (int, np.integer)) \
+            or max_transfers < 1:
+        raise invalid("max_transfers", max_transfers, "an integer >= 1")
     kind = collective.kind
-    N = collective.n
     T = int(result.steps)
     allreduce = kind == "allreduce"
     T_tot = 2 * T if allreduce else T
-    c0 = collective.chunks_per_npu
-    K = max(1, math.ceil((T_tot - 1) / (epsilon / 2) - 1e-9))
-    K = c0 * math.ceil(K / c0)
-    delta_max = (1 + epsilon) / (1 + (T_tot - 1) / K) - 1
-    R = float(result.time_s)
-    L = topology.n_links
     comms, shares = _commodities(result, collective)
-
-    def counts(q: int) -> list[np.ndarray]:
-        per_owner = _largest_remainder(shares, N * q) if allreduce else None
-        return [_largest_remainder([w for w, _ in c.trees],
-                                   int(per_owner[c.owner]) if allreduce else q) for c in comms]
-
-    def rounding():
-        for c in comms:
-            c.load = np.zeros((len(c.trees), L))
-            c.hops = np.zeros(len(c.trees), dtype=np.int64)
-            for j, (_, txs) in enumerate(c.trees):
-                for tx in txs:
-                    np.add.at(c.load[j], list(tx.links), 1.0)
-                c.hops[j] = len(txs)
-        best = None
-        for q in range(1, MAX_SPLIT + 1):
-            cnt = counts(q)
-            load = sum((n @ c.load for n, c in zip(cnt, comms)), np.zeros(L))
-            cb = collective.with_chunks(K * q).chunk_bytes
-            delta = float((load * cb / topology.bandwidth).max()) * K / R - 1.0 if R > 0 else 0.0
-            transfers = K * sum(int(n @ c.hops) for n, c in zip(cnt, comms))
-            if best is not None and transfers > MAX_TRANSFERS:
-                break
-            if best is None or delta < best[1] - 1e-12:
-                best = (q, delta, cnt)
-            if delta <= delta_max + 1e-12:
-                break
-        return best
-
-    q, delta, cnt = rounding()
+    ctx = _Context(result, topology, collective, T, T_tot, epsilon, max_transfers, shares)
+    plan, assign = _choose(ctx, comms)
+    route = "fluid-trees"
     tree_info = None
-    if delta > delta_max + 1e-12 and tree_master and kind in TREE_MASTER_KINDS and comms:
+    K_min = replays_lower_bound(T_tot, epsilon, collective.chunks_per_npu)
+    if tree_master and kind in TREE_MASTER_KINDS and comms \
+            and (not plan.ok or plan.chunks > K_min):
+        fluid_trees = [c.trees for c in comms]
         tree_info = _tree_master(result, topology, comms)
         if tree_info is not None:
-            q2, delta2, cnt2 = rounding()
-            q, delta, cnt = q2, delta2, cnt2
-    plan_rows = _template(result, collective, comms, cnt, q, T, allreduce)
-    sched = _timed(topology, collective, result, plan_rows, K, q, T_tot, delta, delta_max,
-                   sum(len(c.trees) for c in comms), epsilon, N * q if allreduce else q)
+            alt, alt_assign = _choose(ctx, comms)
+            if _better(alt, plan):
+                plan, assign, route = alt, alt_assign, "tree-columns"
+            else:
+                for c, trees in zip(comms, fluid_trees):
+                    c.trees = trees
+    sched = _timed(ctx, comms, assign, plan, sum(len(c.trees) for c in comms))
+    m = sched.metadata
+    R = float(result.time_s)
+    m.update(route=route, chunks=plan.chunks, chunk_reason=plan.reason,
+             ratio=sched.time_s / R if R > 0 else 1.0)
+    m["within_epsilon"] = bool(plan.ok and sched.time_s <= m["bound_s"] * (1 + 1e-9))
     if tree_info is not None:
         # The trees' own optimum is the achievable target (thesis Sec. 5.2 remark).
         Rt = tree_info.time_s
-        sched.metadata.update(
-            tree_master=True, tree_lp_time_s=Rt, tree_lp_gap=tree_info.gap,
-            tree_lp_iterations=tree_info.iterations,
-            relaxation_gap=Rt / R - 1.0 if R > 0 else 0.0,
-            within_epsilon_of_tree_lp=bool((1 + delta) * R <= Rt * (1 + delta_max) + 1e-12 * R))
+        m.update(tree_master=True, tree_lp_time_s=Rt, tree_lp_gap=tree_info.gap,
+                 tree_lp_iterations=tree_info.iterations,
+                 relaxation_gap=Rt / R - 1.0 if R > 0 else 0.0,
+                 within_epsilon_of_tree_lp=bool(
+                     sched.time_s - m["latency_s"] <= Rt * (1 + epsilon) * (1 + 1e-9)))
     return sched
+
+
+@dataclass(frozen=True)
+class _Context:
+    result: object
+    topology: object
+    collective: Collective
+    T: int
+    T_tot: int
+    epsilon: float
+    max_transfers: int
+    shares: np.ndarray
+
+
+@dataclass(frozen=True)
+class _TreeRows:
+    """Replay-independent transfers of one tree, in real steps (forward direction)."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    rs: np.ndarray
+    re: np.ndarray
+    op: int
+    lengths: np.ndarray
+    links: np.ndarray
+    hop_step: np.ndarray
+
+
+def _tree_rows(ctx: _Context, comms) -> list[list[_TreeRows]]:
+    """Per commodity and tree: its transmissions as real-time rows (reductions reversed)."""
+    T = ctx.T
+    out = []
+    for c in comms:
+        fl = ctx.result.flows[c.block]
+        offset = T if (ctx.collective.kind == "allreduce" and fl.phase == "allgather") else 0
+        op = REDUCE if (fl.reversed and ctx.collective.kind in REDUCING_KINDS) else COPY
+        trees = []
+        for _, txs in c.trees:
+            rows = []
+            for tx in txs:
+                if fl.reversed:
+                    rows.append((tx.head, tx.tail, offset + T - tx.t1, offset + T - tx.t0,
+                                 tx.links[::-1]))
+                else:
+                    rows.append((tx.tail, tx.head, offset + tx.t0, offset + tx.t1, tx.links))
+            lengths = np.array([len(r[4]) for r in rows], dtype=np.int64)
+            rs = np.array([r[2] for r in rows], dtype=np.int64)
+            links = np.array([x for r in rows for x in r[4]], dtype=np.int64)
+            first = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+            hop = np.repeat(rs, lengths) + np.arange(links.size) - np.repeat(first, lengths)
+            trees.append(_TreeRows(np.array([r[0] for r in rows], dtype=np.int64),
+                                   np.array([r[1] for r in rows], dtype=np.int64), rs,
+                                   np.array([r[3] for r in rows], dtype=np.int64), op,
+                                   lengths, links, hop))
+        out.append(trees)
+    return out
+
+
+class _Sequencer:
+    """Trees of the chunks, placed replay by replay (cached: one sequence serves every ``K``).
+
+    Chunks take their trees by herding (:class:`~evaluators.mcf.chunking.Herding`)
+    on the work per (link, step).  Allreduce first deals the chunks to the
+    owners by their shares (:func:`~evaluators.mcf.chunking.stride_sequence`);
+    every chunk then takes one tree of its owner's reduce and one of its
+    gather commodity.
+    """
+
+    def __init__(self, ctx: _Context, comms, rows) -> None:
+        self.ctx, self.comms = ctx, comms
+        L, Tt = ctx.topology.n_links, ctx.T_tot
+        inv_bw = float(ctx.topology.bandwidth.max()) / ctx.topology.bandwidth
+        loads, weights = [], []
+        for c, trees in zip(comms, rows):
+            x = np.zeros((len(trees), L * Tt))
+            for j, tr in enumerate(trees):
+                np.add.at(x[j], tr.links * Tt + tr.hop_step, inv_bw[tr.links])
+            loads.append(x)
+            w = np.array([max(x_, 0.0) for x_, _ in c.trees])
+            weights.append(w / w.sum())
+        # Only busy links can force a longer window: weight each cell by its
+        # link's mean utilisation (1 at the bottleneck).
+        mean = sum(w @ x for w, x in zip(weights, loads)).reshape(L, Tt).sum(axis=1)
+        util = np.repeat(mean / max(float(mean.max()), 1e-300), Tt)
+        self.herd = Herding([x * util[None, :] for x in loads], weights)
+        self.allreduce = ctx.collective.kind == "allreduce"
+        if self.allreduce:
+            self.owners = sorted({c.owner for c in comms})
+            sh = np.array([max(float(ctx.shares[o]), 0.0) for o in self.owners])
+            self.share = sh / sh.sum()
+            self.of_owner = {o: [i for i, c in enumerate(comms) if c.owner == o]
+                             for o in self.owners}
+        self.slots = 0                               # chunks (allreduce: slots) placed
+        self.order = np.zeros(0, dtype=np.int64)     # commodity of each placement
+        self.slot = np.zeros(0, dtype=np.int64)      # chunk index of each placement
+        self.tree = np.zeros(0, dtype=np.int64)
+
+    def _extend(self, n: int) -> None:
+        if n <= self.slots:
+            return
+        n = max(n, 2 * self.slots)
+        new = np.arange(self.slots, n)
+        C = len(self.comms)
+        if not self.allreduce:
+            order = np.tile(np.arange(C), new.size)
+            slot = np.repeat(new, C)
+        else:
+            owner = np.array(self.owners)[stride_sequence(self.share[None, :], n)[0][new]]
+            order = np.concatenate([self.of_owner[o] for o in owner.tolist()])
+            slot = np.concatenate([np.full(len(self.of_owner[o]), s)
+                                   for s, o in zip(new.tolist(), owner.tolist())])
+        self.order = np.concatenate([self.order, order])
+        self.slot = np.concatenate([self.slot, slot])
+        self.tree = np.concatenate([self.tree, self.herd.place(order)])
+        self.slots = n
+
+    def transfers_per_replay(self, q: int) -> float:
+        """Expected transfers of one replay (trees' transfers weighted by their weights)."""
+        per = [sum(w * len(txs) for w, txs in c.trees) for c in self.comms]
+        if not self.allreduce:
+            return q * float(sum(per))
+        N = self.ctx.collective.n
+        return N * q * float(sum(self.share[self.owners.index(c.owner)] * p
+                                 for c, p in zip(self.comms, per)))
+
+    def assign(self, q: int, K: int) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+        """Per commodity and tree: (chunk ids, replays) of its chunks (``K`` replays of ``q``)."""
+        N = self.ctx.collective.n
+        per = N * q if self.allreduce else q
+        n = K * per
+        self._extend(n)
+        m = self.slot < n
+        order, slot, tree = self.order[m], self.slot[m], self.tree[m]
+        out = []
+        for i, c in enumerate(self.comms):
+            sel = order == i
+            s, tj = slot[sel], tree[sel]
+            ids = s if self.allreduce else c.shard * K * q + s
+            out.append([(ids[tj == j], s[tj == j] // per) for j in range(len(c.trees))])
+        return out
+
+
+def _alpha(ctx: _Context, rows) -> np.ndarray:
+    """Largest latency of a link used in each real step (over all trees), seconds."""
+    used = np.zeros((max(ctx.T_tot, 1), ctx.topology.n_links), dtype=bool)
+    for trees in rows:
+        for tr in trees:
+            used[tr.hop_step, tr.links] = True
+    return np.where(used, ctx.topology.latency[None, :], 0.0).max(axis=1)
+
+
+def _work(ctx: _Context, rows, assign, cb: float, K: int) -> np.ndarray:
+    """Seconds of link bandwidth per (replay, link, real step)."""
+    L, Tt = ctx.topology.n_links, ctx.T_tot
+    idx, wts = [], []
+    per_link = cb / ctx.topology.bandwidth
+    for trees, pieces in zip(rows, assign):
+        for tr, (_, reps) in zip(trees, pieces):
+            if reps.size == 0 or tr.links.size == 0:
+                continue
+            cell = tr.links * Tt + tr.hop_step
+            idx.append((reps[:, None] * (L * Tt) + cell[None, :]).ravel())
+            wts.append(np.tile(per_link[tr.links], reps.size))
+    if not idx:
+        return np.zeros((K, L, Tt))
+    w = np.bincount(np.concatenate(idx), weights=np.concatenate(wts), minlength=K * L * Tt)
+    return w.reshape(K, L, Tt)
+
+
+def _n_transfers(rows, assign) -> int:
+    return int(sum(tr.src.size * ids.size for trees, pieces in zip(rows, assign)
+                   for tr, (ids, _) in zip(trees, pieces)))
+
+
+def _choose(ctx: _Context, comms):
+    """Fewest chunks ``K q`` within ``(1 + eps) R`` (:mod:`evaluators.mcf.chunking`)."""
+    R = max(float(ctx.result.time_s), 1e-300)
+    eps, Tt, c0 = ctx.epsilon, ctx.T_tot, ctx.collective.chunks_per_npu
+    rows = _tree_rows(ctx, comms)
+    seq = _Sequencer(ctx, comms, rows)
+    alpha = _alpha(ctx, rows)
+    latency_s = float(alpha.sum())
+    target = 1.0 + eps
+    notes: list[str] = []
+    tried: dict[tuple[int, int], tuple] = {}
+
+    def evaluate(q: int, K: int):
+        est = seq.transfers_per_replay(q) * K
+        if est > ctx.max_transfers * 1.05:       # clearly over the cap: skip the placement
+            return None, int(est)
+        if (q, K) not in tried:
+            assign = seq.assign(q, K)
+            n_tx = _n_transfers(rows, assign)
+            if n_tx > ctx.max_transfers:
+                tried[q, K] = (None, n_tx)
+            else:
+                cb = ctx.collective.with_chunks(K * q).chunk_bytes
+                step_s, W, off = window_timing(_work(ctx, rows, assign, cb, K), K, alpha)
+                # Bandwidth part; latency beyond the fluid bound's allowance (its
+                # rounding to whole steps) counts against epsilon.
+                ratio = ((K - 1 + Tt * W) * step_s + float(off[-1]) - latency_s) / R
+                plan = ChunkPlan(q, K, W, step_s, K * step_s / R - 1.0, ratio, n_tx,
+                                 ratio <= target * (1 + EPS_TOL), "",
+                                 tuple(float(x) for x in off))
+                tried[q, K] = (plan, assign)
+        return tried[q, K]
+
+    best = None
+    fallback = None
+    for q in range(1, MAX_SPLIT + 1):
+        mult = c0 // math.gcd(c0, q)
+        K = replays_lower_bound(Tt, eps, mult)
+        if best is not None and K * q >= best[0].chunks:
+            break
+        lo = 0
+        for _ in range(12):
+            plan, assign = evaluate(q, K)
+            if plan is None:
+                notes.append(f"q={q} would need more than K={K} replays (over the cap of "
+                             f"{ctx.max_transfers} transfers)")
+                # Nothing fits yet: the most replays within the cap is the best reached.
+                fit = mult * int(K * ctx.max_transfers / assign / mult)
+                while fallback is None and fit >= mult:
+                    p2, a2 = evaluate(q, fit)
+                    if p2 is not None:
+                        fallback = (p2, a2)
+                    fit = mult * int(fit * 0.9 / mult)
+                break
+            if fallback is None or plan.ratio < fallback[0].ratio:
+                fallback = (plan, assign)
+            if plan.ok:
+                # The growth step may overshoot: bisect down to the fewest replays that pass.
+                while K - lo > mult:
+                    mid = mult * ((lo + K) // (2 * mult))
+                    if mid <= lo:
+                        break
+                    p2, a2 = evaluate(q, mid)
+                    if p2 is not None and p2.ok:
+                        K, plan, assign = mid, p2, a2
+                    else:
+                        lo = mid
+                if best is None or plan.chunks < best[0].chunks:
+                    best = (plan, assign)
+                break
+            lo = K
+            room = target / (1.0 + plan.delta) - 1.0
+            extra = (plan.offsets_s[-1] - latency_s) / plan.step_s
+            grow = math.ceil((Tt * plan.window + extra - 1) / room) if room > 0 else 2 * K
+            K = mult * math.ceil(max(grow, K + 1) / mult)
+    if best is not None:
+        plan, assign = best
+        why = (f"K={plan.replays} replays of q={plan.split} chunk(s) per shard: the fewest "
+               f"chunks found whose pipeline fill (T_tot W - 1)/K = ({Tt}x{plan.window} - 1)/"
+               f"{plan.replays} and rounding {max(plan.delta, 0.0):.2e} fit eps={eps:g}")
+        return ChunkPlan(plan.split, plan.replays, plan.window, plan.step_s, plan.delta,
+                         plan.ratio, plan.transfers, True, why, plan.offsets_s), assign
+    if fallback is None:
+        raise InfeasibleError(f"max_transfers={ctx.max_transfers} is fewer than one replay "
+                              f"of the {ctx.collective.kind} needs")
+    plan, assign = fallback
+    why = (f"cannot reach eps={eps:g}: best {plan.ratio:.4f} x R with q={plan.split}, "
+           f"K={plan.replays}, W={plan.window} (rounding {plan.delta:.2e})")
+    if notes:
+        why += "; " + notes[-1]
+    return ChunkPlan(plan.split, plan.replays, plan.window, plan.step_s, plan.delta, plan.ratio,
+                     plan.transfers, False, why, plan.offsets_s), assign
+
+
+def _better(a: ChunkPlan, b: ChunkPlan) -> bool:
+    """Within epsilon first, then fewer chunks (or, both missing, a better ratio)."""
+    if a.ok != b.ok:
+        return a.ok
+    if a.ok:
+        return a.chunks < b.chunks
+    return a.ratio < b.ratio
 
 
 #: Kinds whose blocks are copy trees of single origins (the tree master's scope;
@@ -649,93 +920,57 @@ def _tree_master(result, topology, comms):
     return out
 
 
-def _template(result, collective, comms, cnt, q: int, T: int, allreduce: bool):
-    """Transfers of replay 0: chunk ids, ends, real steps, ops and link paths."""
-    owner_first = {}
-    if allreduce:
-        per_owner = {}
-        for c, n in zip(comms, cnt):
-            per_owner.setdefault(c.owner, int(n.sum()))
-        acc = 0
-        for o in sorted(per_owner):
-            owner_first[o] = acc
-            acc += per_owner[o]
-    rows = []   # (chunk identity, src, dst, first real step, end step, op, links)
-    for c, n in zip(comms, cnt):
-        fl = result.flows[c.block]
-        offset = T if (allreduce and fl.phase == "allgather") else 0
-        op = REDUCE if (fl.reversed and collective.kind in REDUCING_KINDS) else COPY
-        first = owner_first[c.owner] if allreduce else 0
-        starts = np.concatenate([[0], np.cumsum(n)])
-        for j, (_, txs) in enumerate(c.trees):
-            for i in range(int(starts[j]), int(starts[j + 1])):
-                ident = (first + i) if allreduce else (c.shard, i)
-                for tx in txs:
-                    if fl.reversed:
-                        rows.append((ident, tx.head, tx.tail, offset + T - tx.t1,
-                                     offset + T - tx.t0, op, tx.links[::-1]))
-                    else:
-                        rows.append((ident, tx.tail, tx.head, offset + tx.t0, offset + tx.t1,
-                                     op, tx.links))
-    return rows
-
-
-def _timed(topology, collective, result, rows, K: int, q: int, T_tot: int, delta: float,
-           delta_max: float, n_trees: int, epsilon: float, stride: int) -> Schedule:
-    """Replays ``k = 0..K-1`` of the template, timed as in the module docstring."""
+def _timed(ctx: _Context, comms, assign, plan: ChunkPlan, n_trees: int) -> Schedule:
+    """All transfers, timed by windows (:mod:`evaluators.mcf.chunking`)."""
+    collective, result = ctx.collective, ctx.result
+    K, q, W, Tt = plan.replays, plan.split, plan.window, ctx.T_tot
     coll = collective.with_chunks(K * q)
-    c = K * q
-    cb = coll.chunk_bytes
-    L = topology.n_links
-    n = len(rows)
-    ident = [r[0] for r in rows]
-    if collective.kind == "allreduce":
-        chunk0 = np.array(ident, dtype=np.int64)
-    else:
-        chunk0 = np.array([s * c + i for s, i in ident], dtype=np.int64).reshape(-1)
-    src = np.array([r[1] for r in rows], dtype=np.int64)
-    dst = np.array([r[2] for r in rows], dtype=np.int64)
-    rs = np.array([r[3] for r in rows], dtype=np.int64)
-    re = np.array([r[4] for r in rows], dtype=np.int64)
-    op = np.array([r[5] for r in rows], dtype=np.int8)
-    lengths = np.array([len(r[6]) for r in rows], dtype=np.int64)
-    links = np.fromiter((l for r in rows for l in r[6]), dtype=np.int64, count=int(lengths.sum()))
-    hop_step = np.repeat(rs, lengths) + (np.arange(links.size) - np.repeat(
-        np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths))
-    load = np.zeros((max(T_tot, 1), L))
-    np.add.at(load, (hop_step, links), 1.0)
-    per_link = load.sum(axis=0) * cb / topology.bandwidth
-    step_s = float(per_link.max()) if n else 0.0
-    step_s *= 1.0 + 1e-12          # float sums: keep every step within capacity
-    alpha = np.where(load > 0, topology.latency[None, :], 0.0).max(axis=1)
-    A = np.concatenate([[0.0], np.cumsum(alpha)])
-    k = np.repeat(np.arange(K), n)
-    rs_k, re_k = np.tile(rs, K), np.tile(re, K)
-    start = (k + rs_k) * step_s + A[rs_k]
-    end = (k + re_k) * step_s + A[re_k]
-    chunk = np.tile(chunk0, K) + k * stride
-    ptr = np.concatenate([[0], np.cumsum(np.tile(lengths, K))])
+    rows = _tree_rows(ctx, comms)
+    parts = {k: [] for k in ("chunk", "k", "src", "dst", "rs", "re", "op", "len", "links",
+                             "hop")}
+    for trees, pieces in zip(rows, assign):
+        for tr, (ids, reps) in zip(trees, pieces):
+            n, r = ids.size, tr.src.size
+            if n == 0 or r == 0:
+                continue
+            parts["chunk"].append(np.repeat(ids, r))
+            parts["k"].append(np.repeat(reps, r))
+            for key, arr in (("src", tr.src), ("dst", tr.dst), ("rs", tr.rs), ("re", tr.re),
+                             ("len", tr.lengths)):
+                parts[key].append(np.tile(arr, n))
+            parts["op"].append(np.full(n * r, tr.op, dtype=np.int8))
+            parts["links"].append(np.tile(tr.links, n))
+            parts["hop"].append(np.tile(tr.hop_step, n))
+    cat = {k: (np.concatenate(v) if v else np.zeros(0, dtype=np.int64)) for k, v in parts.items()}
+    off = np.asarray(plan.offsets_s, dtype=float)
+    s = plan.step_s
+    k, rs, re = cat["k"], cat["rs"], cat["re"]
+    start = (k + rs * W) * s + off[rs]
+    end = (k + re * W) * s + off[re]
+    ptr = np.concatenate([[0], np.cumsum(cat["len"])]).astype(np.int64)
     R = float(result.time_s)
-    latency_s = float(A[-1])
-    plan = DiscretePlan(K, q, T_tot, step_s, latency_s, float(delta), float(delta_max), n_trees)
+    latency_s = float(_alpha(ctx, rows).sum())
+    delta_max = (1 + ctx.epsilon) / (1 + (Tt * W - 1) / K) - 1
+    dplan = DiscretePlan(K, q, Tt, s, latency_s, float(plan.delta), float(delta_max), n_trees,
+                         W)
     meta = dict(algorithm="mcf", link_model="shared", fluid_time_s=R,
                 optimal=bool(result.optimal), dual_gap=float(result.dual_gap),
-                epsilon=float(epsilon), within_epsilon=bool(delta <= delta_max + 1e-9),
-                bound_s=R * (1 + epsilon) + latency_s, switch_model=result.switch_model,
-                fluid_steps=int(result.steps), **plan.__dict__)
-    return Schedule(coll, chunk=chunk, src=np.tile(src, K), dst=np.tile(dst, K), path_ptr=ptr,
-                    path_links=np.tile(links, K), start=start, end=end, op=np.tile(op, K),
+                epsilon=float(ctx.epsilon), within_epsilon=bool(plan.ok),
+                bound_s=R * (1 + ctx.epsilon) + latency_s, switch_model=result.switch_model,
+                fluid_steps=int(result.steps), **dplan.__dict__)
+    return Schedule(coll, chunk=cat["chunk"], src=cat["src"], dst=cat["dst"], path_ptr=ptr,
+                    path_links=cat["links"], start=start, end=end, op=cat["op"].astype(np.int8),
                     metadata=meta)
 
 
 # ------------------------------------------------------------------ the `mcf` method
 @register_algorithm("mcf", kinds=KINDS, options=("epsilon", "switch_model", "steps",
-                                                  "decomposition"),
+                                                  "decomposition", "max_transfers"),
                     summary="fluid multicommodity-flow optimum (thesis LP 4.2/3.16), "
                             "discretised by Theorem 4")
 def synthesize_mcf(topology, collective: Collective, *, epsilon: float = 0.1,
                    switch_model: str | None = None, steps: int | None = None,
-                   decomposition: str = "none") -> Schedule:
+                   decomposition: str = "none", max_transfers: int = MAX_TRANSFERS) -> Schedule:
     """Bandwidth-optimal schedule within ``epsilon`` of the fluid optimum.
 
     Parameters
@@ -756,11 +991,15 @@ def synthesize_mcf(topology, collective: Collective, *, epsilon: float = 0.1,
         column generation (``"dw"``, thesis Sec. 5.1) or by Mirrored
         Dantzig-Wolfe (``"mirrored"``, Sec. 5.2); see
         :mod:`evaluators.mcf.dantzig_wolfe`.
+    max_transfers : int, optional
+        Cap on the schedule's transfers (see :func:`discretize`).
 
     Returns
     -------
     Schedule
-        See :func:`discretize`; ``metadata["algorithm"] == "mcf"``.
+        See :func:`discretize`; ``metadata["algorithm"] == "mcf"``;
+        ``metadata["within_epsilon"]`` is False (and ``chunk_reason`` says
+        why) when no chunking within the cap reaches ``(1 + epsilon) R``.
 
     Examples
     --------
@@ -775,4 +1014,5 @@ def synthesize_mcf(topology, collective: Collective, *, epsilon: float = 0.1,
         raise invalid("decomposition", decomposition, f"one of {', '.join(DECOMPOSITIONS)}")
     result = fluid_optimum(topology, collective, steps=steps, switch_model=switch_model,
                            decomposition=decomposition)
-    return discretize(result, topology, collective, epsilon=epsilon)
+    return discretize(result, topology, collective, epsilon=epsilon,
+                      max_transfers=max_transfers)
