@@ -66,12 +66,8 @@ class Knob:
     options: Callable[[Strategy, Workload], list[Strategy]]
 
 
-def _powers(start: int, limit: int) -> list[int]:
-    out, v = [], start
-    while v <= limit:
-        out.append(v)
-        v *= 2
-    return out
+#: Micro-batch counts tried per (tp, pp) (the smallest divisors of the replica's batch).
+_MAX_MICROBATCH_OPTIONS = 24
 
 
 def _microbatches(s: Strategy, w: Workload) -> list[Strategy]:
@@ -80,9 +76,10 @@ def _microbatches(s: Strategy, w: Workload) -> list[Strategy]:
     # pipelining this is gradient accumulation (one micro-batch in flight).
     per_replica = w.batch_size // s.dp if w.batch_size % s.dp == 0 else 0
     out = [replace(s, microbatches=None)]
-    for m in _powers(2 * s.pp if s.pp > 1 else 2, per_replica):
-        if per_replica % m == 0:
-            out.append(replace(s, microbatches=m))
+    # Divisors of the replica's batch, at least pp (a full 1F1B pipeline) and above the
+    # default (pp micro-batches; 1 without pipelining), ascending.
+    divisors = [m for m in range(s.pp + 1, per_replica + 1) if per_replica % m == 0]
+    out += [replace(s, microbatches=m) for m in divisors[:_MAX_MICROBATCH_OPTIONS]]
     return out
 
 

@@ -60,7 +60,7 @@ def test_search_on_a_tiny_system_finds_the_brute_force_best():
 
 def test_trial_is_deterministic_and_records_start_search_and_collectives():
     mix = (WorkloadItem("resnet50"), WorkloadItem("bert"))
-    p = SweepPoint("torus", 9, 4, RATE, workloads=mix, search_evaluations=6, seed=1)
+    p = SweepPoint("torus", 16, 4, RATE, workloads=mix, search_evaluations=6, seed=1)
     a, b = evaluate_trial(p), evaluate_trial(p)
     assert a.status == "complete", a.reason
     keys = ("iteration_time_s", "start_iteration_time_s", "search_evaluations", "strategy",
@@ -74,7 +74,7 @@ def test_trial_is_deterministic_and_records_start_search_and_collectives():
     assert m["server_bandwidth_Bps"] == pytest.approx(4 * RATE)
     rows = m["strategies"]
     assert [r["workload"] for r in rows] == ["resnet50", "bert"]
-    assert all(isinstance(r["dp"], int) and r["dp"] * r["tp"] * r["pp"] == 72 for r in rows)
+    assert all(isinstance(r["dp"], int) and r["dp"] * r["tp"] * r["pp"] == 128 for r in rows)
 
 
 def test_llm_that_does_not_fit_in_data_parallelism_gets_a_model_parallel_strategy():
@@ -88,11 +88,11 @@ def test_llm_that_does_not_fit_in_data_parallelism_gets_a_model_parallel_strateg
 
 
 def test_search_off_keeps_the_given_strategy():
-    item = WorkloadItem("resnet50", strategy="dp=32,tp=2")
-    o = evaluate_trial(SweepPoint("torus", 9, 4, RATE, workloads=(item,), search_evaluations=0))
-    # 9 servers x 8 GPUs = 72: dp=32,tp=2 uses 64 -> pruned naming the GPU count
+    item = WorkloadItem("bert", strategy="dp=32,tp=2")
+    o = evaluate_trial(SweepPoint("torus", 16, 4, RATE, workloads=(item,), search_evaluations=0))
+    # 16 servers x 8 GPUs = 128: dp=32,tp=2 uses 64 -> pruned naming the GPU count
     assert o.status == "pruned" and "uses 64 GPUs" in o.reason
-    item = WorkloadItem("resnet50", strategy="dp=36,tp=2")
-    o = evaluate_trial(SweepPoint("torus", 9, 4, RATE, workloads=(item,), search_evaluations=0))
-    assert o.status == "complete" and o.metrics["strategy"].startswith("dp=36,tp=2")
+    item = WorkloadItem("bert", strategy="dp=64,tp=2")
+    o = evaluate_trial(SweepPoint("torus", 16, 4, RATE, workloads=(item,), search_evaluations=0))
+    assert o.status == "complete" and o.metrics["strategy"].startswith("dp=64,tp=2")
     assert o.metrics["search_evaluations"] == 1

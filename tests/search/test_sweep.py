@@ -129,7 +129,9 @@ def test_tiny_sweep_records_resume_and_refusals(tmp_path, ray_cluster):
             assert row["status"] == "pruned" and "even degree" in row["reason"]
         else:
             assert row["status"] == "complete" and row["cost_usd"] > 0
-            assert row["strategy"] == "dp=64" and row["gpus"] == 64
+            s = row["strategies"][0]
+            assert row["strategy"] == s["text"] and row["gpus"] == 64
+            assert s["dp"] * s["tp"] * s["pp"] == 64
     storage = optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(res.journal_path)))
     study = optuna.load_study(study_name="t", storage=storage)
@@ -285,3 +287,22 @@ def test_grid_sampler_strategy_search_and_storage_url(tmp_path, ray_cluster):
         results_dir=tmp_path)
     assert full.records == 2 and full.failed == 0
     assert sorted(load_records(tmp_path / "g2")["family"]) == ["ideal", "torus"]
+
+
+def test_records_do_not_depend_on_the_worker_count(tmp_path, ray_cluster):
+    # The same grid sweep with the per-trial strategy search and `best` collectives, one
+    # trial at a time and two at a time: identical records but for timings.
+    base = {"study": "w1", "workloads": [{"name": "resnet50"}, {"name": "bert"}],
+            "sampler": "grid", "trials": 3, "seed": 5,
+            "space": {"families": ["ideal", "torus", "expander"], "servers": 8, "degree": 2,
+                      "link_rate": "100Gbps", "strategy_search": {"evaluations": 4}}}
+    one = parse_sweep_spec({**base, "max_in_flight": 1})
+    two = parse_sweep_spec({**base, "study": "w2", "max_in_flight": 2})
+    run_sweep(one, results_dir=tmp_path)
+    run_sweep(two, results_dir=tmp_path)
+    cols = ["trial", "status", "reason", "family", "iteration_time_s", "start_iteration_time_s",
+            "strategy", "search_evaluations", "collective_algorithms_json"]
+    a = load_records(tmp_path / "w1")[cols]
+    b = load_records(tmp_path / "w2")[cols]
+    assert (a["status"] == "complete").any()
+    pd.testing.assert_frame_equal(a, b)
