@@ -79,7 +79,7 @@ from typing import Any
 
 import numpy as np
 
-from codesign.errors import InvalidSpecError, invalid
+from codesign.errors import CodesignError, InvalidSpecError, invalid
 from evaluators.iteration.phase import DEFAULT_RTOL, flow_phase, route_table
 
 __all__ = ["System", "CommCost", "CommTimer", "intra_ring_time", "SIZE_FREE", "ROUTINGS",
@@ -466,7 +466,8 @@ class CommTimer:
         for name in names:
             try:
                 sched = synthesize(self.topology, coll, method=name)
-            except InvalidSpecError as exc:
+            except CodesignError as exc:   # refuses this fabric or this group (TACOS
+                # does not relay through non-participants): not a candidate here
                 skipped[name] = f"inapplicable: {str(exc).splitlines()[0][:200]}"
                 continue
             got = sched.collective   # a synthesizer may pick its own chunking

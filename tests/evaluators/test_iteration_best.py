@@ -41,7 +41,9 @@ def test_skips_are_recorded_with_reasons():
     topo = from_spec("fattree:k=4,bw=100Gbps")
     names, skipped = best_candidates(topo, "allreduce", 16)
     assert "ring" in names and "themis" in skipped and "multi-dimensional" in skipped["themis"]
-    assert "mcf" in skipped and "LP variables" in skipped["mcf"]
+    assert "mcf" in skipped and "switched fabric" in skipped["mcf"]
+    _, big = best_candidates(from_spec("torus:8x8"), "allreduce", 64)
+    assert "LP variables" in big["mcf"]
     _, tight = best_candidates(topo, "allreduce", 16, time_limit_s=1e-9)
     assert "tacos" in tight and "time estimate" in tight["tacos"]
 
@@ -55,3 +57,15 @@ def test_evaluate_accepts_best_and_it_is_never_slower_than_ring():
                  routing="auto")
     assert b.collective_method == "best"
     assert b.iteration_time_s <= r.iteration_time_s * (1 + 1e-9)
+
+
+def test_a_synthesizer_that_refuses_a_subset_group_is_skipped():
+    # TACOS does not relay through non-participants: on a sparse subset of a torus it
+    # refuses (InfeasibleError); best must fall back to the others and say why.
+    topo = from_spec("torus:4x4,bw=100Gbps")
+    sysm = System(topo, 64, 4, True, 4.5e11)
+    nodes = (0, 5, 10, 15)
+    t = CommTimer(sysm, BEST, "flow").inter_collective("allreduce", nodes, 8e6).time_s
+    choice = [c for c in best_choices(topo) if c.nodes == 4][-1]
+    assert t > 0 and choice.algorithm in choice.times_s
+    assert all(reason for reason in choice.skipped.values())
