@@ -43,8 +43,8 @@ import numpy as np
 from codesign.errors import CodesignError, InfeasibleError, invalid
 from search.strategy_space import Candidate
 
-__all__ = ["SearchBudget", "WorkloadPlan", "WorkloadChoice", "best_strategies", "weighted_time", "topoopt_fabric",
-           "alternate_topoopt", "mfu"]
+__all__ = ["SearchBudget", "WorkloadPlan", "WorkloadChoice", "best_strategies",
+           "weighted_time", "topoopt_fabric", "alternate_topoopt", "mfu"]
 
 
 @dataclass(frozen=True)
@@ -273,7 +273,8 @@ def alternate_topoopt(servers: int, degree: int, bandwidth_Bps: float,
     Round 0: the strategy search of every workload on the current TopologyFinder
     fabric (:func:`best_strategies`); round ``r``: TopologyFinder on the found
     strategies' mix demand; the new fabric is kept when the mix's weighted time on it
-    (same strategies) is lower, and the strategies are searched again on it.  Stops when a round gains less than ``tolerance``
+    (same strategies) is lower, and the strategies are searched again on it.  Stops when
+    a round gains less than ``tolerance``
     (relative) or after ``rounds`` rounds.  With ``budget=None`` it is one TopologyFinder
     call on the starts' demand (a fixed-strategy trial).
 

@@ -3,8 +3,9 @@
 ``codesign sweep CONFIG.yaml`` and ``codesign quickstart`` call :func:`run_sweep`
 with a :class:`search.sweep_spec.SweepSpec`.  Each trial is one design point
 (:class:`SweepPoint`: topology family, servers, degree, link rate, GPU type,
-collective method, optionally the tensor/pipeline degrees) evaluated by
-:func:`evaluate_trial` in a Ray task; its record goes to the study's Parquet
+collective method, the strategy-search budget) evaluated by :func:`evaluate_trial` in a
+Ray task (which co-designs the strategies of the mix on the trial's fabric,
+:mod:`search.per_fabric`); its record goes to the study's Parquet
 folder through :class:`codesign.records.RecordWriter`.  DESIGN.md section 7 is
 the contract: Ray embedded locally by default (an address joins a cluster),
 Optuna ask/tell driven by this loop, a journal file as storage (any Optuna URL

@@ -268,7 +268,12 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
         (no such topology), ``budget exceeded`` (checked before any timing) or
         ``memory``/``strategy`` (the strategy does not fit in GPU memory or uses
         another number of GPUs) or ``inapplicable`` (the strategy or collective
-        method does not apply to this workload or topology).
+        method does not apply to this workload or topology).  A complete outcome also
+        carries the co-design fields: ``strategies`` (typed, one per workload),
+        ``start_iteration_time_s`` (the feasible starts: the fixed-strategy answer),
+        ``search_evaluations``, ``mfu``, ``server_bandwidth_Bps`` and, with
+        ``collective_method="best"``, ``collective_algorithms_json`` and
+        ``collective_gain_over_ring``.
 
     Notes
     -----

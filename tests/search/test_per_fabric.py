@@ -13,7 +13,6 @@ from codesign.workloads import Strategy, get_hardware, get_workload
 from evaluators.iteration import evaluate
 from search.feasible import feasible_start
 from search.per_fabric import SearchBudget, WorkloadPlan, best_strategies
-from search.strategy_space import Candidate
 from search.sweep_spec import WorkloadItem
 from search.sweep_trial import SweepPoint, evaluate_trial
 from topologies.registry import from_spec
