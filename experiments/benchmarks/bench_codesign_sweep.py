@@ -22,8 +22,8 @@ Prints a table and appends it to ``experiments/benchmarks/RESULTS.md``.
 
 Usage::
 
-    python experiments/benchmarks/bench_codesign_sweep.py [--trials 12] [--servers 16]
-        [--evaluations 8] [--no-append]
+    python experiments/benchmarks/bench_codesign_sweep.py [--trials 12] [--servers 64]
+        [--evaluations 16] [--no-append]
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def spec(trials: int, servers: int, evaluations: int, workers: int):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=12)
-    ap.add_argument("--servers", type=int, default=16)
-    ap.add_argument("--evaluations", type=int, default=8)
+    ap.add_argument("--servers", type=int, default=64)
+    ap.add_argument("--evaluations", type=int, default=16)
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--no-append", action="store_true")
     args = ap.parse_args(argv)
