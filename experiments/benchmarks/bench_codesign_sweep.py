@@ -7,10 +7,13 @@ the projected scaling to a 64-node cluster from the measured per-trial costs.
 Setup: a grid sweep (the same trials for every worker count) of ``--trials`` designs
 over torus / expander / ideal / leafspine / perms / topoopt fabrics of ``--servers``
 servers x 8 A100-80, degree 2-4, 100/400 Gbps, for the mix ResNet-50 + BERT, with
-``strategy_search: {evaluations: E}`` and ``collective_method: best``.  ``max_in_flight``
-is the worker count and the local Ray instance gets that many CPUs (started before the
-clock, so Ray start-up is excluded; worker start-up is included).  The records of the
-runs must be identical apart from timings: the table says whether they are.
+``strategy_search: {evaluations: E}`` and ``collective_method: best``.  The specification
+is the same for every worker count (``max_in_flight: --in-flight``, default 4: trials
+queued on Ray beyond the workers keep every worker busy while the driver waits to tell
+an earlier, slower trial in order); the local Ray instance gets ``workers`` CPUs
+(started before the clock, so Ray start-up is excluded; worker start-up, i.e. imports,
+is included).  The records of the runs must be identical apart from timings: the table
+says whether they are.
 
 Projection to ``N`` nodes of ``c`` cores: the sweep's wall time is the driver's serial
 time per trial (ask/tell, records: measured as wall - sum(trial durations) / workers
@@ -48,7 +51,7 @@ COMPARED = ("trial", "status", "family", "degree", "link_bandwidth_Bps", "iterat
             "start_iteration_time_s", "strategy", "search_evaluations", "cost_usd")
 
 
-def spec(trials: int, servers: int, evaluations: int, workers: int):
+def spec(trials: int, servers: int, evaluations: int, workers: int, in_flight: int):
     return parse_sweep_spec({
         "study": f"bench-w{workers}",
         "workloads": [{"name": "resnet50", "weight": 1}, {"name": "bert", "weight": 1}],
@@ -56,7 +59,7 @@ def spec(trials: int, servers: int, evaluations: int, workers: int):
                   "servers": servers, "degree": [2, 4], "link_rate": ["100Gbps", "400Gbps"],
                   "collective_method": "best",
                   "strategy_search": {"evaluations": evaluations, "restarts": 1}},
-        "sampler": "grid", "trials": trials, "max_in_flight": workers, "seed": 0,
+        "sampler": "grid", "trials": trials, "max_in_flight": in_flight, "seed": 0,
         "batch_size": 4, "trial_timeout_s": 3600})
 
 
@@ -66,6 +69,7 @@ def main(argv=None) -> int:
     ap.add_argument("--servers", type=int, default=64)
     ap.add_argument("--evaluations", type=int, default=16)
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--in-flight", type=int, default=4)
     ap.add_argument("--no-append", action="store_true")
     args = ap.parse_args(argv)
     import ray
@@ -78,8 +82,8 @@ def main(argv=None) -> int:
                      logging_level="ERROR")
             try:
                 t0 = time.perf_counter()
-                res = run_sweep(spec(args.trials, args.servers, args.evaluations, w),
-                                results_dir=root)
+                res = run_sweep(spec(args.trials, args.servers, args.evaluations, w,
+                                     args.in_flight), results_dir=root)
                 walls[w] = time.perf_counter() - t0
             finally:
                 ray.shutdown()
@@ -99,7 +103,7 @@ def main(argv=None) -> int:
     serial = max(0.0, walls[base] - float(durations.sum()) / base) / len(f)
     rows = [("sweep", f"{args.trials} grid trials, {args.servers} servers x 8 A100-80, "
                       f"resnet50 + bert, collective_method best, strategy_search "
-                      f"{{evaluations: {args.evaluations}}}"),
+                      f"{{evaluations: {args.evaluations}}}, max_in_flight {args.in_flight}"),
             ("trials (complete / pruned / failed)",
              f"{len(f)} ({len(done)} / {int((f['status'] == 'pruned').sum())} / "
              f"{int((f['status'] == 'failed').sum())})"),
