@@ -629,7 +629,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     try:
         result = run_whatif(parse_budgets(args.budget), servers=servers, workloads=mix,
                             gpu=args.gpu, collective_method=args.collective_method,
-                            search=search, finalists=args.finalists,
+                            search=search, finalists=args.finalists, workers=args.workers,
                             progress=progress.update if progress else None)
     finally:
         if progress is not None:
@@ -821,6 +821,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "0: feasible starts only, no search)")
     p.add_argument("--finalists", type=int, default=3,
                    help="fabrics per budget that get the strategy search (default 3)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="processes timing fabrics in parallel (default 2; same answer for any)")
     p.add_argument("--collective-method", default="best",
                    help="best (default: the fastest valid synthesizer per collective), auto, "
                         "or an algorithm name")

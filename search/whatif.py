@@ -224,8 +224,8 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                link_rates_Bps: tuple[float, ...] = DEFAULT_LINK_RATES_BPS,
                collective_method: str = "best", leafspine_oversub: float = 2.0,
                search: SearchBudget | None = DEFAULT_SEARCH, finalists: int = 3,
-               seed: int = 0, progress: Callable[[int, int], Any] | None = None
-               ) -> WhatIfResult:
+               seed: int = 0, progress: Callable[[int, int], Any] | None = None,
+               workers: int = 1) -> WhatIfResult:
     """Best co-designed fabric per budget (see the module docstring).
 
     Parameters
@@ -251,6 +251,9 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         Fabrics per budget that get the search (>= 1).
     progress : callable, optional
         ``progress(done, total)`` after every timed fabric.
+    workers : int, optional
+        Processes timing fabrics in parallel (forked; 1: in this process).  The answer
+        is the same for any value.
 
     Returns
     -------
@@ -274,6 +277,8 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         raise invalid("whatif servers", servers, "an integer >= 2")
     if isinstance(finalists, bool) or not isinstance(finalists, int) or finalists < 1:
         raise invalid("whatif finalists", finalists, "an integer >= 1")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise invalid("whatif workers", workers, "an integer >= 1")
     hardware = get_hardware(gpu)
     budgets = parse_budgets(list(budgets))
     mix = parse_mix(workloads) if isinstance(workloads, str) else tuple(workloads)
@@ -340,9 +345,24 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         if progress is not None:
             progress(done, total)
 
-    def run(key, searched: bool) -> None:
-        p = point(*key, searched)
-        out = evaluate_trial(p)
+    def run_all(keys, searched: bool) -> None:
+        """Time ``keys`` (in this process, or ``workers`` forked processes); the results
+        are gathered by key, so they do not depend on the worker count."""
+        points = [point(*key, searched) for key in keys]
+        if workers > 1 and len(points) > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            ctx = multiprocessing.get_context("fork")   # children inherit the imports
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+                outs = pool.map(evaluate_trial, points)
+                for key, p, out in zip(keys, points, outs):
+                    record(key, p, out)
+        else:
+            for key, p in zip(keys, points):
+                record(key, p, evaluate_trial(p))
+
+    def record(key, p: SweepPoint, out: TrialOutcome) -> None:
         if out.status == "complete":
             results[key] = (p, out)
         else:
@@ -351,8 +371,7 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         tick()
 
     # 4. Screen with the feasible starts, then search the finalists of every budget.
-    for key in order:
-        run(key, False)
+    run_all(order, False)
     searched: set = set()
     if search is not None or collective_method != "auto":
         pool: set = set()
@@ -362,12 +381,13 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                                                by_key[k][0], k))
             pool |= set(affordable[:finalists])
         total = len(order) + len(pool)
-        for key in sorted(pool, key=lambda k: (by_key[k][0], k)):
-            screened = results[key]
-            run(key, True)
+        keys = sorted(pool, key=lambda k: (by_key[k][0], k))
+        screened = {k: results[k] for k in keys}
+        run_all(keys, True)
+        for key in keys:
             searched.add(key)
             if key not in results:   # the search failed where the start ran: keep the start
-                results[key] = screened
+                results[key] = screened[key]
     if not results:
         raise InfeasibleError(f"no fabric of the grid can run the mix on {servers} servers of "
                               f"{gpu} (pruned: {reasons})")

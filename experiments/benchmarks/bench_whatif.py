@@ -2,7 +2,8 @@
 
 Runs ``codesign whatif --budget 50k,200k,1M --servers 128 --mix resnet50:2,bert:1`` as a
 library call (:func:`search.whatif.run_whatif`, the CLI's defaults: collective method
-``best``, strategy search with the default evaluations on the finalists) and, with
+``best``, strategy search with the default evaluations on the finalists, 2 worker
+processes) and, with
 ``--llm``, the issue's LLM question ``--gpus 1024 --gpu H100 --workload llama3-70b
 --budget 5e6,1e7,2e7``.  Reports the wall time, how many fabrics were priced, timed and
 searched, and the answers.  The clock includes imports of the evaluators but not of
@@ -13,7 +14,7 @@ Prints a table and appends it to ``experiments/benchmarks/RESULTS.md``.
 Usage::
 
     python experiments/benchmarks/bench_whatif.py [--llm] [--finalists 3] [--evaluations 12]
-        [--no-append]
+        [--workers 2] [--no-append]
 """
 
 from __future__ import annotations
@@ -29,18 +30,19 @@ from results_file import append_result, markdown_table, print_rows  # noqa: E402
 TARGET_S = 60.0
 
 
-def run(label, budgets, servers, mix, gpu, finalists, evaluations):
+def run(label, budgets, servers, mix, gpu, finalists, evaluations, workers):
     from search.per_fabric import SearchBudget
     from search.whatif import format_whatif, parse_mix, run_whatif
 
     t0 = time.perf_counter()
     res = run_whatif(budgets, servers=servers, workloads=parse_mix(mix), gpu=gpu,
-                     finalists=finalists,
+                     finalists=finalists, workers=workers,
                      search=SearchBudget(evaluations) if evaluations else None)
     wall = time.perf_counter() - t0
     print(format_whatif(res), flush=True)
     rows = [(f"{label}: wall s", f"{wall:.1f} (target < {TARGET_S:g} s: "
                                  f"{'met' if wall < TARGET_S else 'MISSED'})"),
+            (f"{label}: worker processes", str(workers)),
             (f"{label}: fabrics priced / timed / searched",
              f"{res.evaluated} / {res.timed} / {res.searched}"),
             (f"{label}: not timed or not complete", ", ".join(
@@ -62,13 +64,14 @@ def main(argv=None) -> int:
     ap.add_argument("--llm", action="store_true", help="also the llama3-70b question")
     ap.add_argument("--finalists", type=int, default=3)
     ap.add_argument("--evaluations", type=int, default=12)
+    ap.add_argument("--workers", type=int, default=2, help="the CLI's default")
     ap.add_argument("--no-append", action="store_true")
     args = ap.parse_args(argv)
     rows = run("README mix", (5e4, 2e5, 1e6), 128, "resnet50:2,bert:1", "A100-80",
-               args.finalists, args.evaluations)
+               args.finalists, args.evaluations, args.workers)
     if args.llm:
         rows += run("llama3-70b", (5e6, 1e7, 2e7), 128, "llama3-70b", "H100", args.finalists,
-                    args.evaluations)
+                    args.evaluations, args.workers)
     print_rows(rows)
     if not args.no_append:
         cmd = "python experiments/benchmarks/bench_whatif.py " + " ".join(

@@ -156,3 +156,13 @@ def test_parsers_never_raise_other_errors(text):
             assert "\n" not in str(exc)
         else:
             assert len(out) >= 1
+
+
+def test_answer_does_not_depend_on_the_worker_count():
+    from search.per_fabric import SearchBudget
+
+    kw = dict(servers=16, workloads=MIX, search=SearchBudget(3), finalists=1, **GRID)
+    one = run_whatif((2e5, 1e9), workers=1, **kw).to_dict()
+    two = run_whatif((2e5, 1e9), workers=2, **kw).to_dict()
+    one.pop("seconds"), two.pop("seconds")
+    assert one == two
