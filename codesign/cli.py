@@ -707,13 +707,18 @@ def _cmd_quickstart(args: argparse.Namespace) -> int:
 class _progress_bar:
     """A rich progress bar on stderr, fed with one call per finished trial."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, label: str = "trials") -> None:
         from rich.console import Console
-        from rich.progress import Progress
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn, TimeRemainingColumn)
 
-        self._progress = Progress(console=Console(stderr=True), transient=True)
+        # done/total and an ETA (rich estimates it from the completion rate).
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                  MofNCompleteColumn(), TimeElapsedColumn(),
+                                  TextColumn("ETA"), TimeRemainingColumn(),
+                                  console=Console(stderr=True), transient=True)
         self._progress.start()
-        self._task = self._progress.add_task("trials", total=total)
+        self._task = self._progress.add_task(label, total=total)
 
     def update(self, done: int | None = None, total: int | None = None, *_: Any) -> None:
         if done is None:
@@ -740,13 +745,22 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             progress.close()
     payload = result.to_dict()
 
+    reasons = ", ".join(f"{k}: {v}" for k, v in (result.reasons or {}).items())
+
     def human() -> None:
         print(f"{result.study}: {result.trials_run} trials run; {result.complete} complete, "
               f"{result.pruned} pruned, {result.failed} failed in total "
               f"({result.duration_s:.1f} s, {result.time_model})")
+        if reasons:
+            print(f"not complete: {reasons}")
         print(f"results: {result.results_dir}  (codesign report {result.results_dir})")
 
     _emit(args, payload, human)
+    if result.records and not result.complete:
+        # Nothing to report: a valid but impossible study (exit 1, the reasons counted).
+        print(f"codesign: infeasible: no trial of {result.study} is complete ({reasons})",
+              file=sys.stderr)
+        return 1
     return 0
 
 
@@ -781,8 +795,22 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     check_memory("the procurement what-if", "--servers", servers, 64.0 * servers * servers,
                  "use fewer servers (a what-if per pod), or --shared-cluster")
     mix = parse_mix(args.mix) if args.mix else parse_mix(args.workload)
-    result = run_whatif(parse_budgets(args.budget), servers=servers, workloads=mix,
-                        gpu=args.gpu)
+    from search.per_fabric import SearchBudget
+    from search.whatif import DEFAULT_SEARCH
+
+    evals = args.search_evaluations
+    if evals is not None and (evals < 0):
+        raise invalid("whatif --search-evaluations", evals, "an integer >= 0 (0: no search)")
+    search = DEFAULT_SEARCH if evals is None else (SearchBudget(evals) if evals else None)
+    progress = None if args.json or args.quiet else _progress_bar(1, label="fabrics")
+    try:
+        result = run_whatif(parse_budgets(args.budget), servers=servers, workloads=mix,
+                            gpu=args.gpu, collective_method=args.collective_method,
+                            search=search, finalists=args.finalists, workers=args.workers,
+                            progress=progress.update if progress else None)
+    finally:
+        if progress is not None:
+            progress.close()
     _emit(args, result.to_dict(), lambda: print(format_whatif(result)))
     return 0
 
@@ -936,14 +964,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "--hardware up in instead of the built-in one")
     p.add_argument("--gpus-per-server", type=int,
                    help="GPUs per server (default: the hardware's)")
-    p.add_argument("--collective-method", default="ring",
-                   help="algorithm for inter-server collectives (default ring)")
+    p.add_argument("--collective-method", default="best",
+                   help="algorithm for inter-server collectives: best (default: the fastest "
+                        "valid synthesizer per collective, as sweeps and whatif), auto, or a "
+                        "name (ring, multiring, tacos, ...)")
     p.add_argument("--network-model", default="flow",
                    choices=("flow", "congestion", "analytical"),
                    help="network model (default flow)")
-    p.add_argument("--routing", default="shortest", choices=("shortest", "ecmp", "dmodk"),
-                   help="paths of transfers/all-to-alls: one minimum-hop path per pair "
-                        "(default), per-pair hashed ECMP over all of them, or D-mod-k "
+    p.add_argument("--routing", default="auto", choices=("auto", "shortest", "ecmp", "dmodk"),
+                   help="paths of transfers/all-to-alls: auto (default, as sweeps: ECMP on "
+                        "switched fabrics, shortest on direct-connect ones), one minimum-hop "
+                        "path per pair, per-pair hashed ECMP over all of them, or D-mod-k "
                         "up/down routing (Clos fabrics)")
     p.add_argument("--no-overlap", action="store_true",
                    help="do not overlap gradient buckets with the backward pass")
@@ -991,6 +1022,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload", default="resnet50", help="zoo workload (default resnet50)")
     p.add_argument("--mix", help="weighted mix NAME:WEIGHT,NAME:WEIGHT (replaces --workload)")
     p.add_argument("--gpu", default="A100-80", help="GPU type (default A100-80)")
+    p.add_argument("--search-evaluations", type=int,
+                   help="strategies timed per workload on each finalist fabric (default 12; "
+                        "0: feasible starts only, no search)")
+    p.add_argument("--finalists", type=int, default=3,
+                   help="fabrics per budget that get the strategy search (default 3)")
+    p.add_argument("--workers", type=int, default=2,
+                   help="processes timing fabrics in parallel (default 2; same answer for any)")
+    p.add_argument("--collective-method", default="best",
+                   help="best (default: the fastest valid synthesizer per collective), auto, "
+                        "or an algorithm name")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--shared-cluster", action="store_true",
                    help="TopoOpt Sec. 5.6 instead: mean/p99 iteration time vs load on a shared "
                         "cluster (--servers default 432, --degree, --link-rate)")

@@ -23,11 +23,12 @@ Columns (units in the names, DESIGN.md section 4)
   (``complete`` | ``pruned`` | ``failed``), ``reason`` (why it was pruned or
   failed; empty when complete);
 * generic design parameters: ``family``, ``servers``, ``degree``,
-  ``link_bandwidth_Bps``, ``allreduce_size_bytes``, ``topology_spec``, and
+  ``link_bandwidth_Bps`` (one link), ``server_bandwidth_Bps`` (all links of a
+  server), ``topology_spec``, and
   ``params_json`` (every parameter of the design as a JSON object, including
   ones without a column of their own);
 * metrics: ``time_model`` (which performance model produced the times),
-  ``iteration_time_s``, ``allreduce_time_s``, ``cost_usd`` and
+  ``iteration_time_s``, ``cost_usd`` and
   ``cost_breakdown`` (JSON object component -> USD);
 * topology summary: ``npus``, ``switches``, ``links`` (directed), ``diameter``;
 * timings: ``started_at`` (UTC), ``duration_s`` (evaluation wall time);
@@ -36,7 +37,20 @@ Columns (units in the names, DESIGN.md section 4)
   ``gpu``, ``gpus``, ``collective_method``, ``compute_time_s``,
   ``exposed_communication_s``, ``communication_time_s``, ``bandwidth_tax``,
   ``mean_path_length``, ``throughput_per_usd``, ``cost_per_throughput_usd``,
-  ``per_workload_json``, ``budget_usd``, ``sampler``, ``objectives``.
+  ``per_workload_json``, ``budget_usd``, ``sampler``, ``objectives``;
+* co-design (schema version 3): ``strategies`` -- a typed list with one struct per
+  workload of the mix: the chosen strategy's fields (:meth:`codesign.workloads.Strategy.
+  to_dict`: ``dp``, ``tp``, ``pp``, ``microbatches``, ``zero``, ``ep``, ...; new
+  strategy keys become new struct fields), ``workload``, ``weight``, ``text``,
+  ``order``, ``start_text``, ``iteration_time_s``, ``start_iteration_time_s``,
+  ``search_evaluations`` (DuckDB: ``select s.tp from (select unnest(strategies) s from
+  'records/*.parquet')``; Polars: ``.explode("strategies").unnest("strategies")``);
+  ``start_iteration_time_s`` (the search's feasible start: what a fixed-strategy sweep
+  reports), ``search_evaluations``, ``mfu``, ``server_bandwidth_Bps``,
+  ``collective_algorithms_json`` (the ``best`` winner per collective) and
+  ``collective_gain_over_ring``.  Version 3 dropped ``allreduce_size_bytes`` and
+  ``allreduce_time_s`` (always empty since the iteration model replaced the all-reduce
+  stand-in); older parts that have them still load.
 
 Extending the schema
 --------------------
@@ -83,7 +97,7 @@ __all__ = [
 #: Allowed values of the ``status`` column.
 STATUSES = ("complete", "pruned", "failed")
 #: Bumped when columns are added to :data:`RECORD_SCHEMA`.
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 
 _PART_RE = re.compile(r"^part-(\d+)\.parquet$")
 _REQUIRED = ("study", "trial", "status")
@@ -97,12 +111,10 @@ _COLUMNS: tuple[tuple[str, str, bool, str], ...] = (
     ("servers", "int64", True, "number of servers (endpoints)"),
     ("degree", "int64", True, "links (NICs) per server"),
     ("link_bandwidth_Bps", "float64", True, "bandwidth of one link, bytes/s"),
-    ("allreduce_size_bytes", "float64", True, "all-reduce buffer per rank, bytes"),
     ("topology_spec", "string", True, "topology spec string that was built"),
     ("params_json", "string", True, "every design parameter, JSON object"),
     ("time_model", "string", True, "performance model that produced the times"),
     ("iteration_time_s", "float64", True, "training-iteration time, s (objective 1)"),
-    ("allreduce_time_s", "float64", True, "all-reduce time, s"),
     ("cost_usd", "float64", True, "network cost, USD (objective 2)"),
     ("cost_breakdown", "string", True, "cost per component, JSON object of USD"),
     ("npus", "int64", True, "endpoints in the topology"),
@@ -135,15 +147,66 @@ _COLUMNS: tuple[tuple[str, str, bool, str], ...] = (
     ("budget_usd", "float64", True, "network budget of the study, USD"),
     ("sampler", "string", True, "Optuna sampler of the study"),
     ("objectives", "string", True, "objective columns of the study, comma-separated"),
+    # Schema version 3 (co-design per trial, issue 16).
+    ("server_bandwidth_Bps", "float64", True, "bandwidth out of one server (all its links), "
+                                              "bytes/s"),
+    ("strategies", "strategies", True, "chosen strategy per workload: list of typed structs"),
+    ("start_iteration_time_s", "float64", True, "weighted iteration time of the search's "
+                                                "feasible start strategies, s"),
+    ("search_evaluations", "int64", True, "strategies timed by the trial's search"),
+    ("mfu", "float64", True, "model FLOPs utilisation (weighted over the mix)"),
+    ("collective_algorithms_json", "string", True, "collective_method best: winner per "
+                                                   "collective, JSON"),
+    ("collective_gain_over_ring", "float64", True, "ring time / chosen time over the "
+                                                   "collectives of the trial"),
 )
 
 #: Column names of :data:`RECORD_SCHEMA`, in order.
 RECORD_COLUMNS: tuple[str, ...] = tuple(c[0] for c in _COLUMNS)
 
 
+def _strategy_struct() -> "pa.DataType":
+    """The struct of one ``strategies`` item: :meth:`Strategy.to_dict`'s keys (typed from
+    the default strategy's values, or the field's annotation when it is None) plus the
+    search's fields."""
+    import dataclasses
+
+    import pyarrow as pa
+
+    from codesign.workloads.strategy import Strategy
+
+    annotations = {f.name: str(f.type) for f in dataclasses.fields(Strategy)}
+
+    def arrow(key: str, value: Any) -> "pa.DataType":
+        if isinstance(value, bool):
+            return pa.bool_()
+        if isinstance(value, int):
+            return pa.int64()
+        if isinstance(value, float):
+            return pa.float64()
+        if value is None:
+            note = annotations.get(key, "")
+            return (pa.bool_() if "bool" in note else pa.int64() if "int" in note
+                    else pa.float64() if "float" in note else pa.string())
+        return pa.string()
+
+    fields = [pa.field(k, arrow(k, v)) for k, v in Strategy().to_dict().items()]
+    names = {f.name for f in fields}
+    for name, type_ in (("text", pa.string()), ("workload", pa.string()),
+                        ("weight", pa.float64()), ("order", pa.string()),
+                        ("start_text", pa.string()), ("iteration_time_s", pa.float64()),
+                        ("start_iteration_time_s", pa.float64()),
+                        ("search_evaluations", pa.int64())):
+        if name not in names:
+            fields.append(pa.field(name, type_))
+    return pa.struct(fields)
+
+
 def _arrow_type(name: str) -> "pa.DataType":
     import pyarrow as pa
 
+    if name == "strategies":
+        return pa.list_(_strategy_struct())
     if name == "timestamp[us, UTC]":
         return pa.timestamp("us", tz="UTC")
     return {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(),

@@ -44,10 +44,14 @@ import numpy as np
 
 from codesign.errors import InvalidSpecError, invalid
 
-__all__ = ["pareto_mask", "sensitivity", "spearman", "best_per_budget", "write_report"]
+__all__ = ["pareto_mask", "sensitivity", "spearman", "best_per_budget", "write_report",
+           "codesign_by_family", "DESIGN_KEY"]
 
 #: Objective columns of the front: (x, y) = (cost, time), both minimised.
 OBJECTIVES = ("cost_usd", "iteration_time_s")
+#: Columns that identify a design: records equal in all of them are one design.
+DESIGN_KEY = ("study", "family", "servers", "degree", "link_bandwidth_Bps", "gpu",
+              "collective_method", "topology_spec", "workload_mix_json", "params_json")
 
 
 def pareto_mask(points: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
@@ -140,7 +144,8 @@ def _cell(v: Any) -> str:
 
 _FRONT_COLUMNS = [("trial", "trial", _cell), ("family", "family", _cell),
                   ("degree", "degree", _cell), ("link rate", "link_bandwidth_Bps", _fmt_rate),
-                  ("topology", "topology_spec", _cell),
+                  ("per server", "server_bandwidth_Bps", _fmt_rate),
+                  ("topology", "topology_spec", _cell), ("strategy", "strategy", _cell),
                   ("iteration time", "iteration_time_s", _fmt_time),
                   ("cost", "cost_usd", _fmt_usd), ("switches", "switches", _cell),
                   ("links", "links", _cell), ("diameter", "diameter", _cell)]
@@ -411,6 +416,59 @@ def _sweep_sections(frame) -> list[tuple[str, str, str]]:
     return out
 
 
+def codesign_by_family(frame) -> list[dict[str, Any]]:
+    """Per fabric family: fixed-strategy vs co-designed iteration time.
+
+    The fixed-strategy time of a trial is ``start_iteration_time_s`` (the feasible start
+    of every workload, timed on the trial's fabric: what a sweep without strategy search
+    reports); the co-designed one is ``iteration_time_s`` (the searched strategies).
+    Rows: designs, best and median of both, the median gain, and each family's rank
+    among the families by its best time, fixed and co-designed (a rank that changes is
+    a family whose standing depends on co-design).
+    """
+    cols = ("start_iteration_time_s", "iteration_time_s", "family")
+    if any(c not in frame for c in cols):
+        return []
+    done = frame[(frame["status"] == "complete") & frame["start_iteration_time_s"].notna()
+                 & frame["iteration_time_s"].notna()]
+    if len(done) == 0:
+        return []
+    rows = []
+    for family, sub in done.groupby("family"):
+        fixed = sub["start_iteration_time_s"].astype(float)
+        co = sub["iteration_time_s"].astype(float)
+        rows.append({"family": family, "designs": len(sub), "best_fixed_s": float(fixed.min()),
+                     "best_codesigned_s": float(co.min()),
+                     "median_fixed_s": float(fixed.median()),
+                     "median_codesigned_s": float(co.median()),
+                     "median_gain": float((fixed / co).median()),
+                     "evaluations": int(sub["search_evaluations"].fillna(0).sum())
+                     if "search_evaluations" in sub else 0})
+    for key, rank in (("best_fixed_s", "rank_fixed"), ("best_codesigned_s", "rank_codesigned")):
+        for i, r in enumerate(sorted(rows, key=lambda r: (r[key], r["family"]))):
+            r[rank] = i + 1
+    return sorted(rows, key=lambda r: (r["best_codesigned_s"], r["family"]))
+
+
+def _codesign_section(frame) -> tuple[str, str, str]:
+    rows = codesign_by_family(frame)
+    head = ["family", "designs", "best fixed", "best co-designed", "median fixed",
+            "median co-designed", "median gain", "rank fixed", "rank co-designed",
+            "strategies timed"]
+    body = [[r["family"], str(r["designs"]), _fmt_time(r["best_fixed_s"]),
+             _fmt_time(r["best_codesigned_s"]), _fmt_time(r["median_fixed_s"]),
+             _fmt_time(r["median_codesigned_s"]), f"{r['median_gain']:.3f}x",
+             str(r["rank_fixed"]), str(r["rank_codesigned"]), str(r["evaluations"])]
+            for r in rows]
+    return _section("Co-design per fabric family",
+                    "Fixed strategy (each workload's feasible start: the least model "
+                    "parallelism that fits in memory, timed on the trial's fabric) against "
+                    "co-designed (the best strategy the per-trial search found on that "
+                    "fabric), over the complete trials.  Ranks order the families by their "
+                    "best time; a family whose rank changes is one a fixed-strategy sweep "
+                    "would misplace.", head, body)
+
+
 def _provenance(frame, results_dir: Path) -> list[tuple[str, str]]:
     from codesign import __version__
 
@@ -477,7 +535,11 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     frame = frame.copy()
     frame["pareto"] = False
     done = frame["status"] == "complete"
-    for _, idx in frame[done].groupby("study").groups.items():
+    # The same design sampled twice (a sampler may propose it again) is one point: only
+    # its first trial can be on the front.
+    key = [c for c in DESIGN_KEY if c in frame]
+    first = ~frame[key].astype(str).duplicated(keep="first") if key else done
+    for _, idx in frame[done & first].groupby("study").groups.items():
         sub = frame.loc[idx, list(OBJECTIVES)].astype(float).to_numpy()
         frame.loc[idx, "pareto"] = pareto_mask(sub)
     paths = {"markdown": out / "report.md", "html": out / "report.html", "plot": out / "pareto.png"}
@@ -488,10 +550,7 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     summary = [("records", str(len(frame)))] + [
         (status, str(counts.get(status, 0))) for status in ("complete", "pruned", "failed")]
     summary.append(("designs on the Pareto front", str(int(frame["pareto"].sum()))))
-    from codesign.units import format_size
-
-    for col, label, fmt in (("servers", "servers", _cell),
-                            ("allreduce_size_bytes", "all-reduce size per server", format_size)):
+    for col, label, fmt in (("servers", "servers", _cell),):
         vals = sorted(set(frame[col].dropna())) if col in frame else []
         if vals:
             summary.append((label, ", ".join(fmt(v) for v in vals)))
@@ -518,6 +577,8 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
                 f"<p>{note}</p>\n{_html_table(head, body)}"
         sections.append((f"Pareto front ({study})", md, htm))
     sections += _sweep_sections(frame)
+    if codesign_by_family(frame):
+        sections.append(_codesign_section(frame))
     for study in studies:
         sub = frame[frame["study"] == study]
         head, body = _rows(sub, _ALL_COLUMNS)

@@ -3,8 +3,9 @@
 ``codesign sweep CONFIG.yaml`` and ``codesign quickstart`` call :func:`run_sweep`
 with a :class:`search.sweep_spec.SweepSpec`.  Each trial is one design point
 (:class:`SweepPoint`: topology family, servers, degree, link rate, GPU type,
-collective method, optionally the tensor/pipeline degrees) evaluated by
-:func:`evaluate_trial` in a Ray task; its record goes to the study's Parquet
+collective method, the strategy-search budget) evaluated by :func:`evaluate_trial` in a
+Ray task (which co-designs the strategies of the mix on the trial's fabric,
+:mod:`search.per_fabric`); its record goes to the study's Parquet
 folder through :class:`codesign.records.RecordWriter`.  DESIGN.md section 7 is
 the contract: Ray embedded locally by default (an address joins a cluster),
 Optuna ask/tell driven by this loop, a journal file as storage (any Optuna URL
@@ -62,7 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import InvalidSpecError
-from search.sweep_spec import STRATEGY_DEGREES, SweepSpec
+from search.sweep_spec import SweepSpec
 from search.sweep_trial import SweepPoint, TrialOutcome, evaluate_trial, time_model_name
 
 __all__ = [
@@ -97,6 +98,10 @@ class SweepResult:
         Trials evaluated by this call.
     complete, pruned, failed, records : int
         Records of the whole study by status, and in total.
+    reasons : dict of str to int
+        Pruned and failed records of the whole study counted by the kind of their
+        reason (the text before the first colon: ``memory``, ``budget exceeded``,
+        ``unbuildable``...).
     duration_s : float
         Wall time of the call, seconds.
     config_hash : str
@@ -116,6 +121,7 @@ class SweepResult:
     duration_s: float
     config_hash: str
     time_model: str
+    reasons: dict[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (paths as strings)."""
@@ -156,9 +162,6 @@ class _Run:
             "gpu": CategoricalDistribution(sp.gpus),
             "collective_method": CategoricalDistribution(sp.collective_methods),
         }
-        if sp.strategy_search:
-            space["tp"] = CategoricalDistribution(STRATEGY_DEGREES)
-            space["pp"] = CategoricalDistribution(STRATEGY_DEGREES)
         # A parameter with one value is not asked (fewer journal writes per trial; the
         # point takes the value from the spec).  Family, degree and link rate always are.
         return {k: d for k, d in space.items() if k in ("family", "degree", "link_bandwidth_Bps")
@@ -170,9 +173,6 @@ class _Run:
             "family": list(sp.families), "servers": list(sp.servers), "degree": list(sp.degrees),
             "link_bandwidth_Bps": list(sp.link_rates_Bps), "gpu": list(sp.gpus),
             "collective_method": list(sp.collective_methods)}
-        if sp.strategy_search:
-            grid["tp"] = list(STRATEGY_DEGREES)
-            grid["pp"] = list(STRATEGY_DEGREES)
         return {k: v for k, v in grid.items() if k in self.search_space()}
 
     def sampler(self):
@@ -202,8 +202,10 @@ class _Run:
             link_bandwidth_Bps=float(params.get("link_bandwidth_Bps", float("nan"))),
             gpu=params.get("gpu", sp.gpus[0]),
             collective_method=params.get("collective_method", sp.collective_methods[0]),
-            workloads=self.spec.workloads, tp=int(params.get("tp", 0)),
-            pp=int(params.get("pp", 0)), seed=self.spec.seed, oversub=sp.leafspine_oversub,
+            workloads=self.spec.workloads,
+            search_evaluations=sp.strategy_search.evaluations if sp.strategy_search else 0,
+            search_restarts=sp.strategy_search.restarts if sp.strategy_search else 1,
+            seed=self.spec.seed, oversub=sp.leafspine_oversub,
             budget_usd=self.spec.budget_usd, gpus_per_server=sp.gpus_per_server)
 
     def record(self, number: int, point: SweepPoint, outcome: TrialOutcome | None, *,
@@ -471,9 +473,16 @@ def run_sweep(spec: SweepSpec, *, results_dir: str | Path = "results", resume: b
         optuna.logging.set_verbosity(verbosity)
     frame = load_records(run.records_dir)
     counts = frame["status"].value_counts().to_dict() if len(frame) else {}
+    reasons: dict[str, int] = {}
+    if len(frame):
+        for status, reason in zip(frame["status"], frame["reason"]):
+            if status != "complete":
+                kind = (reason or status).split(":", 1)[0].strip() or status
+                reasons[kind] = reasons.get(kind, 0) + 1
     return SweepResult(
         study=spec.study, results_dir=run.study_dir, journal_path=run.journal,
         trials_run=to_run, complete=int(counts.get("complete", 0)),
         pruned=int(counts.get("pruned", 0)), failed=int(counts.get("failed", 0)),
         records=len(frame), duration_s=time.perf_counter() - t0,
-        config_hash=spec.config_hash(), time_model=time_model_name())
+        config_hash=spec.config_hash(), time_model=time_model_name(),
+        reasons=dict(sorted(reasons.items())))

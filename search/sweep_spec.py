@@ -19,11 +19,13 @@ small sweep)::
       link_rate: [25Gbps, 100Gbps, 200Gbps, 400Gbps]   # or {low, high, step}
       gpu: [A100-80]
       gpus_per_server: 8                  # optional; default: the GPU's reference server
-      collective_method: [auto]             # auto: multiring without switches, ring with
-      strategy_search: off                # on: tp and pp are searched too
+      collective_method: [best]           # default best: the fastest valid synthesizer
+                                          # per collective; auto: multiring without
+                                          # switches, ring with; or an algorithm name
+      strategy_search: {evaluations: 16, restarts: 1}   # default; off: fixed strategies
       leafspine_oversub: 2
     objectives: [iteration_time_s, cost_usd]
-    constraints: {budget_usd: 2.0e6, max_degree: 8}
+    constraints: {budget_usd: 2M, max_degree: 8}   # money as in the CLI: 2e6, 500k, $2M
     sampler: nsga2                        # default nsga2 for >1 objective, tpe for one
     population_size: 8
     trials: 24
@@ -34,6 +36,13 @@ small sweep)::
 Objectives and their directions (implied, :data:`OBJECTIVES`): ``iteration_time_s``,
 ``cost_usd``, ``exposed_communication_s`` and ``cost_per_throughput_usd`` are
 minimised; ``throughput_per_usd`` is maximised.
+
+Strategy search (co-design per trial, :mod:`search.per_fabric`): with
+``strategy_search`` on (the default; ``on`` means ``{evaluations: 16, restarts: 1}``)
+every trial searches, per workload of the mix, the fastest memory-feasible strategy on
+its fabric, starting from :func:`search.feasible.feasible_start` (or from the
+workload's ``strategy`` when given and it fits); ``off`` times each workload's
+``strategy`` (default: the feasible start) as it is.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from typing import Any
 
 from codesign.errors import invalid
 from codesign.specs import check_keys, load_yaml
+from search.per_fabric import SearchBudget
 
 __all__ = [
     "OBJECTIVES",
@@ -58,6 +68,7 @@ __all__ = [
     "SweepSpec",
     "parse_sweep_spec",
     "load_sweep_spec",
+    "parse_usd",
 ]
 
 #: Objective name -> Optuna direction.
@@ -74,8 +85,8 @@ SAMPLERS = ("nsga2", "tpe", "grid", "random")
 #: :data:`search.design_point.DESIGN_FAMILIES` plus ``topoopt`` (TopologyFinder on the
 #: trial's demand, :mod:`search.sweep_trial`).
 SWEEP_FAMILIES = ("fattree", "leafspine", "ideal", "expander", "torus", "perms", "topoopt")
-#: Tensor/pipeline-parallel degrees tried when ``strategy_search`` is on.
-STRATEGY_DEGREES = (1, 2, 4, 8)
+#: Collective methods beyond the registered algorithms (:mod:`evaluators.iteration.comm`).
+COLLECTIVE_METHODS = ("best", "auto")
 
 _STUDY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _TOP_KEYS = ("study", "workloads", "space", "objectives", "constraints", "sampler",
@@ -119,6 +130,49 @@ def _names(value: Any, where: str, allowed: tuple[str, ...] | None = None) -> tu
     return tuple(items)
 
 
+_SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9}
+_USD_RE = re.compile(r"^\$?([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)([kmb]?)$", re.IGNORECASE)
+
+
+def parse_usd(value: Any, where: str = "budget") -> float:
+    """An amount of US dollars > 0: a number, or a string such as ``1e6``, ``500k``,
+    ``$2M``, ``1.5B`` or ``2_000_000`` (the one parser of YAML files and the CLI).
+
+    Examples
+    --------
+    >>> parse_usd("10M"), parse_usd("$500k"), parse_usd(2e6)
+    (10000000.0, 500000.0, 2000000.0)
+    """
+    if isinstance(value, bool):
+        raise invalid(where, value, "an amount in USD such as 1e6, 500k or $2M")
+    if isinstance(value, (int, float)):
+        amount = float(value)
+    elif isinstance(value, str):
+        m = _USD_RE.match(value.strip().replace("_", "").replace(",", ""))
+        if not m:
+            raise invalid(where, value, "an amount in USD such as 1e6, 500k or $2M")
+        amount = float(m.group(1)) * _SCALE[m.group(2).lower()]
+    else:
+        raise invalid(where, value, "an amount in USD such as 1e6, 500k or $2M")
+    if not math.isfinite(amount) or amount <= 0:
+        raise invalid(where, value, "an amount in USD > 0")
+    return amount
+
+
+def _search_budget(value: Any, where: str) -> SearchBudget | None:
+    """``strategy_search``: on/off (YAML booleans too) or ``{evaluations, restarts}``."""
+    if isinstance(value, dict):
+        check_keys(value, allowed=("evaluations", "restarts", "batch"), where=where)
+        return SearchBudget(
+            evaluations=_int(value.get("evaluations", 16), f"{where} evaluations", 1, 100000),
+            restarts=_int(value.get("restarts", 1), f"{where} restarts", 1, 1000),
+            batch=_int(value.get("batch", 4), f"{where} batch", 1, 1000))
+    if isinstance(value, bool) or (isinstance(value, str) and value.lower() in (
+            "on", "off", "true", "false")):
+        return SearchBudget() if _bool(value, where) else None
+    raise invalid(where, value, "on, off or {evaluations: N, restarts: R}")
+
+
 def _bool(value: Any, where: str) -> bool:
     # YAML 1.1 reads on/off as booleans; accept the strings too.
     if isinstance(value, bool):
@@ -141,8 +195,9 @@ class WorkloadItem:
     config : str or None
         Zoo configuration (``simulation``, ...); ``None``: the model's default.
     strategy : str or None
-        Fixed parallelization strategy string; ``None``: pure data parallelism over all
-        GPUs, or the searched ``tp``/``pp`` when ``strategy_search`` is on.
+        Parallelization strategy string: the strategy search's start (when it fits) or,
+        with ``strategy_search: off``, the strategy timed; ``None``: the feasible start
+        (:func:`search.feasible.feasible_start`).
     """
 
     name: str
@@ -166,8 +221,8 @@ class SweepSpace:
     degree_is_range: bool
     link_rates_Bps: tuple[float, ...]
     gpus: tuple[str, ...] = ("A100-80",)
-    collective_methods: tuple[str, ...] = ("auto",)
-    strategy_search: bool = False
+    collective_methods: tuple[str, ...] = ("best",)
+    strategy_search: SearchBudget | None = SearchBudget()
     leafspine_oversub: float = 2.0
     gpus_per_server: int | None = None
 
@@ -356,9 +411,9 @@ def _space(value: Any) -> SweepSpace:
     degrees, is_range = _degrees(value["degree"])
     rates = _rates(value["link_rate"])
     gpus = _names(value.get("gpu", ["A100-80"]), f"{where} gpu", tuple(hardware_names()))
-    methods = _names(value.get("collective_method", ["auto"]), f"{where} collective_method",
-                     ("auto", *algorithm_names()))
-    search = _bool(value.get("strategy_search", False), f"{where} strategy_search")
+    methods = _names(value.get("collective_method", ["best"]), f"{where} collective_method",
+                     (*COLLECTIVE_METHODS, *algorithm_names()))
+    search = _search_budget(value.get("strategy_search", True), f"{where} strategy_search")
     oversub = _number(value.get("leafspine_oversub", 2.0), f"{where} leafspine_oversub")
     per_server = value.get("gpus_per_server")
     if per_server is not None:
@@ -397,7 +452,7 @@ def parse_sweep_spec(spec: Any, *, where: str = "sweep spec") -> SweepSpec:
     constraints = spec.get("constraints") or {}
     check_keys(constraints, allowed=("budget_usd", "max_degree"), where="sweep constraints")
     budget = constraints.get("budget_usd")
-    budget = None if budget is None else _number(budget, "sweep constraints budget_usd")
+    budget = None if budget is None else parse_usd(budget, "sweep constraints budget_usd")
     max_degree = constraints.get("max_degree")
     if max_degree is not None:
         max_degree = _int(max_degree, "sweep constraints max_degree", 1, 4096)

@@ -11,6 +11,16 @@ Performance model
 model :func:`evaluators.iteration.evaluate` (records' ``time_model``
 ``"iteration-model"``).
 
+Co-design per trial
+-------------------
+With a search budget (``strategy_search``, the default) every workload of the mix
+gets the best memory-feasible strategy found on the trial's fabric
+(:func:`search.per_fabric.best_strategies`: MCMC from the feasible start); the record
+keeps the start's time too (``start_iteration_time_s``: the fixed-strategy answer) and
+the evaluations spent.  ``collective_method: best`` (the default) picks the fastest
+valid synthesizer per collective (:mod:`evaluators.iteration.comm`); the record names
+the winners (``collective_algorithms_json``) and their gain over ring.
+
 Families
 --------
 Those of :data:`search.design_point.DESIGN_FAMILIES` (spec strings), plus
@@ -34,7 +44,7 @@ from codesign.errors import CodesignError, InfeasibleError, InvalidSpecError
 from search.sweep_spec import WorkloadItem
 
 __all__ = ["SweepPoint", "TrialOutcome", "evaluate_trial", "time_model_name",
-           "ITERATION_MODEL"]
+           "ITERATION_MODEL", "plan_workloads", "strategy_rows", "cached_topology"]
 
 #: ``time_model`` of records made with :func:`evaluators.iteration.evaluate`.
 ITERATION_MODEL = "iteration-model"
@@ -53,7 +63,7 @@ class SweepPoint:
     Attributes
     ----------
     family : str
-        Topology family (:data:`search.design_point.DESIGN_FAMILIES`).
+        Topology family (:data:`search.design_point.DESIGN_FAMILIES` or ``topoopt``).
     servers : int
         Servers; the topology's NPUs are servers.
     degree : int
@@ -65,15 +75,17 @@ class SweepPoint:
     gpus_per_server : int or None
         GPUs per server; ``None``: the GPU's reference server (catalog).
     collective_method : str
-        Collective algorithm for the iteration model (``auto``: ``multiring`` on
-        direct-connect fabrics, ``ring`` on switched ones; routes ECMP on switched ones).
+        Collective algorithm for the iteration model: ``best`` (the fastest valid
+        synthesizer per collective), ``auto`` (``multiring`` on direct-connect fabrics,
+        ``ring`` on switched ones) or a registered name.
     workloads : tuple of WorkloadItem
         The weighted workload mix.
-    tp, pp : int
-        Searched tensor/pipeline degrees (0: not searched; the workloads' own or
-        pure data-parallel strategies are used).
+    search_evaluations : int
+        Strategy-search budget per workload (0: no search, fixed strategies).
+    search_restarts : int
+        Independent MCMC chains per workload.
     seed : int
-        Seed of randomized families.
+        Seed of randomized families and of the strategy search.
     oversub : float
         Oversubscription of the ``leafspine`` family.
     budget_usd : float or None
@@ -85,14 +97,24 @@ class SweepPoint:
     degree: int
     link_bandwidth_Bps: float
     gpu: str = "A100-80"
-    collective_method: str = "auto"
+    collective_method: str = "best"
     workloads: tuple[WorkloadItem, ...] = (WorkloadItem("resnet50"),)
-    tp: int = 0
-    pp: int = 0
+    search_evaluations: int = 16
+    search_restarts: int = 1
     seed: int = 0
     oversub: float = 2.0
     budget_usd: float | None = None
     gpus_per_server: int | None = None
+
+    @property
+    def search(self):
+        """The :class:`~search.per_fabric.SearchBudget`, or ``None`` (no search)."""
+        from search.per_fabric import SearchBudget
+
+        if self.search_evaluations <= 0:
+            return None
+        return SearchBudget(self.search_evaluations, min(self.search_restarts,
+                                                          self.search_evaluations))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready parameters (stored as ``params_json``)."""
@@ -133,71 +155,84 @@ def _workload(name: str, config: str | None):
     return get_workload(name, config)
 
 
-def _strategy_for(item: WorkloadItem, point: SweepPoint, gpus: int) -> str:
-    """The strategy string of one workload on a design of ``gpus`` GPUs."""
-    if item.strategy is not None:
-        from codesign.workloads import parse_strategy
+def plan_workloads(point: SweepPoint, hardware) -> list:
+    """The mix as :class:`~search.per_fabric.WorkloadPlan` (workload and search start).
 
-        s = parse_strategy(item.strategy)
-        if s.gpus != gpus:
-            raise InfeasibleError(f"strategy {item.strategy} uses {s.gpus} GPUs, the design has "
-                                  f"{gpus} ({point.servers} servers of {gpus // point.servers})")
-        return item.strategy
-    tp, pp = max(point.tp, 1), max(point.pp, 1)
-    if gpus % (tp * pp):
-        raise InfeasibleError(f"tp={tp} x pp={pp} does not divide the {gpus} GPUs of the design")
-    text = f"dp={gpus // (tp * pp)}"
-    if tp > 1:
-        text += f",tp={tp}"
-    if pp > 1:
-        text += f",pp={pp}"
-    return text
+    A workload's ``strategy`` is its start when it fits (and, without a search budget,
+    the strategy timed, fitting or not); otherwise the start is
+    :func:`search.feasible.feasible_start`.
+
+    Raises
+    ------
+    InfeasibleError
+        A given strategy uses another number of GPUs, or no strategy of a workload fits
+        in memory (the message names the closest attempt's shortfall).
+    """
+    from codesign.workloads import parse_strategy
+    from search.feasible import feasible_start
+    from search.per_fabric import WorkloadPlan
+    from search.strategy_space import Candidate
+
+    gpus = point.servers * hardware.gpus_per_server
+    plans = []
+    for item in point.workloads:
+        workload = _workload(item.name, item.config)
+        given = parse_strategy(item.strategy) if item.strategy is not None else None
+        if given is not None and given.gpus != gpus:
+            raise InfeasibleError(f"strategy {item.strategy} uses {given.gpus} GPUs, the design "
+                                  f"has {gpus} ({point.servers} servers of "
+                                  f"{hardware.gpus_per_server})")
+        if given is not None and point.search is None:
+            start, fixed = Candidate(given), True
+        else:
+            start = feasible_start(workload, gpus, hardware, preferred=given)
+            fixed = False
+        plans.append(WorkloadPlan(item.name, item.weight, item.config, workload, start, fixed))
+    return plans
 
 
-def _iteration(topo, workload, strategy: str, hardware, method: str) -> dict[str, float]:
-    from evaluators import iteration  # the real model (issue 7)
+@lru_cache(maxsize=32)
+def cached_topology(spec: str):
+    """:func:`topologies.registry.from_spec`, one object per spec and process: the
+    iteration model keeps its caches (collective schedules, ``best`` decisions, flow
+    phases) with the topology object, so trials and what-if candidates on the same
+    fabric share them."""
+    from topologies.registry import from_spec
 
-    res = iteration.evaluate(topo, workload, strategy, hardware=hardware,
-                             collective_method=method, routing="auto")
-    out = {}
-    for key in ("iteration_time_s", "compute_time_s", "exposed_communication_s",
-                "communication_time_s", "bandwidth_tax", "mean_path_length"):
-        v = getattr(res, key, None)
-        out[key] = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) \
-            else float("nan")
-    return out
+    return from_spec(spec)
 
 
-def _mix_demand(plan, hardware) -> tuple[list[tuple[tuple[int, ...], float]], Any]:
-    """TopologyFinder's inputs for a workload mix: weighted sums of every workload's
-    AllReduce groups (same server ring: bytes added) and MP server matrices."""
+def _gbps(bps: float) -> str:
+    """Spec-string rate: ``100Gbps`` when exact, else bytes/s as a plain number."""
+    gbps = bps * 8 / 1e9
+    return f"{gbps:g}Gbps" if float(f"{gbps:g}") * 1e9 / 8 == bps else repr(float(bps))
+
+
+def _server_bandwidth(topo) -> float:
+    """Mean bandwidth out of one server (sum of its links' rates), bytes/s."""
     import numpy as np
 
-    from codesign.workloads import demand_for
-
-    groups: dict[tuple[int, ...], float] = {}
-    mp = None
-    for item, strategy, workload in plan:
-        g, m = demand_for(workload, strategy, hardware).split()
-        for servers, b in g:
-            groups[servers] = groups.get(servers, 0.0) + item.weight * b
-        mp = item.weight * np.asarray(m, dtype=float) + (0.0 if mp is None else mp)
-    return list(groups.items()), mp
+    out = np.bincount(topo.src, weights=topo.bandwidth, minlength=topo.n_nodes)[:topo.npus]
+    return float(out.mean())
 
 
-def _topoopt_fabric(point: "SweepPoint", groups, mp) -> tuple[str, Any]:
-    """TopoOpt's TopologyFinder (Algorithm 1, :func:`topologies.topoopt.topology_finder`)
-    for the mix's demand: the ``topoopt`` family of sweeps.  The record's
-    ``topology_spec`` names it (``topoopt:N,degree=d,bw=B,seed=S``); rebuild it with
-    ``topology_finder`` on the same demand."""
-    from search.design_point import _rate
-    from topologies.topoopt import topology_finder
+def _collective_summary(topo) -> dict[str, Any]:
+    """Record fields of the ``best`` decisions made on ``topo`` (empty without them)."""
+    from codesign.records import to_json
+    from evaluators.iteration.comm import best_choices
 
-    res = topology_finder(point.servers, point.degree, groups, mp,
-                          link_bandwidth=point.link_bandwidth_Bps, seed=point.seed)
-    spec = (f"topoopt:{point.servers},degree={point.degree},"
-            f"bw={_rate(point.link_bandwidth_Bps)},seed={point.seed}")
-    return spec, res.topology
+    choices = best_choices(topo)
+    if not choices:
+        return {}
+    wins: dict[str, int] = {}
+    for c in choices:
+        wins[c.algorithm] = wins.get(c.algorithm, 0) + 1
+    rings = [c for c in choices if c.ring_time_s == c.ring_time_s]
+    gain = (sum(c.ring_time_s for c in rings) / sum(c.time_s for c in rings)
+            if rings and sum(c.time_s for c in rings) > 0 else None)
+    return {"collective_algorithms_json": to_json({
+                "wins": wins, "choices": [c.to_dict() for c in choices]}),
+            "collective_gain_over_ring": gain}
 
 
 def _infeasible_kind(exc: InfeasibleError) -> str:
@@ -233,7 +268,12 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
         (no such topology), ``budget exceeded`` (checked before any timing) or
         ``memory``/``strategy`` (the strategy does not fit in GPU memory or uses
         another number of GPUs) or ``inapplicable`` (the strategy or collective
-        method does not apply to this workload or topology).
+        method does not apply to this workload or topology).  A complete outcome also
+        carries the co-design fields: ``strategies`` (typed, one per workload),
+        ``start_iteration_time_s`` (the feasible starts: the fixed-strategy answer),
+        ``search_evaluations``, ``mfu``, ``server_bandwidth_Bps`` and, with
+        ``collective_method="best"``, ``collective_algorithms_json`` and
+        ``collective_gain_over_ring``.
 
     Notes
     -----
@@ -242,8 +282,8 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
     from codesign.records import to_json
     from codesign.workloads import get_hardware
     from search.design_point import DesignPoint, topology_spec_for
+    from search.per_fabric import alternate_topoopt, best_strategies, mfu
     from topologies.cost import topology_cost
-    from topologies.registry import from_spec
 
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()
@@ -257,12 +297,8 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
 
         hardware = replace(hardware, gpus_per_server=point.gpus_per_server)
     gpus = point.servers * hardware.gpus_per_server
-    demand = None
     try:
-        plan = [(item, _strategy_for(item, point, gpus), _workload(item.name, item.config))
-                for item in point.workloads]
-        if point.family == "topoopt":
-            demand = _mix_demand(plan, hardware)
+        plans = plan_workloads(point, hardware)
     except InfeasibleError as exc:
         return done("pruned", f"{_infeasible_kind(exc)}: {_one_line(exc)}")
     except InvalidSpecError as exc:
@@ -270,57 +306,94 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
     spec = ""
     try:
         if point.family == "topoopt":
-            spec, topo = _topoopt_fabric(point, *demand)
+            from topologies.cost import topoopt_cost
+
+            spec = (f"topoopt:{point.servers},degree={point.degree},"
+                    f"bw={_gbps(point.link_bandwidth_Bps)},seed={point.seed}")
+            cost = topoopt_cost(point.servers, point.degree, point.link_bandwidth_Bps)
+            topo = None
         else:
             spec = topology_spec_for(DesignPoint(point.family, point.servers, point.degree,
                                                  point.link_bandwidth_Bps,
                                                  seed=point.seed, oversub=point.oversub))
-            topo = from_spec(spec)
-        cost = topology_cost(topo)
-        diameter = int(topo.diameter)  # all-pairs hops: refused above the memory limit
+            topo = cached_topology(spec)
+            cost = topology_cost(topo)
+            topo.diameter  # all-pairs hops: refused here (pruned) above the memory limit
     except CodesignError as exc:
         return done("pruned", f"unbuildable: {type(exc).__name__}: {_one_line(exc)}",
                     topology_spec=spec or None)
     cost_usd = float(cost.total_usd)
-    summary = dict(topology_spec=spec, cost_usd=cost_usd, npus=int(topo.npus),
-                   switches=int(topo.switches), links=int(topo.n_links),
-                   diameter=diameter,
+    summary = dict(topology_spec=spec, cost_usd=cost_usd,
                    cost_breakdown=to_json({str(k): float(v) for k, v in cost.items.items()}))
     if point.budget_usd is not None and cost_usd > point.budget_usd:
         return done("pruned", f"budget exceeded: the network costs ${cost_usd:,.0f} > "
                               f"budget ${point.budget_usd:,.0f}", **summary)
-    per: list[dict[str, Any]] = []
     try:
-        for item, strategy, workload in plan:
-            m = _iteration(topo, workload, strategy, hardware, point.collective_method)
-            per.append({"workload": item.name, "config": item.config, "weight": item.weight,
-                        "strategy": strategy, **m})
+        if point.family == "topoopt":
+            topo, choices = alternate_topoopt(
+                point.servers, point.degree, point.link_bandwidth_Bps, plans, hardware,
+                collective_method=point.collective_method, budget=point.search, seed=point.seed)
+        else:
+            choices = best_strategies(topo, plans, hardware,
+                                      collective_method=point.collective_method,
+                                      budget=point.search, seed=point.seed)
     except InfeasibleError as exc:
         return done("pruned", f"{_infeasible_kind(exc)}: {_one_line(exc)}", **summary)
     except InvalidSpecError as exc:
-        # The strategy does not apply to this workload on this design (more tensor-parallel
-        # ranks than heads, a batch that does not split evenly) or the collective method
-        # does not apply to this topology: a point outside the valid space, not a bug.
+        # The strategy does not apply to this workload on this design or the collective
+        # method does not apply to this topology: a point outside the valid space.
         return done("pruned", f"inapplicable: {_one_line(exc)}", **summary)
-    weights = [p["weight"] for p in per]
-    total_w = sum(weights)
+    summary.update(npus=int(topo.npus), switches=int(topo.switches), links=int(topo.n_links),
+                   diameter=int(topo.diameter), server_bandwidth_Bps=_server_bandwidth(topo),
+                   **_collective_summary(topo))
+    total_w = sum(c.weight for c in choices)
 
-    def mean(key: str) -> float:
-        vals = [p[key] for p in per]
-        if not all(math.isfinite(v) for v in vals):
-            return float("nan")
-        return sum(w * v for w, v in zip(weights, vals)) / total_w
+    def mean(values: list[float]) -> float | None:
+        if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in values):
+            return None
+        return sum(c.weight * v for c, v in zip(choices, values)) / total_w
 
-    t_iter = mean("iteration_time_s")
-    metrics = {k: _nan_to_none(mean(k)) for k in (
+    t_iter = mean([c.time_s for c in choices])
+    metrics = {k: mean([float(c.metrics.get(k, float("nan"))) for c in choices]) for k in (
         "compute_time_s", "exposed_communication_s", "communication_time_s", "bandwidth_tax",
         "mean_path_length")}
+    per = []
+    for c in choices:
+        w = _workload(c.name, c.config)
+        per.append({"workload": c.name, "config": c.config, "weight": c.weight,
+                    "strategy": str(c.candidate.strategy), "order": "-".join(c.candidate.order),
+                    "start_strategy": str(c.start.strategy), "start_time_s": c.start_time_s,
+                    "search_evaluations": c.evaluations,
+                    "mfu": mfu(w, gpus, hardware, c.time_s),
+                    **{k: _nan_to_none(v) if isinstance(v, float) else v
+                       for k, v in c.metrics.items() if k.endswith("_s") or k in (
+                           "bandwidth_tax", "mean_path_length", "bubble_fraction",
+                           "max_link_utilisation", "mfu")},
+                    "iteration_time_s": c.time_s})
     return done("complete", iteration_time_s=t_iter, gpus=gpus,
                 throughput_per_usd=1.0 / (t_iter * cost_usd) if t_iter > 0 and cost_usd > 0
                 else None,
                 cost_per_throughput_usd=cost_usd * t_iter,
-                strategy=per[0]["strategy"] if len(per) == 1 else to_json(
-                    {p["workload"]: p["strategy"] for p in per}),
-                per_workload_json=to_json([{k: _nan_to_none(v) for k, v in p.items()}
-                                           for p in per]),
-                **metrics, **summary)
+                strategy=str(choices[0].candidate.strategy) if len(choices) == 1 else to_json(
+                    {c.name: str(c.candidate.strategy) for c in choices}),
+                strategies=strategy_rows(choices),
+                start_iteration_time_s=mean([c.start_time_s for c in choices]),
+                search_evaluations=sum(c.evaluations for c in choices),
+                mfu=mean([p["mfu"] for p in per]),
+                per_workload_json=to_json(per), **metrics, **summary)
+
+
+def strategy_rows(choices) -> list[dict[str, Any]]:
+    """The typed ``strategies`` record column: one struct per workload, the chosen
+    strategy's :meth:`Strategy.to_dict` fields (so new strategy keys become new struct
+    fields) plus the workload, its weight, the start and the times."""
+    rows = []
+    for c in choices:
+        d = {k: v for k, v in c.candidate.strategy.to_dict().items() if k != "text"}
+        d.update(workload=c.name, weight=float(c.weight), text=str(c.candidate.strategy),
+                 order="-".join(c.candidate.order),
+                 start_text=str(c.start.strategy), iteration_time_s=float(c.time_s),
+                 start_iteration_time_s=float(c.start_time_s),
+                 search_evaluations=int(c.evaluations))
+        rows.append(d)
+    return rows

@@ -1,21 +1,42 @@
-"""Procurement what-if: the best fabric per budget for a server count and a workload mix.
+"""Procurement what-if: the best co-designed fabric per budget for a cluster and a mix.
 
 ``codesign whatif --budget 1e5,5e5 --servers 128 --mix resnet50:2,dlrm:1`` calls
-:func:`run_whatif`.  For a fixed number of servers (of one GPU type) and a
-weighted workload mix it evaluates *every* fabric of a small grid -- topology
-family x server degree x link rate (default: the quickstart families and
-``topoopt``, TopologyFinder on the mix's demand; degree 1-8, 25/100/200/400 Gbps) -- once with :func:`search.sweep.evaluate_trial`
-(the same evaluation as the sweeps), and then, for each budget, picks the
-fabric with the smallest weighted iteration time among those whose network
-costs at most the budget (ties: the cheaper one).  The search is exhaustive
-over the grid, so the answer is exact for it; a budget below every buildable
-fabric has no answer.
+:func:`run_whatif`.  For a fixed number of servers (of one GPU type) and a weighted
+workload mix it considers every fabric of a grid -- topology family x server degree x
+link rate (default: the quickstart families and ``topoopt``, TopologyFinder on the
+mix's demand; degree 1-8, 25/100/200/400 Gbps) -- and answers, per budget, with the
+fabric, the strategy of every workload, the iteration time, MFU, the network cost and
+the cost per unit of training throughput ``cost_usd x iteration_time_s`` (USD per
+iteration/s; lower is better).  Every fabric is timed as a sweep trial
+(:func:`search.sweep_trial.evaluate_trial`): the strategy of every workload is searched
+on that fabric (co-design, :mod:`search.per_fabric`) and collectives use the fastest
+valid synthesizer (``collective_method="best"``).
 
-Reported per budget: the fabric, its network cost (TopoOpt Table 2 prices),
-the weighted iteration time, the training throughput in iterations per second
-(1 / iteration time) and the **cost per unit of training throughput**
-``cost_usd x iteration_time_s`` (USD per iteration/s: what one more iteration
-per second costs in network at this design point; lower is better).
+How it stays fast (stated because the answer depends on it)
+-----------------------------------------------------------
+1. **Feasibility first.**  Memory does not depend on the fabric: each workload's
+   feasible start (:func:`search.feasible.feasible_start`) is found once; if a workload
+   has none, the answer is "infeasible" with the closest attempt's shortfall.
+2. **Price before timing.**  Every fabric of the grid is built and priced (cheap); one
+   costing more than every budget is never timed.
+3. **Dominance.**  Within one family and degree a faster link costs more and is never
+   slower (same graph, more bandwidth), so per budget only the fastest affordable rate
+   of each (family, degree) is timed; the others are dominated by it.
+4. **Screen, then search.**  The remaining fabrics are timed with the feasible starts
+   (no search) and the cheap ``auto`` collectives (multiring on direct-connect fabrics,
+   ring on switched ones); per budget the ``finalists`` fastest affordable ones then get
+   the strategy search and the requested collective method (``best``: every applicable
+   synthesizer).  The answer for a budget is the fastest result among all timed
+   fabrics it affords, so a larger budget is never slower.  (A fabric that screened
+   outside the finalists could in principle search to a better time; that is the
+   heuristic, ``finalists`` trades it for time.)
+5. **Shared timings.**  Fabrics are built once per process and the iteration model's
+   caches (collective schedules, ``best`` decisions, flow phases) live with the
+   topology object, so the search reuses the screen's collective timings.
+
+A budget below every fabric's price gets no fabric but names the cheapest fabric that
+would do and its cost.  Progress (fabrics done / total) is reported through
+``progress(done, total)``; the CLI shows it with an ETA on stderr.
 
 Shared cluster (TopoOpt Section 5.6, :func:`shared_cluster`)
 -----------------------------------------------------------
@@ -51,31 +72,32 @@ from __future__ import annotations
 
 import json
 import math
-import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from codesign.errors import InfeasibleError, invalid
-from search.sweep_trial import SweepPoint, TrialOutcome, evaluate_trial
-from search.sweep_spec import WorkloadItem
+from search.per_fabric import SearchBudget
+from search.sweep_spec import WorkloadItem, parse_usd
+from search.sweep_trial import SweepPoint, TrialOutcome, cached_topology, evaluate_trial
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import numpy as np
 
 __all__ = ["WhatIfChoice", "WhatIfResult", "parse_budgets", "parse_mix", "run_whatif",
            "format_whatif", "SharedClusterRow", "shared_cluster", "ecmp_link_loads",
-           "format_shared_cluster"]
+           "format_shared_cluster", "DEFAULT_SEARCH"]
 
 DEFAULT_FAMILIES = ("fattree", "leafspine", "ideal", "expander", "torus", "perms", "topoopt")
 DEFAULT_DEGREES = tuple(range(1, 9))
 DEFAULT_LINK_RATES_BPS = (25e9 / 8, 100e9 / 8, 200e9 / 8, 400e9 / 8)
-
-_SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9}
-_BUDGET_RE = re.compile(r"^\$?([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)([kmb]?)$", re.IGNORECASE)
+#: Strategy-search budget per workload and finalist fabric (``--search-evaluations``).
+DEFAULT_SEARCH = SearchBudget(evaluations=12, restarts=1)
 
 
 def parse_budgets(text: str | float | list) -> tuple[float, ...]:
-    """Parse ``"1e6,2.5M,$500k"`` into ascending distinct budgets in USD (> 0).
+    """Parse ``"1e6,2.5M,$500k"`` into ascending distinct budgets in USD (> 0)
+    (each with :func:`search.sweep_spec.parse_usd`, the parser of sweep files too).
 
     Examples
     --------
@@ -84,20 +106,8 @@ def parse_budgets(text: str | float | list) -> tuple[float, ...]:
     """
     items = text if isinstance(text, list) else [text] if not isinstance(text, str) \
         else text.split(",")
-    out = []
-    for item in items:
-        if isinstance(item, bool):
-            raise invalid("budget", item, "an amount in USD such as 1e6, 500k or $2M")
-        if isinstance(item, (int, float)):
-            value = float(item)
-        else:
-            m = _BUDGET_RE.match(str(item).strip().replace("_", "").replace(",", ""))
-            if not m:
-                raise invalid("budget", item, "an amount in USD such as 1e6, 500k or $2M")
-            value = float(m.group(1)) * _SCALE[m.group(2).lower()]
-        if not math.isfinite(value) or value <= 0:
-            raise invalid("budget", item, "an amount in USD > 0")
-        out.append(value)
+    out = [parse_usd(item.strip() if isinstance(item, str) else item, "budget")
+           for item in items]
     if not out:
         raise invalid("budget", text, "one or more amounts in USD")
     return tuple(sorted(set(out)))
@@ -135,7 +145,8 @@ def parse_mix(text: str) -> tuple[WorkloadItem, ...]:
 
 @dataclass(frozen=True)
 class WhatIfChoice:
-    """The answer for one budget (fabric fields ``None`` when nothing fits)."""
+    """The answer for one budget (fabric fields ``None`` when the budget buys nothing;
+    ``note`` then names the cheapest fabric that would do)."""
 
     budget_usd: float
     family: str | None = None
@@ -146,7 +157,13 @@ class WhatIfChoice:
     iteration_time_s: float | None = None
     iterations_per_s: float | None = None
     cost_per_throughput_usd: float | None = None
+    mfu: float | None = None
+    strategy: str | None = None
+    strategies: dict[str, str] | None = None
+    start_iteration_time_s: float | None = None
+    searched: bool = False
     per_workload: tuple[dict[str, Any], ...] = ()
+    note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -154,7 +171,12 @@ class WhatIfChoice:
 
 @dataclass(frozen=True)
 class WhatIfResult:
-    """What :func:`run_whatif` returns: one :class:`WhatIfChoice` per budget, ascending."""
+    """What :func:`run_whatif` returns: one :class:`WhatIfChoice` per budget, ascending.
+
+    ``evaluated`` counts the grid's fabrics, ``timed`` those timed (after pricing and
+    dominance), ``searched`` those that got the strategy search; ``pruned_reasons``
+    counts why the others were not timed or not complete.
+    """
 
     servers: int
     gpu: str
@@ -164,13 +186,35 @@ class WhatIfResult:
     complete: int
     pruned_reasons: dict[str, int] = field(default_factory=dict)
     time_model: str = ""
+    timed: int = 0
+    searched: int = 0
+    collective_method: str = "best"
+    search_evaluations: int = 0
+    seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        choices = [c.to_dict() for c in self.choices]
         return {"servers": self.servers, "gpu": self.gpu,
                 "workloads": [w.__dict__ for w in self.workloads],
-                "choices": [c.to_dict() for c in self.choices], "evaluated": self.evaluated,
-                "complete": self.complete, "pruned_reasons": dict(self.pruned_reasons),
-                "time_model": self.time_model}
+                "budgets": choices, "choices": choices, "evaluated": self.evaluated,
+                "timed": self.timed, "searched": self.searched, "complete": self.complete,
+                "pruned_reasons": dict(self.pruned_reasons), "time_model": self.time_model,
+                "collective_method": self.collective_method,
+                "search_evaluations": self.search_evaluations, "seconds": self.seconds}
+
+
+def _price(point: SweepPoint) -> tuple[str, float]:
+    """``(spec, cost_usd)`` of a grid fabric without timing it (raises if unbuildable)."""
+    from search.design_point import DesignPoint, topology_spec_for
+    from topologies.cost import topology_cost, topoopt_cost
+
+    if point.family == "topoopt":
+        return "", float(topoopt_cost(point.servers, point.degree,
+                                      point.link_bandwidth_Bps).total_usd)
+    spec = topology_spec_for(DesignPoint(point.family, point.servers, point.degree,
+                                         point.link_bandwidth_Bps, seed=point.seed,
+                                         oversub=point.oversub))
+    return spec, float(topology_cost(cached_topology(spec)).total_usd)
 
 
 def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
@@ -178,9 +222,11 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                families: tuple[str, ...] = DEFAULT_FAMILIES,
                degrees: tuple[int, ...] = DEFAULT_DEGREES,
                link_rates_Bps: tuple[float, ...] = DEFAULT_LINK_RATES_BPS,
-               collective_method: str = "auto", leafspine_oversub: float = 2.0,
-               seed: int = 0) -> WhatIfResult:
-    """Best fabric per budget (see the module docstring).
+               collective_method: str = "best", leafspine_oversub: float = 2.0,
+               search: SearchBudget | None = DEFAULT_SEARCH, finalists: int = 3,
+               seed: int = 0, progress: Callable[[int, int], Any] | None = None,
+               workers: int = 1) -> WhatIfResult:
+    """Best co-designed fabric per budget (see the module docstring).
 
     Parameters
     ----------
@@ -194,8 +240,20 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         GPU type (hardware catalog name).
     families, degrees, link_rates_Bps : tuples
         The fabric grid (link rates in bytes/s).
-    collective_method, leafspine_oversub, seed
+    collective_method : str
+        ``best`` (default), ``auto`` or an algorithm name.
+    leafspine_oversub, seed
         As in :class:`search.sweep.SweepPoint`.
+    search : SearchBudget or None
+        Strategy search per workload on each finalist fabric (``None``: the feasible
+        starts only).
+    finalists : int
+        Fabrics per budget that get the search (>= 1).
+    progress : callable, optional
+        ``progress(done, total)`` after every timed fabric.
+    workers : int, optional
+        Processes timing fabrics in parallel (forked; 1: in this process).  The answer
+        is the same for any value.
 
     Returns
     -------
@@ -204,53 +262,162 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     Raises
     ------
     InvalidSpecError
-        Bad servers, GPU, budgets or mix.
+        Bad servers, GPU, budgets, mix or finalists.
     InfeasibleError
-        No fabric of the grid can run the mix (e.g. it does not fit in GPU memory).
+        No strategy of a workload fits in GPU memory (the closest attempt's shortfall),
+        or no fabric of the grid can run the mix.
     """
-    from codesign.workloads import get_hardware
-    from search.sweep_trial import time_model_name
+    import time
 
+    from codesign.workloads import get_hardware
+    from search.sweep_trial import plan_workloads, time_model_name
+
+    t0 = time.perf_counter()
     if isinstance(servers, bool) or not isinstance(servers, int) or servers < 2:
         raise invalid("whatif servers", servers, "an integer >= 2")
-    get_hardware(gpu)
+    if isinstance(finalists, bool) or not isinstance(finalists, int) or finalists < 1:
+        raise invalid("whatif finalists", finalists, "an integer >= 1")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise invalid("whatif workers", workers, "an integer >= 1")
+    hardware = get_hardware(gpu)
     budgets = parse_budgets(list(budgets))
     mix = parse_mix(workloads) if isinstance(workloads, str) else tuple(workloads)
-    outcomes: list[tuple[SweepPoint, TrialOutcome]] = []
+    evals = search.evaluations if search is not None else 0
+    restarts = search.restarts if search is not None else 1
+
+    def point(family: str, degree: int, rate: float, searched: bool) -> SweepPoint:
+        # The screen uses the cheap ``auto`` collectives; finalists the requested method.
+        return SweepPoint(family, servers, degree, float(rate), gpu=gpu,
+                          collective_method=collective_method if searched else "auto",
+                          workloads=mix,
+                          search_evaluations=evals if searched else 0,
+                          search_restarts=restarts, seed=seed, oversub=leafspine_oversub)
+
+    # 1. Feasibility (memory does not depend on the fabric).
+    plan_workloads(point(families[0], 1, 1.0, True), hardware)
+    # 2. Price every fabric of the grid.
     reasons: dict[str, int] = {}
+    priced: list[tuple[float, str, int, float, str]] = []   # cost, family, degree, rate, spec
     for family in families:
         for degree in degrees:
             for rate in link_rates_Bps:
-                point = SweepPoint(family, servers, degree, float(rate), gpu=gpu,
-                                   collective_method=collective_method, workloads=mix,
-                                   seed=seed, oversub=leafspine_oversub)
-                out = evaluate_trial(point)
-                if out.status == "complete":
-                    outcomes.append((point, out))
-                else:
-                    key = out.reason.split(":", 1)[0]
-                    reasons[key] = reasons.get(key, 0) + 1
+                try:
+                    spec, cost = _price(point(family, degree, rate, False))
+                except Exception as exc:  # noqa: BLE001 - CodesignError from the family
+                    from codesign.errors import CodesignError
+
+                    if not isinstance(exc, CodesignError):
+                        raise
+                    reasons["unbuildable"] = reasons.get("unbuildable", 0) + 1
+                    continue
+                priced.append((cost, family, degree, float(rate), spec))
     evaluated = len(families) * len(degrees) * len(link_rates_Bps)
-    if not outcomes:
+    if not priced:
+        raise InfeasibleError(f"no fabric of the grid can be built for {servers} servers "
+                              f"(pruned: {reasons})")
+    # 3. Dominance: per budget and (family, degree) the fastest affordable rate.
+    keep: set[tuple[str, int, float]] = set()
+    for budget in budgets:
+        best_rate: dict[tuple[str, int], float] = {}
+        for cost, family, degree, rate, _ in priced:
+            if cost <= budget and rate > best_rate.get((family, degree), 0.0):
+                best_rate[(family, degree)] = rate
+        keep |= {(f, d, r) for (f, d), r in best_rate.items()}
+    over = sum(1 for c, *_ in priced if c > budgets[-1])
+    if over:
+        reasons["over every budget"] = over
+    dominated = len(priced) - over - len(keep)
+    if dominated:
+        reasons["dominated"] = dominated
+    by_key = {(f, d, r): (c, spec) for c, f, d, r, spec in priced}
+    # The cheapest fabrics, for budgets that buy nothing (timed only if needed).
+    cheapest = sorted(priced, key=lambda x: (x[0], x[1], x[2], x[3]))
+    if not any(c <= budgets[0] for c, *_ in priced):
+        keep.add(cheapest[0][1:4])
+    order = sorted(keep, key=lambda k: (by_key[k][0], k))
+    total = len(order) + finalists * len(budgets)
+    done = 0
+    results: dict[tuple[str, int, float], tuple[SweepPoint, TrialOutcome]] = {}
+
+    def tick() -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total)
+
+    def run_all(keys, searched: bool) -> None:
+        """Time ``keys`` (in this process, or ``workers`` forked processes); the results
+        are gathered by key, so they do not depend on the worker count."""
+        points = [point(*key, searched) for key in keys]
+        if workers > 1 and len(points) > 1:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor
+
+            ctx = multiprocessing.get_context("fork")   # children inherit the imports
+            with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+                outs = pool.map(evaluate_trial, points)
+                for key, p, out in zip(keys, points, outs):
+                    record(key, p, out)
+        else:
+            for key, p in zip(keys, points):
+                record(key, p, evaluate_trial(p))
+
+    def record(key, p: SweepPoint, out: TrialOutcome) -> None:
+        if out.status == "complete":
+            results[key] = (p, out)
+        else:
+            kind = out.reason.split(":", 1)[0]
+            reasons[kind] = reasons.get(kind, 0) + 1
+        tick()
+
+    # 4. Screen with the feasible starts, then search the finalists of every budget.
+    run_all(order, False)
+    searched: set = set()
+    if search is not None or collective_method != "auto":
+        pool: set = set()
+        for budget in budgets:
+            affordable = sorted((k for k in results if by_key[k][0] <= budget),
+                                key=lambda k: (results[k][1].metrics["iteration_time_s"],
+                                               by_key[k][0], k))
+            pool |= set(affordable[:finalists])
+        total = len(order) + len(pool)
+        keys = sorted(pool, key=lambda k: (by_key[k][0], k))
+        screened = {k: results[k] for k in keys}
+        run_all(keys, True)
+        for key in keys:
+            searched.add(key)
+            if key not in results:   # the search failed where the start ran: keep the start
+                results[key] = screened[key]
+    if not results:
         raise InfeasibleError(f"no fabric of the grid can run the mix on {servers} servers of "
                               f"{gpu} (pruned: {reasons})")
-    # Fastest first, then cheapest, then a fixed order: the choice is deterministic.
-    outcomes.sort(key=lambda po: (po[1].metrics["iteration_time_s"], po[1].metrics["cost_usd"],
-                                  po[0].family, po[0].degree, po[0].link_bandwidth_Bps))
+    ranked = sorted(results, key=lambda k: (results[k][1].metrics["iteration_time_s"],
+                                            by_key[k][0], k))
     choices = []
     for budget in budgets:
-        pick = next(((p, o) for p, o in outcomes if o.metrics["cost_usd"] <= budget), None)
-        if pick is None:
-            choices.append(WhatIfChoice(budget))
+        key = next((k for k in ranked if by_key[k][0] <= budget), None)
+        if key is None:
+            c = min(results, key=lambda k: (by_key[k][0], k))
+            m = results[c][1].metrics
+            choices.append(WhatIfChoice(
+                budget, note=f"no fabric of the grid costs at most ${budget:,.0f}; the "
+                             f"cheapest that runs the mix is {m['topology_spec']} at "
+                             f"${m['cost_usd']:,.0f} ({m['iteration_time_s']:.4g} s per "
+                             f"iteration)"))
             continue
-        p, o = pick
+        p, o = results[key]
         m = o.metrics
+        per = tuple(json.loads(m["per_workload_json"]))
+        strategies = {w["workload"]: w["strategy"] for w in per}
         choices.append(WhatIfChoice(
             budget, p.family, p.degree, p.link_bandwidth_Bps, m["topology_spec"], m["cost_usd"],
-            m["iteration_time_s"], 1.0 / m["iteration_time_s"], m["cost_usd"] *
-            m["iteration_time_s"], tuple(json.loads(m["per_workload_json"]))))
-    return WhatIfResult(servers, gpu, mix, tuple(choices), evaluated, len(outcomes), reasons,
-                        time_model_name())
+            m["iteration_time_s"], 1.0 / m["iteration_time_s"],
+            m["cost_usd"] * m["iteration_time_s"], m.get("mfu"),
+            per[0]["strategy"] if len(per) == 1 else None, strategies,
+            m.get("start_iteration_time_s"), key in searched, per))
+    return WhatIfResult(servers, gpu, mix, tuple(choices), evaluated, len(results), reasons,
+                        time_model_name(), len(order), len(searched), collective_method, evals,
+                        time.perf_counter() - t0)
 
 
 def format_whatif(result: WhatIfResult) -> str:
@@ -258,20 +425,23 @@ def format_whatif(result: WhatIfResult) -> str:
     from codesign.units import format_bandwidth, format_time
 
     mix = ", ".join(f"{w.name} x{w.weight:g}" for w in result.workloads)
-    lines = [f"{result.servers} servers of {result.gpu}; mix: {mix}; {result.complete} of "
-             f"{result.evaluated} fabrics buildable and feasible ({result.time_model})",
-             f"{'budget':>14}  {'fabric':<52} {'cost':>12} {'iteration':>10} "
-             f"{'USD per it/s':>13}"]
+    lines = [f"{result.servers} servers of {result.gpu}; mix: {mix}; {result.timed} of "
+             f"{result.evaluated} fabrics timed ({result.searched} with the strategy search, "
+             f"{result.search_evaluations} evaluations per workload; collectives: "
+             f"{result.collective_method}) in {result.seconds:.1f} s",
+             f"{'budget':>14}  {'fabric':<28} {'cost':>12} {'iteration':>10} {'MFU':>6} "
+             f"{'USD per it/s':>13}  strategy"]
     for c in result.choices:
         if c.family is None:
-            lines.append(f"{c.budget_usd:>14,.0f}  no fabric of the grid fits this budget")
+            lines.append(f"{c.budget_usd:>14,.0f}  {c.note}")
             continue
         fabric = f"{c.family} d={c.degree} {format_bandwidth(c.link_bandwidth_Bps, bits=True)}"
-        lines.append(f"{c.budget_usd:>14,.0f}  {fabric:<52} {c.cost_usd:>12,.0f} "
-                     f"{format_time(c.iteration_time_s):>10} {c.cost_per_throughput_usd:>13,.0f}")
+        strategy = c.strategy or "; ".join(f"{k}: {v}" for k, v in (c.strategies or {}).items())
+        mfu = f"{c.mfu:.1%}" if isinstance(c.mfu, float) else "-"
+        lines.append(f"{c.budget_usd:>14,.0f}  {fabric:<28} {c.cost_usd:>12,.0f} "
+                     f"{format_time(c.iteration_time_s):>10} {mfu:>6} "
+                     f"{c.cost_per_throughput_usd:>13,.0f}  {strategy}")
     return "\n".join(lines)
-
-
 
 
 # ------------------------------------------------------------- shared cluster

@@ -48,6 +48,22 @@ them) and simulated together with the network model (``flow``: :func:`~.phase.fl
 the longer of the two.  An all-to-all of ``S`` bytes on ``n`` members sends ``S / n``
 from every member to every other.
 
+``collective_method="best"``
+---------------------------
+The collective algorithm is a design axis too: with ``best`` every registered
+synthesizer that supports the collective's kind is tried on the fabric
+(:func:`best_candidates`: ring, bidir-ring, multiring, rhd, dbt, direct, hierarchical
+and Themis on multi-dimensional fabrics, TACOS where it can unwind the switches, MCF),
+each schedule is checked by :func:`evaluators.validate.validate_schedule` and re-timed
+under the network model, and the fastest valid one is kept.  A synthesizer whose
+estimated cost (transfers it will produce x a per-transfer cost measured on this
+machine; the MCF LP's variables) exceeds :data:`BEST_TIME_LIMIT_S` is skipped, and
+the reason recorded.  The choice is made once per (fabric, kind, participant group,
+size class) -- size classes are factors of 16 of the buffer size -- and the winner's
+schedule is re-timed for every size of its class, as for the size-independent
+baselines.  :func:`best_choices` lists the decisions made on a fabric (the winner per
+collective, every candidate's time and the gain over ring).
+
 Every result is cached by its content: the same collective repeats hundreds of times;
 schedules of the size-independent baselines (:data:`SIZE_FREE`) are synthesized once per
 (kind, nodes) and re-timed for each size (their start/end times are then stale: only
@@ -56,16 +72,18 @@ the re-timing under the network model is used).
 
 from __future__ import annotations
 
+import math
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from codesign.errors import InvalidSpecError, invalid
+from codesign.errors import CodesignError, InvalidSpecError, invalid
 from evaluators.iteration.phase import DEFAULT_RTOL, flow_phase, route_table
 
-__all__ = ["System", "CommCost", "CommTimer", "intra_ring_time", "SIZE_FREE", "ROUTINGS"]
+__all__ = ["System", "CommCost", "CommTimer", "intra_ring_time", "SIZE_FREE", "ROUTINGS",
+           "BEST", "BEST_TIME_LIMIT_S", "BestChoice", "best_candidates", "best_choices"]
 
 #: Routing of MP phases (:meth:`evaluators.iteration.phase._Routes.paths`; ``dmodk``:
 #: deterministic up/down routing on Clos fabrics, :func:`topologies.routing.clos_paths`).
@@ -75,6 +93,138 @@ ROUTINGS = ("shortest", "ecmp", "dmodk")
 #: is synthesized once per (kind, nodes) and re-timed for every size.
 SIZE_FREE = frozenset({"ring", "bidir-ring", "direct", "rhd", "dbt", "hierarchical",
                        "multiring"})
+
+
+#: ``collective_method`` that picks the fastest valid synthesizer per collective.
+BEST = "best"
+#: A synthesizer whose estimated synthesis + validation + timing cost exceeds this many
+#: seconds is skipped by ``best`` (the reason is recorded).
+BEST_TIME_LIMIT_S = 0.5
+#: Seconds per produced transfer (synthesis, validation and flow re-timing together),
+#: measured on 128-server fabrics (allreduce of 64 MB; 2 cores, 2026):
+#: ring-like 0.7-1.2e-5, direct 6e-5 (all-pairs shortest paths), Themis 1.5e-5.
+_SECONDS_PER_TRANSFER = {"direct": 6e-5}
+_DEFAULT_SECONDS_PER_TRANSFER = 1.2e-5
+#: Width of a ``best`` size class in octaves: one decision serves buffers within a
+#: factor 2**4 = 16 (bandwidth-bound collectives rank the synthesizers the same way
+#: across such a range; the winner is re-timed at every exact size).
+BEST_SIZE_CLASS_OCTAVES = 4
+#: MCF: LP variables (participants x links) above which it is skipped (16 NPUs x 64
+#: links took 16 s on a 4x4 torus; 16 x 96 on a k=4 fat-tree 3 s).
+_MCF_MAX_VARIABLES = 256
+
+
+@dataclass(frozen=True)
+class BestChoice:
+    """One ``best`` decision: the fastest valid synthesizer for a collective class.
+
+    Attributes
+    ----------
+    kind : str
+        Collective kind.
+    nodes : int
+        Participants (topology nodes).
+    size_class : int
+        ``floor(log2(bytes) / BEST_SIZE_CLASS_OCTAVES)`` of the buffers it serves.
+    size_bytes : float
+        The buffer size at which the candidates were timed.
+    algorithm : str
+        The winner.
+    time_s : float
+        Its time at ``size_bytes``, seconds.
+    ring_time_s : float
+        The ring schedule's time at ``size_bytes`` (``nan`` if ring does not apply).
+    times_s : dict
+        Every valid candidate's time, seconds.
+    skipped : dict
+        Candidate -> why it was not used (inapplicable, over its cost estimate,
+        invalid schedule).
+    """
+
+    kind: str
+    nodes: int
+    size_class: int
+    size_bytes: float
+    algorithm: str
+    time_s: float
+    ring_time_s: float
+    times_s: dict[str, float]
+    skipped: dict[str, str]
+
+    @property
+    def gain_over_ring(self) -> float:
+        """``ring_time_s / time_s`` (1 when ring wins; ``nan`` without ring)."""
+        return self.ring_time_s / self.time_s if self.time_s > 0 else float("nan")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "nodes": self.nodes, "size_class": self.size_class,
+                "size_bytes": self.size_bytes, "algorithm": self.algorithm,
+                "time_s": self.time_s, "ring_time_s": self.ring_time_s,
+                "gain_over_ring": self.gain_over_ring, "times_s": dict(self.times_s),
+                "skipped": dict(self.skipped)}
+
+
+def _estimated_transfers(name: str, kind: str, n: int) -> float:
+    steps = {"allreduce": 2, "reducescatter": 1, "allgather": 1}.get(kind, 1)
+    base = steps * n * (n - 1)
+    if name in ("bidir-ring", "multiring", "dbt"):
+        return 2 * base
+    if name == "themis":
+        return 64 * base  # 64 chunks per collective (its default)
+    return base
+
+
+def best_candidates(topology, kind: str, nodes: int, *,
+                    time_limit_s: float = BEST_TIME_LIMIT_S) -> tuple[list[str], dict[str, str]]:
+    """Synthesizers ``best`` tries for a ``kind`` collective on ``nodes`` nodes.
+
+    Returns
+    -------
+    (names, skipped)
+        Registered algorithms supporting ``kind`` whose estimated cost is within
+        ``time_limit_s``, and the others with the reason (those whose schedule turns out
+        inapplicable on the fabric are recorded when they refuse).
+    """
+    from evaluators.registry import ALGORITHMS, algorithm_names
+
+    names, skipped = [], {}
+    # ring first: it keeps ties (a gain over ring must be strict).
+    for name in sorted(algorithm_names(), key=lambda a: (a != "ring", a)):
+        alg = ALGORITHMS[name]
+        if kind not in alg.kinds:
+            continue
+        if name in ("hierarchical", "themis") and not topology.dims:
+            skipped[name] = "inapplicable: needs a multi-dimensional fabric"
+            continue
+        if name == "mcf":
+            if topology.switches:
+                # The switch models (thesis 3.13/3.14) refine the LP until it is
+                # realisable: no size bound on their cost (170 s on an 8-server leaf-spine).
+                skipped[name] = "size estimate: switched fabric (iterative switch model)"
+                continue
+            variables = nodes * topology.n_links
+            if variables > _MCF_MAX_VARIABLES:
+                skipped[name] = (f"size estimate: {variables} LP variables per step > "
+                                 f"{_MCF_MAX_VARIABLES}")
+                continue
+        else:
+            est = _estimated_transfers(name, kind, nodes) * _SECONDS_PER_TRANSFER.get(
+                name, _DEFAULT_SECONDS_PER_TRANSFER)
+            if name != "ring" and est > time_limit_s:
+                skipped[name] = f"time estimate: {est:.1f} s > {time_limit_s:g} s"
+                continue
+        names.append(name)
+    return names, skipped
+
+
+def best_choices(topology) -> list[BestChoice]:
+    """The ``best`` decisions made so far on ``topology`` (every timer configuration),
+    in the order they were made."""
+    out: list[BestChoice] = []
+    for config, caches in _SHARED.get(topology, {}).items():
+        if config[0] == BEST:
+            out += [choice for choice, _ in caches["best"].values()]
+    return out
 
 
 #: Per topology (weakly held), the caches of every CommTimer configuration.
@@ -160,7 +310,8 @@ class CommTimer:
     ----------
     system : System
     collective_method : str
-        Registered algorithm for inter-node ring collectives.
+        Registered algorithm for inter-node ring collectives, or ``"best"`` (module
+        docstring).
     network_model : str
         ``flow``, ``congestion`` or ``analytical``.
     rtol : float
@@ -177,8 +328,9 @@ class CommTimer:
         from evaluators.registry import ALGORITHMS, algorithm_names
 
         names = algorithm_names()
-        if collective_method not in ALGORITHMS:
-            raise invalid("collective_method", collective_method, f"one of {', '.join(names)}")
+        if collective_method not in ALGORITHMS and collective_method != BEST:
+            raise invalid("collective_method", collective_method,
+                          f"one of {', '.join([BEST, *names])}")
         get_model(network_model)
         if routing not in ROUTINGS:
             raise invalid("routing", routing, " or ".join(ROUTINGS))
@@ -195,13 +347,14 @@ class CommTimer:
             per_topo.clear()
         caches = per_topo.setdefault(
             (collective_method, network_model, float(rtol), routing, system.g,
-             system.server_level, system.fabric_Bps), {"inter": {}, "sets": {}, "phases": {}, "levels": {},
-                                  "structure": {}})
+             system.server_level, system.fabric_Bps),
+            {"inter": {}, "sets": {}, "phases": {}, "levels": {}, "structure": {}, "best": {}})
         self._inter: dict[tuple, CommCost] = caches["inter"]
         self._sets: dict[tuple, CommCost] = caches["sets"]
         self._phases: dict[tuple, CommCost] = caches["phases"]
         self._levels: dict[tuple, float] = caches["levels"]
         self._structure: dict[tuple, Any] = caches["structure"]
+        self._best: dict[tuple, tuple[BestChoice, Any]] = caches["best"]
 
     # ------------------------------------------------------------------ collectives
     def collective_set(self, kind: str, groups: list[tuple[int, ...]], size: float) -> CommCost:
@@ -258,7 +411,10 @@ class CommTimer:
 
         topo = self.topology
         coll = Collective(kind, nodes, size)
-        base = self._structure.get((kind, nodes)) if self.method in SIZE_FREE else None
+        if self.method == BEST:
+            base = self._best_schedule(kind, nodes, size)
+        else:
+            base = self._structure.get((kind, nodes)) if self.method in SIZE_FREE else None
         if base is None:
             try:
                 sched = synthesize(topo, coll, method=self.method)
@@ -279,16 +435,73 @@ class CommTimer:
         moving = np.diff(ptr) > 0
         n_moving = int(moving.sum())
         pairs = frozenset(zip(sched.src[moving].tolist(), sched.dst[moving].tolist()))
-        if self.model == "flow":
-            time_s = self._flow_levels(sched)
-        else:
-            from evaluators.netsim import replay_time
-
-            time_s = replay_time(sched, topo, model=self.model)
+        time_s = self._time(sched)
         cost = CommCost(float(time_s), link_bytes.astype(float), n_moving * chunk,
                         float((1 + fw[moving]).sum()) * chunk, pairs)
         self._inter[key] = cost
         return cost
+
+    def _time(self, sched) -> float:
+        """The schedule's time under the network model, seconds."""
+        if self.model == "flow":
+            return self._flow_levels(sched)
+        from evaluators.netsim import replay_time
+
+        return float(replay_time(sched, self.topology, model=self.model))
+
+    def _best_schedule(self, kind: str, nodes: tuple[int, ...], size: float):
+        """The fastest valid schedule of the size class (``best``; module docstring)."""
+        size_class = int(math.floor(math.log2(size) / BEST_SIZE_CLASS_OCTAVES)) if size > 0 \
+            else 0
+        key = (kind, nodes, size_class)
+        hit = self._best.get(key)
+        if hit is not None:
+            return hit[1]
+        from evaluators.collectives import Collective
+        from evaluators.registry import synthesize
+        from evaluators.validate import validate_schedule
+
+        names, skipped = best_candidates(self.topology, kind, len(nodes))
+        coll = Collective(kind, nodes, size)
+        times: dict[str, float] = {}
+        best = None
+        for name in names:
+            try:
+                sched = synthesize(self.topology, coll, method=name)
+            except CodesignError as exc:   # refuses this fabric or this group (TACOS
+                # does not relay through non-participants): not a candidate here
+                skipped[name] = f"inapplicable: {str(exc).splitlines()[0][:200]}"
+                continue
+            got = sched.collective   # a synthesizer may pick its own chunking
+            if (got.kind, tuple(got.npus), got.size_bytes) != (kind, tuple(nodes), coll.size_bytes):
+                skipped[name] = f"invalid schedule: it is for {got}, not {coll}"
+                continue
+            report = validate_schedule(sched, self.topology)
+            if not report.valid:
+                skipped[name] = f"invalid schedule: {'; '.join(report.errors[:1])[:200]}"
+                continue
+            # A candidate whose busiest link alone needs longer than the best so far
+            # cannot win (every network model serves a link's bytes at most at its
+            # rate): skip its re-timing.
+            if best is not None:
+                load = np.bincount(sched.path_links, minlength=self.topology.n_links) \
+                    * sched.chunk_bytes / self.topology.bandwidth
+                if float(load.max(initial=0.0)) >= best[1]:
+                    skipped[name] = (f"slower: its busiest link needs {float(load.max()):.3g} s "
+                                     f">= {best[0]}'s {best[1]:.3g} s")
+                    continue
+            t = self._time(sched)
+            times[name] = t
+            if best is None or t < best[1]:   # ring, then alphabetical, on ties
+                best = (name, t, sched)
+        if best is None:
+            raise InvalidSpecError(f"collective_method 'best' found no valid schedule for a "
+                                   f"{kind} on {len(nodes)} nodes of {self.topology.name!r}: "
+                                   f"{skipped}")
+        choice = BestChoice(kind, len(nodes), size_class, float(size), best[0], best[1],
+                            times.get("ring", float("nan")), times, skipped)
+        self._best[key] = (choice, best[2])
+        return best[2]
 
     def _flow_levels(self, sched) -> float:
         from evaluators.netsim import transfer_dependencies

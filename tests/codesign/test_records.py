@@ -24,10 +24,10 @@ from codesign.records import (
 PINNED = [
     ("study", "string", False), ("trial", "int64", False), ("status", "string", False),
     ("family", "string", True), ("servers", "int64", True), ("degree", "int64", True),
-    ("link_bandwidth_Bps", "double", True), ("allreduce_size_bytes", "double", True),
+    ("link_bandwidth_Bps", "double", True),
     ("topology_spec", "string", True), ("params_json", "string", True),
     ("time_model", "string", True), ("iteration_time_s", "double", True),
-    ("allreduce_time_s", "double", True), ("cost_usd", "double", True),
+    ("cost_usd", "double", True),
     ("cost_breakdown", "string", True), ("npus", "int64", True), ("switches", "int64", True),
     ("links", "int64", True), ("diameter", "int64", True), ("reason", "string", True),
     ("started_at", "timestamp[us, tz=UTC]", True), ("duration_s", "double", True),
@@ -42,6 +42,11 @@ PINNED = [
     ("throughput_per_usd", "double", True), ("cost_per_throughput_usd", "double", True),
     ("per_workload_json", "string", True), ("budget_usd", "double", True),
     ("sampler", "string", True), ("objectives", "string", True),
+    # version 3 (co-design per trial; the strategies struct is checked separately)
+    ("server_bandwidth_Bps", "double", True), ("strategies", "strategies", True),
+    ("start_iteration_time_s", "double", True), ("search_evaluations", "int64", True),
+    ("mfu", "double", True), ("collective_algorithms_json", "string", True),
+    ("collective_gain_over_ring", "double", True),
 ]
 
 
@@ -55,9 +60,48 @@ def _row(number: int, **extra):
 
 
 def test_schema_is_pinned():
-    got = [(f.name, str(f.type), f.nullable) for f in RECORD_SCHEMA]
+    got = [(f.name, "strategies" if f.name == "strategies" else str(f.type), f.nullable)
+           for f in RECORD_SCHEMA]
     assert got == PINNED
-    assert RECORD_SCHEMA.metadata[b"codesign.schema_version"] == b"2"
+    assert RECORD_SCHEMA.metadata[b"codesign.schema_version"] == b"3"
+
+
+def test_strategies_column_is_typed_from_the_strategy():
+    import pyarrow as pa
+
+    from codesign.workloads import Strategy
+
+    item = RECORD_SCHEMA.field("strategies").type.value_type
+    for key, value in Strategy(dp=2, tp=4).to_dict().items():
+        t = item.field(key).type
+        if isinstance(value, bool):
+            assert t == pa.bool_()
+        elif isinstance(value, int):
+            assert t == pa.int64()
+        else:
+            assert t == pa.string()
+    assert item.field("search_evaluations").type == pa.int64()
+
+
+def test_strategies_round_trip_and_old_parts_load(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    # A version-2 part (with the since-dropped all-reduce columns) and a version-3 part.
+    old = pa.table({"study": ["s"], "trial": pa.array([0], pa.int64()), "status": ["complete"],
+                    "allreduce_time_s": [1.0]})
+    pq.write_table(old, tmp_path / "part-00000.parquet")
+    rows = [{"study": "s", "trial": 1, "status": "complete", "strategies": [
+        {"workload": "bert", "dp": 8, "tp": 4, "pp": 2, "microbatches": 8, "zero": 1, "ep": 1,
+         "embedding": "data", "gpus": 64, "text": "dp=8,tp=4,pp=2,microbatches=8,zero=1",
+         "weight": 1.0, "iteration_time_s": 0.5, "start_iteration_time_s": 0.7,
+         "search_evaluations": 16}]}]
+    RecordWriter(tmp_path).write(rows)
+    df = load_records(tmp_path)
+    assert len(df) == 2 and df["allreduce_time_s"].tolist()[0] == 1.0
+    got = df["strategies"].tolist()[1][0]
+    assert (got["dp"], got["tp"], got["pp"], got["microbatches"], got["zero"]) == (8, 4, 2, 8, 1)
+    assert got["search_evaluations"] == 16 and got["workload"] == "bert"
     assert tuple(records.RECORD_COLUMNS) == tuple(name for name, *_ in PINNED)
 
 

@@ -78,9 +78,8 @@ def _dataset(folder, study="a", data=DATA):
     for trial, family, status, cost, t in data:
         rows.append({"study": study, "trial": trial, "status": status, "family": family,
                      "servers": 16, "degree": 4, "link_bandwidth_Bps": 12.5e9,
-                     "allreduce_size_bytes": float(2 ** 30),
                      "topology_spec": f"{family}:16" if status == "complete" else None,
-                     "iteration_time_s": t, "allreduce_time_s": t, "cost_usd": cost,
+                     "iteration_time_s": t, "cost_usd": cost,
                      "reason": {"pruned": "InfeasibleError: odd <degree> | x",
                                 "failed": "RuntimeError: boom"}.get(status, ""),
                      "started_at": T0, "duration_s": 0.01, "seed": 7, "config_hash": "abc123",

@@ -50,8 +50,13 @@ def test_infeasible_designs_are_pruned_with_reasons():
     o = evaluate_trial(SweepPoint("torus", 16, 4, RATE, budget_usd=cost - 1))
     assert o.status == "pruned" and o.reason.startswith("budget exceeded:")
     assert evaluate_trial(SweepPoint("torus", 16, 4, RATE, budget_usd=cost)).status == "complete"
-    # memory: GPT-3 175B in pure data parallelism does not fit on an A100-80
-    o = evaluate_trial(SweepPoint("torus", 16, 4, RATE, workloads=(WorkloadItem("gpt3-175b"),)))
+    # memory: no strategy of GPT-3 175B fits on 16 A100-80 (the feasible start says
+    # how short the closest attempt is)
+    o = evaluate_trial(SweepPoint("ideal", 2, 4, RATE, workloads=(WorkloadItem("gpt3-175b"),)))
+    assert o.status == "pruned" and o.reason.startswith("memory:") and "short by" in o.reason
+    # ... and a fixed strategy that does not fit is pruned on memory too
+    o = evaluate_trial(SweepPoint("torus", 16, 4, RATE, search_evaluations=0, workloads=(
+        WorkloadItem("gpt3-175b", strategy="dp=128"),)))
     assert o.status == "pruned" and o.reason.startswith("memory:") and "GiB" in o.reason
     # strategy on the wrong number of GPUs
     o = evaluate_trial(SweepPoint("torus", 16, 4, RATE,
@@ -60,9 +65,10 @@ def test_infeasible_designs_are_pruned_with_reasons():
 
 
 def test_weighted_mix_is_the_weighted_mean_of_single_workloads():
-    one = {n: evaluate_trial(SweepPoint("ideal", 16, 2, RATE, workloads=(WorkloadItem(n),)))
+    one = {n: evaluate_trial(SweepPoint("ideal", 16, 2, RATE, workloads=(WorkloadItem(n),),
+                                        search_evaluations=4))
            for n in ("resnet50", "bert")}
-    mix = evaluate_trial(SweepPoint("ideal", 16, 2, RATE, workloads=(
+    mix = evaluate_trial(SweepPoint("ideal", 16, 2, RATE, search_evaluations=4, workloads=(
         WorkloadItem("resnet50", 3.0), WorkloadItem("bert", 1.0))))
     t = {n: o.metrics["iteration_time_s"] for n, o in one.items()}
     assert mix.metrics["iteration_time_s"] == pytest.approx(
@@ -73,24 +79,31 @@ def test_weighted_mix_is_the_weighted_mean_of_single_workloads():
     per = json.loads(mix.metrics["per_workload_json"])
     assert [p["workload"] for p in per] == ["resnet50", "bert"]
     # More link bandwidth never slows an iteration down (same fabric, same workload).
-    slow = evaluate_trial(SweepPoint("torus", 16, 4, RATE)).metrics["iteration_time_s"]
-    fast = evaluate_trial(SweepPoint("torus", 16, 4, 4 * RATE)).metrics["iteration_time_s"]
-    assert fast <= slow
+    slow = evaluate_trial(SweepPoint("torus", 16, 4, RATE, search_evaluations=0))
+    fast = evaluate_trial(SweepPoint("torus", 16, 4, 4 * RATE, search_evaluations=0))
+    assert fast.metrics["iteration_time_s"] <= slow.metrics["iteration_time_s"]
 
 
 def test_topoopt_family_is_topology_finder_on_the_trials_demand():
     from codesign.workloads import demand_for, get_hardware, get_workload
-    from search.sweep_trial import _iteration
+    from evaluators.iteration import evaluate
     from topologies.topoopt import topology_finder
 
-    o = evaluate_trial(SweepPoint("topoopt", 16, 4, RATE, workloads=(WorkloadItem("bert"),)))
+    o = evaluate_trial(SweepPoint("topoopt", 16, 4, RATE, workloads=(WorkloadItem("bert"),),
+                                  collective_method="auto", search_evaluations=0))
     assert o.status == "complete" and o.metrics["topology_spec"].startswith("topoopt:16,")
     assert o.metrics["switches"] == 0 and o.metrics["links"] == 16 * 4  # d out-links each
     hw, w = get_hardware("A100-80"), get_workload("bert")
     groups, mp = demand_for(w, "dp=128", hw).split()
     topo = topology_finder(16, 4, groups, mp, link_bandwidth=RATE, seed=0).topology
-    expect = _iteration(topo, w, "dp=128", hw, "auto")["iteration_time_s"]
+    expect = evaluate(topo, w, "dp=128", hardware=hw, collective_method="auto",
+                      routing="auto").iteration_time_s
     assert o.metrics["iteration_time_s"] == pytest.approx(expect, rel=1e-12)
+    # With the search on, the alternating loop is never slower than that start.
+    co = evaluate_trial(SweepPoint("topoopt", 16, 4, RATE, workloads=(WorkloadItem("bert"),),
+                                   collective_method="auto", search_evaluations=6))
+    assert co.metrics["iteration_time_s"] <= expect * (1 + 1e-12)
+    assert co.metrics["start_iteration_time_s"] == pytest.approx(expect, rel=1e-12)
 
 
 # ---------------------------------------------------------------- the loop on Ray
@@ -116,7 +129,9 @@ def test_tiny_sweep_records_resume_and_refusals(tmp_path, ray_cluster):
             assert row["status"] == "pruned" and "even degree" in row["reason"]
         else:
             assert row["status"] == "complete" and row["cost_usd"] > 0
-            assert row["strategy"] == "dp=64" and row["gpus"] == 64
+            s = row["strategies"][0]
+            assert row["strategy"] == s["text"] and row["gpus"] == 64
+            assert s["dp"] * s["tp"] * s["pp"] == 64
     storage = optuna.storages.JournalStorage(
         optuna.storages.journal.JournalFileBackend(str(res.journal_path)))
     study = optuna.load_study(study_name="t", storage=storage)
@@ -239,35 +254,55 @@ def test_resume_after_kill_9_gives_exactly_the_planned_trials(tmp_path):
 
 
 def test_grid_sampler_strategy_search_and_storage_url(tmp_path, ray_cluster):
-    # Grid over 2 families x 1 degree x 1 rate x tp {1,2,4,8} x pp {1,2,4,8} = 32 points;
-    # 6 trials; sqlite storage instead of the journal.
+    # Grid over 2 families x 2 degrees x 1 rate = 4 points, 3 trials with the per-trial
+    # strategy search; sqlite storage instead of the journal.
     spec = parse_sweep_spec({
-        "study": "g", "workloads": "bert", "sampler": "grid", "trials": 6, "seed": 2,
+        "study": "g", "workloads": "bert", "sampler": "grid", "trials": 3, "seed": 2,
         "storage": f"sqlite:///{tmp_path / 'optuna.db'}",
-        "space": {"families": ["ideal", "torus"], "servers": 8, "degree": 2,
-                  "link_rate": "100Gbps", "strategy_search": "on"},
+        "space": {"families": ["ideal", "torus"], "servers": 8, "degree": [2, 4],
+                  "link_rate": "100Gbps", "collective_method": "auto",
+                  "strategy_search": {"evaluations": 4}},
         "objectives": ["throughput_per_usd"]})
     res = run_sweep(spec, results_dir=tmp_path)
     assert res.journal_path is None and (tmp_path / "optuna.db").exists()
     df = load_records(tmp_path / "g")
-    assert len(df) == 6 and df["sampler"].unique().tolist() == ["grid"]
-    combos = {(r["family"], json.loads(r["params_json"])["tp"], json.loads(r["params_json"])["pp"])
-              for r in df.to_dict("records")}
-    assert len(combos) == 6  # the grid never repeats a point
+    assert len(df) == 3 and df["sampler"].unique().tolist() == ["grid"]
+    combos = {(r["family"], r["degree"]) for r in df.to_dict("records")}
+    assert len(combos) == 3  # the grid never repeats a point
     for row in df.to_dict("records"):
-        p = json.loads(row["params_json"])
         if row["status"] == "complete":
-            dp = 64 // (p["tp"] * p["pp"])
-            expected = f"dp={dp}" + (f",tp={p['tp']}" if p["tp"] > 1 else "") + \
-                (f",pp={p['pp']}" if p["pp"] > 1 else "")
-            assert row["strategy"] == expected
+            s = row["strategies"][0]
+            assert s["dp"] * s["tp"] * s["pp"] == 64 and row["strategy"] == s["text"]
+            assert row["iteration_time_s"] <= row["start_iteration_time_s"] * (1 + 1e-12)
+            assert 1 <= row["search_evaluations"] <= 4
             assert row["throughput_per_usd"] == pytest.approx(
                 1 / (row["cost_usd"] * row["iteration_time_s"]))
         else:
             assert row["reason"].split(":")[0] in ("memory", "strategy", "unbuildable",
                                                    "inapplicable")
+    assert sum(res.reasons.values()) == res.pruned + res.failed
     # A grid covered exactly (2 points, 2 trials): the sampler's stop signal is harmless.
     full = run_sweep(spec.replace(study="g2", trials=2, space=spec.space.__class__(
-        **{**spec.space.__dict__, "strategy_search": False})), results_dir=tmp_path)
+        **{**spec.space.__dict__, "degrees": (2,), "strategy_search": None})),
+        results_dir=tmp_path)
     assert full.records == 2 and full.failed == 0
     assert sorted(load_records(tmp_path / "g2")["family"]) == ["ideal", "torus"]
+
+
+def test_records_do_not_depend_on_the_worker_count(tmp_path, ray_cluster):
+    # The same grid sweep with the per-trial strategy search and `best` collectives, one
+    # trial at a time and two at a time: identical records but for timings.
+    base = {"study": "w1", "workloads": [{"name": "resnet50"}, {"name": "bert"}],
+            "sampler": "grid", "trials": 3, "seed": 5,
+            "space": {"families": ["ideal", "torus", "expander"], "servers": 8, "degree": 2,
+                      "link_rate": "100Gbps", "strategy_search": {"evaluations": 4}}}
+    one = parse_sweep_spec({**base, "max_in_flight": 1})
+    two = parse_sweep_spec({**base, "study": "w2", "max_in_flight": 2})
+    run_sweep(one, results_dir=tmp_path)
+    run_sweep(two, results_dir=tmp_path)
+    cols = ["trial", "status", "reason", "family", "iteration_time_s", "start_iteration_time_s",
+            "strategy", "search_evaluations", "collective_algorithms_json"]
+    a = load_records(tmp_path / "w1")[cols]
+    b = load_records(tmp_path / "w2")[cols]
+    assert (a["status"] == "complete").any()
+    pd.testing.assert_frame_equal(a, b)

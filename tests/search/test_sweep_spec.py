@@ -51,8 +51,20 @@ def test_defaults_ranges_mix_and_constraints():
         ("resnet50", 2.0, None), ("dlrm", 1.0, "dp=128")]
     capped = parse_sweep_spec({**BASE, "constraints": {"budget_usd": 1e6, "max_degree": 3}})
     assert capped.space.degrees == (2, 3) and capped.budget_usd == 1e6
+    from search.per_fabric import SearchBudget
+
+    assert spec.space.strategy_search == SearchBudget() and spec.space.collective_methods == (
+        "best",)
     on = parse_sweep_spec(_with(("space", "strategy_search"), "on"))
-    assert on.space.strategy_search is True
+    assert on.space.strategy_search == SearchBudget()
+    assert parse_sweep_spec(_with(("space", "strategy_search"), False)).space.strategy_search \
+        is None
+    custom = parse_sweep_spec(_with(("space", "strategy_search"),
+                                    {"evaluations": 40, "restarts": 4}))
+    assert custom.space.strategy_search == SearchBudget(40, 4)
+    # Money as on the command line.
+    assert parse_sweep_spec({**BASE, "constraints": {"budget_usd": "10M"}}).budget_usd == 1e7
+    assert parse_sweep_spec({**BASE, "constraints": {"budget_usd": "$500k"}}).budget_usd == 5e5
     # The hash ignores the planned trial count and storage, not the seed.
     assert spec.config_hash() == spec.replace(trials=99, storage="sqlite:///x.db").config_hash()
     assert spec.config_hash() != spec.replace(seed=1).config_hash()
@@ -71,10 +83,14 @@ def test_defaults_ranges_mix_and_constraints():
     (("space", "gpu"), ["TPU"], "gpu"),
     (("space", "collective_method"), ["magic"], "collective_method"),
     (("space", "strategy_search"), "maybe", "strategy_search"),
+    (("space", "strategy_search"), {"evaluations": 0}, "evaluations"),
+    (("space", "strategy_search"), {"evaluations": 4, "restarts": 8}, "restarts"),
+    (("space", "strategy_search"), {"budget": 4}, "unknown key 'budget'"),
     (("space", "gpus_per_server"), 0, "gpus_per_server"),
     (("space", "bandwith"), 1, "unknown key 'bandwith'"),
     (("objectives",), ["speed"], "objectives"),
     (("constraints",), {"budget_usd": 0}, "budget_usd"),
+    (("constraints",), {"budget_usd": "ten"}, "budget_usd"),
     (("constraints",), {"max_degree": 1}, "max_degree"),
     (("sampler",), "cmaes", "sampler"),
     (("trials",), 0, "trials"),

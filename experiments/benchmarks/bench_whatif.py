@@ -1,0 +1,85 @@
+"""Benchmark: the README's what-if with the co-design on, wall time (target < 60 s on 2 cores).
+
+Runs ``codesign whatif --budget 50k,200k,1M --servers 128 --mix resnet50:2,bert:1`` as a
+library call (:func:`search.whatif.run_whatif`, the CLI's defaults: collective method
+``best``, strategy search with the default evaluations on the finalists, 2 worker
+processes) and, with
+``--llm``, the issue's LLM question ``--gpus 1024 --gpu H100 --workload llama3-70b
+--budget 5e6,1e7,2e7``.  Reports the wall time, how many fabrics were priced, timed and
+searched, and the answers.  The clock includes imports of the evaluators but not of
+Python itself.
+
+Prints a table and appends it to ``experiments/benchmarks/RESULTS.md``.
+
+Usage::
+
+    python experiments/benchmarks/bench_whatif.py [--llm] [--finalists 3] [--evaluations 12]
+        [--workers 2] [--no-append]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from results_file import append_result, markdown_table, print_rows  # noqa: E402
+
+TARGET_S = 60.0
+
+
+def run(label, budgets, servers, mix, gpu, finalists, evaluations, workers):
+    from search.per_fabric import SearchBudget
+    from search.whatif import format_whatif, parse_mix, run_whatif
+
+    t0 = time.perf_counter()
+    res = run_whatif(budgets, servers=servers, workloads=parse_mix(mix), gpu=gpu,
+                     finalists=finalists, workers=workers,
+                     search=SearchBudget(evaluations) if evaluations else None)
+    wall = time.perf_counter() - t0
+    print(format_whatif(res), flush=True)
+    rows = [(f"{label}: wall s", f"{wall:.1f} (target < {TARGET_S:g} s: "
+                                 f"{'met' if wall < TARGET_S else 'MISSED'})"),
+            (f"{label}: worker processes", str(workers)),
+            (f"{label}: fabrics priced / timed / searched",
+             f"{res.evaluated} / {res.timed} / {res.searched}"),
+            (f"{label}: not timed or not complete", ", ".join(
+                f"{k}: {v}" for k, v in sorted(res.pruned_reasons.items())))]
+    for c in res.choices:
+        if c.family is None:
+            rows.append((f"{label}: ${c.budget_usd:,.0f}", c.note))
+            continue
+        strat = c.strategy or "; ".join(f"{k}: {v}" for k, v in (c.strategies or {}).items())
+        rows.append((f"{label}: ${c.budget_usd:,.0f}",
+                     f"{c.topology_spec}, ${c.cost_usd:,.0f}, {c.iteration_time_s:.4g} s "
+                     f"(fixed start {c.start_iteration_time_s:.4g} s), MFU {c.mfu:.1%}, "
+                     f"{strat}"))
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--llm", action="store_true", help="also the llama3-70b question")
+    ap.add_argument("--finalists", type=int, default=3)
+    ap.add_argument("--evaluations", type=int, default=12)
+    ap.add_argument("--workers", type=int, default=2, help="the CLI's default")
+    ap.add_argument("--no-append", action="store_true")
+    args = ap.parse_args(argv)
+    rows = run("README mix", (5e4, 2e5, 1e6), 128, "resnet50:2,bert:1", "A100-80",
+               args.finalists, args.evaluations, args.workers)
+    if args.llm:
+        rows += run("llama3-70b", (5e6, 1e7, 2e7), 128, "llama3-70b", "H100", args.finalists,
+                    args.evaluations, args.workers)
+    print_rows(rows)
+    if not args.no_append:
+        cmd = "python experiments/benchmarks/bench_whatif.py " + " ".join(
+            argv if argv is not None else sys.argv[1:])
+        append_result("What-if with co-design (README example)", cmd.strip(),
+                      markdown_table(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

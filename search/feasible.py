@@ -1,0 +1,244 @@
+"""The feasible start of a strategy search: the least model parallelism that fits in memory.
+
+:func:`feasible_start` answers "which strategy should a search on ``gpus`` GPUs start
+from?" without timing anything: the first strategy, in order of increasing model
+parallelism, whose most loaded GPU fits in HBM (:func:`codesign.workloads.memory.
+memory_per_gpu`).  Pure data parallelism of a 70B model does not fit on an 80 GB GPU,
+so a search that starts there (and a sweep that times only it) answers "infeasible";
+this module finds a start the MCMC (:mod:`search.strategy_search`) can improve.
+
+Order of the enumeration (stated because it is ours; Megatron-LM's practice, Narayanan
+et al. SC'21 Sec. 3.3 "Takeaway #1": tensor parallelism up to the GPUs of one server,
+pipeline parallelism across servers):
+
+1. **Model-parallel degree** ``tp x pp`` ascending over the divisors of ``gpus``;
+2. for one degree, **tensor parallelism inside the scale-up domain first**: the largest
+   ``tp`` that is at most the GPUs per server, then smaller ones, then ``tp`` beyond the
+   server (pipeline stages fill the rest);
+3. for one ``(tp, pp)``, the **memory knobs** of :data:`KNOBS` (each an ordered list of
+   alternatives from the cheapest in time to the most memory-saving: micro-batches,
+   ZeRO stage, expert parallelism, embedding placement), combined in order of the sum of
+   their positions (cheapest combinations first).
+
+Memory only falls along every knob's list (more micro-batches: smaller in-flight
+activations; higher ZeRO stage: less model state; more expert ranks: fewer experts per
+GPU; tables on servers: no replicated tables), so a ``(tp, pp)`` whose most
+memory-saving combination does not fit is skipped after one check; the enumeration costs
+O(divisor pairs + knob combinations of the first pair that fits) memory checks.
+
+Extending it (the execution-knobs issue adds recomputation and the like): append a
+:class:`Knob` to :data:`KNOBS` whose ``options`` lists the alternatives cheapest-first
+and most memory-saving last; :func:`feasible_start` needs no other change.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from codesign.errors import InfeasibleError, InvalidSpecError, invalid
+from codesign.workloads.hardware import Hardware, get_hardware
+from codesign.workloads.memory import MemoryBreakdown, memory_per_gpu
+from codesign.workloads.model import Workload
+from codesign.workloads.strategy import Strategy, check_applicable, is_table
+from search.strategy_space import Candidate
+
+__all__ = ["Knob", "KNOBS", "feasible_start", "model_parallel_shapes"]
+
+_GIB = float(2 ** 30)
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One memory-saving dimension of a strategy.
+
+    Attributes
+    ----------
+    name : str
+        For messages.
+    options : callable
+        ``options(strategy, workload) -> list[Strategy]``: variants of ``strategy``
+        (which has ``dp``, ``tp``, ``pp`` fixed) along this knob, cheapest in time first,
+        least memory last; the first is normally ``strategy`` itself.
+    """
+
+    name: str
+    options: Callable[[Strategy, Workload], list[Strategy]]
+
+
+#: Micro-batch counts tried per (tp, pp) (the smallest divisors of the replica's batch).
+_MAX_MICROBATCH_OPTIONS = 24
+
+
+def _microbatches(s: Strategy, w: Workload) -> list[Strategy]:
+    # Fewer, larger micro-batches first (better kernel efficiency, a shorter 1F1B
+    # bubble is not bought with memory), down to one sample per micro-batch.  Without
+    # pipelining this is gradient accumulation (one micro-batch in flight).
+    per_replica = w.batch_size // s.dp if w.batch_size % s.dp == 0 else 0
+    out = [replace(s, microbatches=None)]
+    # Divisors of the replica's batch, at least pp (a full 1F1B pipeline) and above the
+    # default (pp micro-batches; 1 without pipelining), ascending.
+    divisors = [m for m in range(s.pp + 1, per_replica + 1) if per_replica % m == 0]
+    out += [replace(s, microbatches=m) for m in divisors[:_MAX_MICROBATCH_OPTIONS]]
+    return out
+
+
+def _zero(s: Strategy, w: Workload) -> list[Strategy]:
+    top = 1 if s.pp > 1 else 3   # ZeRO-2/3 are not combined with 1F1B (check_applicable)
+    return [replace(s, zero=z) for z in range(0, top + 1)] if s.dp > 1 else [s]
+
+
+def _experts(s: Strategy, w: Workload) -> list[Strategy]:
+    experts = sorted({layer.experts for layer in w.layers if layer.experts})
+    if not experts:
+        return [s]
+    return [replace(s, ep=e) for e in range(1, s.dp + 1)
+            if s.dp % e == 0 and all(x % e == 0 for x in experts)]
+
+
+def _embedding(s: Strategy, w: Workload) -> list[Strategy]:
+    if s.tp == 1 and s.pp == 1 and any(is_table(layer) for layer in w.layers):
+        return [s, replace(s, embedding="model")]
+    return [s]
+
+
+#: The memory knobs, tried in the order of :func:`feasible_start` (module docstring).
+KNOBS: tuple[Knob, ...] = (
+    Knob("microbatches", _microbatches),
+    Knob("zero", _zero),
+    Knob("ep", _experts),
+    Knob("embedding", _embedding),
+)
+
+
+def model_parallel_shapes(gpus: int, gpus_per_server: int) -> list[tuple[int, int]]:
+    """``(tp, pp)`` pairs with ``tp x pp`` dividing ``gpus``, in the module's order.
+
+    Examples
+    --------
+    >>> model_parallel_shapes(16, 4)[:6]
+    [(1, 1), (2, 1), (1, 2), (4, 1), (2, 2), (1, 4)]
+    """
+    divisors = [d for d in range(1, gpus + 1) if gpus % d == 0]
+    out = []
+    for mp in divisors:
+        tps = [t for t in divisors if mp % t == 0]
+        inside = sorted((t for t in tps if t <= gpus_per_server), reverse=True)
+        outside = sorted(t for t in tps if t > gpus_per_server)
+        out += [(t, mp // t) for t in inside + outside]
+    return out
+
+
+def _variants(base: Strategy, w: Workload, knobs: tuple[Knob, ...]) -> list[Strategy]:
+    """Every knob combination of ``base``, cheapest (smallest position sum) first."""
+    axes: list[list[Strategy]] = []
+    for knob in knobs:
+        axes.append(knob.options(base, w) or [base])
+    combos = sorted(itertools.product(*(range(len(a)) for a in axes)),
+                    key=lambda idx: (sum(idx), idx))
+    out = []
+    for idx in combos:
+        s = base
+        for knob_i, pos in enumerate(idx):
+            alt = axes[knob_i][pos]
+            # Apply this knob's change (the fields where alt differs from base).
+            changes = {k: getattr(alt, k) for k in alt.__dataclass_fields__
+                       if getattr(alt, k) != getattr(base, k)}
+            try:
+                s = replace(s, **changes)
+            except InvalidSpecError:
+                s = None
+                break
+        if s is not None:
+            out.append(s)
+    return out
+
+
+def _most_saving(base: Strategy, w: Workload, knobs: tuple[Knob, ...]) -> Strategy | None:
+    s = base
+    for knob in knobs:
+        opts = [o for o in knob.options(s, w) if _applicable(w, o)]
+        if opts:
+            s = opts[-1]
+    return s if _applicable(w, s) else None
+
+
+def _applicable(w: Workload, s: Strategy) -> bool:
+    try:
+        check_applicable(w, s)
+    except InvalidSpecError:
+        return False
+    return True
+
+
+def feasible_start(workload: Workload, gpus: int, hardware: Hardware | str, *,
+                   gpus_per_server: int | None = None, knobs: tuple[Knob, ...] = KNOBS,
+                   preferred: Strategy | None = None) -> Candidate:
+    """The first strategy on ``gpus`` GPUs that fits in memory (module docstring order).
+
+    Parameters
+    ----------
+    workload : Workload
+    gpus : int
+        GPUs of the job (``dp x tp x pp``).
+    hardware : Hardware or str
+        GPU type (HBM capacity; ``gpus_per_server`` unless given).
+    gpus_per_server : int, optional
+        Size of the scale-up domain (default: the hardware's).
+    knobs : tuple of Knob, optional
+        The memory knobs (default :data:`KNOBS`).
+    preferred : Strategy, optional
+        Returned as it is when it uses ``gpus`` GPUs, applies and fits (a user's strategy).
+
+    Returns
+    -------
+    Candidate
+        The start, in the default placement order.
+
+    Raises
+    ------
+    InfeasibleError
+        Nothing fits; the message is the closest attempt's memory breakdown and its
+        shortfall in GiB.
+    InvalidSpecError
+        ``gpus`` is not a positive integer.
+
+    Examples
+    --------
+    >>> from codesign.workloads import get_workload
+    >>> str(feasible_start(get_workload("llama3-70b"), 1024, "H100").strategy)
+    'dp=256,tp=4,pp=1,microbatches=8,zero=2'
+    """
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise invalid("gpus", gpus, "a positive integer")
+    hw = get_hardware(hardware)
+    per_server = gpus_per_server or hw.gpus_per_server
+    if preferred is not None and preferred.gpus == gpus and _applicable(workload, preferred) \
+            and memory_per_gpu(workload, preferred, hw).fits:
+        return Candidate(preferred)
+    closest: MemoryBreakdown | None = None
+
+    def fits(s: Strategy) -> bool:
+        nonlocal closest
+        m = memory_per_gpu(workload, s, hw)
+        if closest is None or m.total_bytes - m.capacity_bytes < \
+                closest.total_bytes - closest.capacity_bytes:
+            closest = m
+        return m.fits
+
+    for tp, pp in model_parallel_shapes(gpus, per_server):
+        base = Strategy(dp=gpus // (tp * pp), tp=tp, pp=pp)
+        saving = _most_saving(base, workload, knobs)
+        if saving is None or not fits(saving):
+            continue
+        for s in _variants(base, workload, knobs):
+            if _applicable(workload, s) and fits(s):
+                return Candidate(s)
+        return Candidate(saving)  # pragma: no cover - the most saving one is a variant
+    if closest is None:
+        raise InfeasibleError(f"no strategy of {workload.name} applies on {gpus} GPUs "
+                              f"(batch {workload.batch_size}, {len(workload.layers)} layers)")
+    short = (closest.total_bytes - closest.capacity_bytes) / _GIB
+    raise InfeasibleError(f"no strategy of {workload.name} fits in {hw.name} memory on {gpus} "
+                          f"GPUs; closest: {closest.message()} (short by {short:.1f} GiB)")
+

@@ -1,0 +1,316 @@
+"""Co-design on one fabric: the best memory-feasible strategy per workload of a mix.
+
+The sweeps (:mod:`search.sweep_trial`) and the what-if (:mod:`search.whatif`) rank
+fabrics.  Ranking them under one fixed strategy is not co-design: the best strategy
+differs per fabric (TopoOpt NSDI'23, Sec. 2 and 4.1), and for large models pure data
+parallelism does not even fit.  So every candidate fabric gets, per workload, the
+strategy search that ``codesign optimize`` runs:
+
+* start from :func:`search.feasible.feasible_start` (the least model parallelism that
+  fits in memory, tensor parallelism inside the server first) -- or from the workload's
+  own strategy when the specification gives one and it fits;
+* FlexFlow-style MCMC over the strategy space (:func:`search.strategy_search.
+  mcmc_search` with :mod:`search.strategy_space`'s moves), each candidate timed by the
+  iteration model on *this* fabric (memory-infeasible ones count as infinitely slow);
+* keep the fastest; report its time, the start's time and the evaluations spent.
+
+With ``collective_method="best"`` the search ranks strategies with the cheap ``auto``
+collectives (every new participant group would otherwise cost a full synthesizer
+tournament, seconds at 128 servers), then re-times the start and the best strategy
+found with ``best`` and keeps the faster: the strategy and the collective algorithms
+are chosen one after the other, not jointly (stated because it is a choice).
+
+For the ``topoopt`` family the fabric itself depends on the strategy, so
+:func:`alternate_topoopt` runs TopoOpt's alternating loop (Sec. 4.1) for the whole mix:
+TopologyFinder on the mix's demand, strategy search per workload on that topology,
+TopologyFinder again on the new strategies' demand, kept only when the weighted
+iteration time improves, for at most ``rounds`` rounds.
+
+Everything here is deterministic for a given seed (the MCMC's proposals and acceptance
+draws depend only on the seed and the times), so a sweep gives the same records for any
+number of Ray workers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from codesign.errors import CodesignError, InfeasibleError, invalid
+from search.strategy_space import Candidate
+
+__all__ = ["SearchBudget", "WorkloadPlan", "WorkloadChoice", "best_strategies",
+           "weighted_time", "topoopt_fabric", "alternate_topoopt", "mfu"]
+
+
+@dataclass(frozen=True)
+class SearchBudget:
+    """The per-workload strategy-search budget (sweep key ``strategy_search``).
+
+    Attributes
+    ----------
+    evaluations : int
+        Distinct strategies timed per workload and fabric (>= 1), shared by the chains.
+    restarts : int
+        Independent MCMC chains (>= 1).
+    batch : int
+        Proposals per Metropolis step (part of the algorithm: same result for any
+        number of workers).
+    """
+
+    evaluations: int = 16
+    restarts: int = 1
+    batch: int = 4
+
+    def __post_init__(self) -> None:
+        for name, low in (("evaluations", 1), ("restarts", 1), ("batch", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise invalid(f"strategy_search {name}", v, f"an integer >= {low}")
+        if self.restarts > self.evaluations:
+            raise invalid("strategy_search restarts", self.restarts,
+                          f"at most evaluations ({self.evaluations})")
+
+
+@dataclass(frozen=True)
+class WorkloadPlan:
+    """One workload of a mix, ready to search: the loaded workload and its start."""
+
+    name: str
+    weight: float
+    config: str | None
+    workload: Any
+    start: Candidate
+    fixed: bool = False
+
+
+@dataclass(frozen=True)
+class WorkloadChoice:
+    """The strategy chosen for one workload on one fabric.
+
+    Attributes
+    ----------
+    name, config : str
+        The workload.
+    weight : float
+    candidate : Candidate
+        The fastest strategy found (with its placement order).
+    time_s : float
+        Its iteration time, seconds.
+    start : Candidate
+        The search's start (:func:`search.feasible.feasible_start`).
+    start_time_s : float
+        The start's iteration time on this fabric, seconds (what a fixed-strategy
+        sweep would report).
+    evaluations : int
+        Distinct strategies timed.
+    metrics : dict
+        The chosen strategy's :class:`~evaluators.iteration.IterationResult` fields.
+    """
+
+    name: str
+    config: str | None
+    weight: float
+    candidate: Candidate
+    time_s: float
+    start: Candidate
+    start_time_s: float
+    evaluations: int
+    metrics: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def mfu(workload, gpus: int, hardware, iteration_time_s: float) -> float:
+    """Model FLOPs utilisation: ``flops_per_iteration / (gpus x peak x time)``.
+
+    The peak is the hardware's dense fp16/bf16 tensor rate (the training precision of
+    the zoo; PaLM, Chowdhery et al. 2022, App. B defines MFU this way, counting only the
+    model's FLOPs, not recomputation).
+    """
+    if not iteration_time_s > 0 or not math.isfinite(iteration_time_s):
+        return float("nan")
+    return float(workload.flops_per_iteration) / (
+        gpus * hardware.peak_flops("fp16") * iteration_time_s)
+
+
+def _timer(topology, workload, hardware, method: str):
+    """``evaluate_many`` for the MCMC: iteration time per candidate, ``inf`` if it
+    cannot run; keeps every result for the caller."""
+    from evaluators.iteration import evaluate
+
+    results: dict[Candidate, Any] = {}
+
+    def evaluate_many(cands: Sequence[Candidate]) -> list[float]:
+        out = []
+        for c in cands:
+            try:
+                r = evaluate(topology, workload, c.strategy, hardware=hardware,
+                             placement=c.placement(hardware.gpus_per_server),
+                             collective_method=method, routing="auto")
+            except CodesignError:
+                out.append(math.inf)
+                continue
+            results[c] = r
+            out.append(float(r.iteration_time_s))
+        return out
+
+    return evaluate_many, results
+
+
+def _metrics(result) -> dict[str, Any]:
+    d = result.to_dict()
+    d.pop("by_purpose_s", None)
+    return d
+
+
+def best_strategies(topology, plans: Sequence[WorkloadPlan], hardware, *,
+                    collective_method: str = "best", budget: SearchBudget | None = None,
+                    seed: int = 0) -> list[WorkloadChoice]:
+    """Search the strategy of every workload of the mix on ``topology`` (module docstring).
+
+    Parameters
+    ----------
+    topology : topologies.Topology
+        The fabric; its NPUs are the servers.
+    plans : sequence of WorkloadPlan
+        The mix with each workload's start.
+    hardware : Hardware
+        GPU type (``gpus_per_server`` is the placement's).
+    collective_method : str
+        Collective algorithm of the iteration model (``best``, ``auto`` or a name).
+    budget : SearchBudget or None
+        ``None``: no search, each workload keeps its start (a fixed-strategy sweep).
+    seed : int
+        Seed of the chains (workload ``i`` uses ``(seed, i)``).
+
+    Returns
+    -------
+    list of WorkloadChoice
+        In the order of ``plans``.
+
+    Raises
+    ------
+    InfeasibleError
+        A workload has no strategy that runs on this fabric (its start does not fit or
+        cannot be timed, and the search found nothing either).
+    """
+    from search.strategy_search import mcmc_search
+
+    out = []
+    for i, plan in enumerate(plans):
+        evaluate_many, results = _timer(topology, plan.workload, hardware, collective_method)
+        if budget is None or plan.fixed:
+            t = evaluate_many([plan.start])[0]
+            best, best_t, t0, evals = plan.start, t, t, 1
+        else:
+            rank_method = "auto" if collective_method == "best" else collective_method
+            ranker, _ = _timer(topology, plan.workload, hardware, rank_method)
+            found = mcmc_search(plan.workload, plan.start, ranker,
+                                budget=budget.evaluations, restarts=budget.restarts,
+                                batch=budget.batch, gpus_per_server=hardware.gpus_per_server,
+                                seed=int(np.random.SeedSequence([seed, i]).generate_state(1)[0]))
+            evals = found.evaluations
+            # The start and the best found, timed with the requested method.
+            t0, best_t = evaluate_many([plan.start, found.best])
+            best = found.best
+            if not best_t < t0:
+                best, best_t = plan.start, t0
+        if not math.isfinite(best_t) or best not in results:
+            # Re-raise the evaluator's own reason for the start (memory, inapplicable...).
+            from evaluators.iteration import evaluate
+
+            evaluate(topology, plan.workload, plan.start.strategy, hardware=hardware,
+                     placement=plan.start.placement(hardware.gpus_per_server),
+                     collective_method=collective_method, routing="auto")
+            raise InfeasibleError(f"no strategy of {plan.name} runs on {topology.name}")
+        out.append(WorkloadChoice(plan.name, plan.config, plan.weight, best, best_t, plan.start,
+                                  t0, evals, _metrics(results[best])))
+    return out
+
+
+def weighted_time(choices: Sequence[WorkloadChoice]) -> float:
+    """Weight-averaged iteration time of a mix, seconds."""
+    total = sum(c.weight for c in choices)
+    return sum(c.weight * c.time_s for c in choices) / total
+
+
+def _mix_demand(plans: Sequence[WorkloadPlan], cands: Sequence[Candidate], hardware):
+    """TopologyFinder's inputs for a mix: weighted sums of every workload's AllReduce
+    groups (same server ring: bytes added) and MP server matrices."""
+    from codesign.workloads import demand_for
+
+    groups: dict[tuple[int, ...], float] = {}
+    mp = None
+    for plan, cand in zip(plans, cands):
+        g, m = demand_for(plan.workload, cand.strategy, hardware,
+                          cand.placement(hardware.gpus_per_server), check=False).split()
+        for servers, b in g:
+            groups[servers] = groups.get(servers, 0.0) + plan.weight * b
+        mp = plan.weight * np.asarray(m, dtype=float) + (0.0 if mp is None else mp)
+    return list(groups.items()), mp
+
+
+def topoopt_fabric(servers: int, degree: int, bandwidth_Bps: float, plans, cands, hardware,
+                   seed: int):
+    """TopologyFinder (TopoOpt Algorithm 1) for the mix's demand under ``cands``."""
+    from topologies.topoopt import topology_finder
+
+    groups, mp = _mix_demand(plans, cands, hardware)
+    return topology_finder(servers, degree, groups, mp, link_bandwidth=bandwidth_Bps,
+                           seed=seed).topology
+
+
+def alternate_topoopt(servers: int, degree: int, bandwidth_Bps: float,
+                      plans: Sequence[WorkloadPlan], hardware, *,
+                      collective_method: str = "best", budget: SearchBudget | None = None,
+                      rounds: int = 2, tolerance: float = 0.01, seed: int = 0
+                      ) -> tuple[Any, list[WorkloadChoice]]:
+    """TopoOpt's alternating loop (Sec. 4.1) for a mix on ``servers`` of degree ``degree``.
+
+    Round 0: the strategy search of every workload on the current TopologyFinder
+    fabric (:func:`best_strategies`); round ``r``: TopologyFinder on the found
+    strategies' mix demand; the new fabric is kept when the mix's weighted time on it
+    (same strategies) is lower, and the strategies are searched again on it.  Stops when
+    a round gains less than ``tolerance``
+    (relative) or after ``rounds`` rounds.  With ``budget=None`` it is one TopologyFinder
+    call on the starts' demand (a fixed-strategy trial).
+
+    Returns
+    -------
+    (topology, choices)
+        The final fabric and the choices on it; each choice's ``start_time_s`` is its
+        start on the first fabric (TopologyFinder for the starts: the fixed-strategy
+        trial), ``evaluations`` counts every round.
+    """
+    cands = [p.start for p in plans]
+    topo = topoopt_fabric(servers, degree, bandwidth_Bps, plans, cands, hardware, seed)
+    choices = best_strategies(topo, plans, hardware, collective_method=collective_method,
+                              budget=budget, seed=seed)
+    first = choices
+    evaluations = [c.evaluations for c in choices]
+    for r in range(1, rounds if budget is not None else 1):
+        cands = [c.candidate for c in choices]
+        new_topo = topoopt_fabric(servers, degree, bandwidth_Bps, plans, cands, hardware, seed)
+        fixed = [WorkloadPlan(p.name, p.weight, p.config, p.workload, c, True)
+                 for p, c in zip(plans, cands)]
+        try:
+            on_new = best_strategies(new_topo, fixed, hardware,
+                                     collective_method=collective_method, budget=None)
+        except InfeasibleError:
+            break
+        if weighted_time(on_new) >= weighted_time(choices) * (1 - tolerance):
+            break   # TopologyFinder's fabric for the new strategies is no faster
+        topo = new_topo
+        again = [WorkloadPlan(p.name, p.weight, p.config, p.workload, c, p.fixed)
+                 for p, c in zip(plans, cands)]
+        choices = best_strategies(topo, again, hardware, collective_method=collective_method,
+                                  budget=budget, seed=seed + r)
+        evaluations = [e + c.evaluations + 1 for e, c in zip(evaluations, choices)]
+    # The baseline stays the start on the starts' fabric (what a fixed-strategy trial has).
+    choices = [WorkloadChoice(c.name, c.config, c.weight, c.candidate, c.time_s, f.start,
+                              f.start_time_s, e, c.metrics)
+               for c, f, e in zip(choices, first, evaluations)]
+    return topo, choices

@@ -1,0 +1,71 @@
+"""collective_method='best': the fastest valid synthesizer, checked against timing each alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from evaluators.collectives import Collective
+from evaluators.iteration.comm import (BEST, CommTimer, System, best_candidates, best_choices)
+from evaluators.registry import synthesize
+from evaluators.validate import validate_schedule
+from topologies.registry import from_spec
+
+
+@pytest.mark.parametrize("spec", ["torus:3x3,bw=100Gbps", "expander:8,degree=3,seed=1,bw=50Gbps",
+                                  "leafspine:8,oversub=2,hosts_per_leaf=4,bw=100Gbps",
+                                  "hier:ring2_switch3,bw=200GB/s:50GB/s"])
+@pytest.mark.parametrize("kind, size", [("allreduce", 64e6), ("allgather", 3e5)])
+def test_best_is_the_fastest_valid_synthesizer_timed_alone(spec, kind, size):
+    topo = from_spec(spec)
+    nodes = tuple(range(topo.npus))
+    sysm = System(topo, topo.npus * 4, 4, True, 4.5e11)
+    best = CommTimer(sysm, BEST, "flow").inter_collective(kind, nodes, size).time_s
+    names, skipped = best_candidates(topo, kind, len(nodes))
+    alone = {}
+    for name in names:
+        try:
+            sched = synthesize(topo, Collective(kind, nodes, size), method=name)
+        except Exception:  # noqa: BLE001 - inapplicable to this fabric
+            continue
+        if not validate_schedule(sched, topo).valid:
+            continue
+        alone[name] = CommTimer(sysm, name, "flow").inter_collective(kind, nodes, size).time_s
+    assert best == pytest.approx(min(alone.values()), rel=1e-9)
+    choice = [c for c in best_choices(topo) if c.kind == kind][-1]
+    assert alone[choice.algorithm] == pytest.approx(best, rel=1e-9)
+    assert choice.gain_over_ring == pytest.approx(alone["ring"] / best, rel=1e-9)
+    assert set(choice.times_s) | set(choice.skipped) >= set(names)
+
+
+def test_skips_are_recorded_with_reasons():
+    topo = from_spec("fattree:k=4,bw=100Gbps")
+    names, skipped = best_candidates(topo, "allreduce", 16)
+    assert "ring" in names and "themis" in skipped and "multi-dimensional" in skipped["themis"]
+    assert "mcf" in skipped and "switched fabric" in skipped["mcf"]
+    _, big = best_candidates(from_spec("torus:8x8"), "allreduce", 64)
+    assert "LP variables" in big["mcf"]
+    _, tight = best_candidates(topo, "allreduce", 16, time_limit_s=1e-9)
+    assert "tacos" in tight and "time estimate" in tight["tacos"]
+
+
+def test_evaluate_accepts_best_and_it_is_never_slower_than_ring():
+    from evaluators.iteration import evaluate
+
+    topo = from_spec("mesh:2x4,bw=100Gbps")
+    b = evaluate(topo, "bert", "dp=64", collective_method="best", routing="auto")
+    r = evaluate(from_spec("mesh:2x4,bw=100Gbps"), "bert", "dp=64", collective_method="ring",
+                 routing="auto")
+    assert b.collective_method == "best"
+    assert b.iteration_time_s <= r.iteration_time_s * (1 + 1e-9)
+
+
+def test_a_synthesizer_that_refuses_a_subset_group_is_skipped():
+    # TACOS does not relay through non-participants: on a sparse subset of a torus it
+    # refuses (InfeasibleError); best must fall back to the others and say why.
+    topo = from_spec("torus:4x4,bw=100Gbps")
+    sysm = System(topo, 64, 4, True, 4.5e11)
+    nodes = (0, 5, 10, 15)
+    t = CommTimer(sysm, BEST, "flow").inter_collective("allreduce", nodes, 8e6).time_s
+    choice = [c for c in best_choices(topo) if c.nodes == 4][-1]
+    assert t > 0 and choice.algorithm in choice.times_s
+    assert all(reason for reason in choice.skipped.values())
