@@ -11,11 +11,11 @@ The loop, as implemented
 ------------------------
 0. Start from ``initial_strategy`` (default pure data parallelism on ``servers x
    gpus_per_server`` GPUs) and the TopologyFinder topology of its demand; if it does not
-   fit in memory, from the first strategy that does
-   (:func:`search.strategy_space.feasible_candidate`: its memory-saving variants --
-   tables on servers, sequence parallelism, ZeRO, recomputation, more micro-batches --
-   then more model parallelism, TP inside the server first).  When nothing fits the run
-   stops with :class:`~codesign.errors.InfeasibleError` naming the closest attempt.
+   fit in memory, from the first strategy that does (:func:`search.feasible.feasible_start`:
+   the least model parallelism, TP inside the server first, with the cheapest memory
+   knobs -- sequence parallelism, micro-batches, ZeRO, tables on servers, recomputation).
+   When nothing fits the run stops with :class:`~codesign.errors.InfeasibleError` naming
+   the closest attempt.
 1. Round ``r``: MCMC strategy search on the current topology (budget ``budget``, seed
    ``(seed, r)``), starting from the current strategy.
 2. TopologyFinder on the best strategy's demand (:meth:`Demand.split`: AllReduce server
@@ -58,14 +58,15 @@ from typing import Any
 
 import numpy as np
 
-from codesign.errors import CodesignError, InfeasibleError, invalid
+from codesign.errors import CodesignError, invalid
 from codesign.units import parse_bandwidth
 from codesign.workloads import get_workload
 from codesign.workloads.demand import demand_for
 from codesign.workloads.hardware import get_hardware
 from codesign.workloads.model import Workload
 from search.strategy_search import SearchResult, mcmc_search
-from search.strategy_space import Candidate, feasible_candidate, initial_candidate
+from search.feasible import feasible_start
+from search.strategy_space import Candidate, initial_candidate
 
 __all__ = ["OptimizeSpec", "RoundLog", "BaselineResult", "OptimizeResult", "optimize",
            "BASELINES", "evaluate_candidates"]
@@ -392,13 +393,10 @@ def _alternate(spec: OptimizeSpec, pool) -> dict[str, Any]:
     """The loop of the module docstring; returns the pieces of :class:`OptimizeResult`."""
     workload = spec.load_workload()
     given = initial_candidate(workload, spec.gpus, spec.initial_strategy)
-    # The first strategy that fits in memory: the given one, its memory-saving variants
-    # (knobs, micro-batches), then more model parallelism (strategy_space.feasible_candidate).
-    cand, mem = feasible_candidate(workload, spec.gpus, spec.hardware, spec.gpus_per_server,
-                                   given)
-    if cand is None:
-        raise InfeasibleError(f"no strategy of {spec.workload} fits on {spec.gpus} GPUs of "
-                              f"{spec.hardware}: the closest, {mem.message()}")
+    # The given strategy if it fits, else the first that does (search.feasible: the least
+    # model parallelism with the cheapest memory knobs); InfeasibleError when none does.
+    cand = feasible_start(workload, spec.gpus, spec.hardware,
+                          gpus_per_server=spec.gpus_per_server, preferred=given.strategy)
     finder = topoopt_topology(spec, workload, cand)
     pool.set_topology(finder.topology)
     best_t = pool.evaluate([cand])[0]

@@ -16,19 +16,26 @@ pipeline parallelism across servers):
    ``tp`` that is at most the GPUs per server, then smaller ones, then ``tp`` beyond the
    server (pipeline stages fill the rest);
 3. for one ``(tp, pp)``, the **memory knobs** of :data:`KNOBS` (each an ordered list of
-   alternatives from the cheapest in time to the most memory-saving: micro-batches,
-   ZeRO stage, expert parallelism, embedding placement), combined in order of the sum of
-   their positions (cheapest combinations first).
+   alternatives from the cheapest in time to the most memory-saving: sequence
+   parallelism, micro-batches, ZeRO stage, expert parallelism, embedding placement,
+   recomputation), combined in order of the sum of their positions (cheapest
+   combinations first).
 
-Memory only falls along every knob's list (more micro-batches: smaller in-flight
-activations; higher ZeRO stage: less model state; more expert ranks: fewer experts per
-GPU; tables on servers: no replicated tables), so a ``(tp, pp)`` whose most
+The whole enumeration runs twice: first without the costly end of the knobs (full
+recomputation, ZeRO-3), so that tensor or pipeline parallelism is preferred to them, then
+with every knob.
+
+Memory only falls along every knob's list (sequence parallelism: split norm/dropout
+activations; more micro-batches: smaller in-flight activations; higher ZeRO stage: less
+model state; more expert ranks: fewer experts per GPU; tables on servers: no replicated
+tables; recomputation: fewer saved activations), so a ``(tp, pp)`` whose most
 memory-saving combination does not fit is skipped after one check; the enumeration costs
 O(divisor pairs + knob combinations of the first pair that fits) memory checks.
 
-Extending it (the execution-knobs issue adds recomputation and the like): append a
-:class:`Knob` to :data:`KNOBS` whose ``options`` lists the alternatives cheapest-first
-and most memory-saving last; :func:`feasible_start` needs no other change.
+Extending it: append a :class:`Knob` to :data:`KNOBS` whose ``options`` lists the
+alternatives cheapest-first and most memory-saving last; :func:`feasible_start` needs no
+other change.  ``codesign optimize`` (:mod:`search.alternating`), sweep trials and
+what-ifs all start from it.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from codesign.errors import InfeasibleError, InvalidSpecError, invalid
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.memory import MemoryBreakdown, memory_per_gpu
 from codesign.workloads.model import Workload
+from codesign.workloads.placement import Placement
 from codesign.workloads.strategy import Strategy, check_applicable, is_table
 from search.strategy_space import Candidate
 
@@ -60,10 +68,22 @@ class Knob:
         ``options(strategy, workload) -> list[Strategy]``: variants of ``strategy``
         (which has ``dp``, ``tp``, ``pp`` fixed) along this knob, cheapest in time first,
         least memory last; the first is normally ``strategy`` itself.
+    costly : int
+        How many of the last options cost so much time (full recomputation: a third more
+        compute; ZeRO-3: parameters gathered every micro-batch) that more model
+        parallelism is tried first (module docstring).
     """
 
     name: str
     options: Callable[[Strategy, Workload], list[Strategy]]
+    costly: int = 0
+
+    def choices(self, s: Strategy, w: Workload, *, cheap: bool) -> list[Strategy]:
+        """The options; with ``cheap``, without the last ``costly`` ones."""
+        out = self.options(s, w)
+        if cheap and self.costly and len(out) > self.costly:
+            out = out[:-self.costly]
+        return out
 
 
 #: Micro-batch counts tried per (tp, pp) (the smallest divisors of the replica's batch).
@@ -84,8 +104,26 @@ def _microbatches(s: Strategy, w: Workload) -> list[Strategy]:
 
 
 def _zero(s: Strategy, w: Workload) -> list[Strategy]:
-    top = 1 if s.pp > 1 else 3   # ZeRO-2/3 are not combined with 1F1B (check_applicable)
-    return [replace(s, zero=z) for z in range(0, top + 1)] if s.dp > 1 else [s]
+    # ZeRO shards over the dp x cp ranks holding the same weights; with pipelining stages
+    # 2 and 3 communicate every micro-batch (costlier), which their later positions say.
+    return [replace(s, zero=z) for z in range(4)] if s.data_ranks > 1 else [s]
+
+
+def _sequence_parallel(s: Strategy, w: Workload) -> list[Strategy]:
+    # Sequence parallelism moves the same bytes as TP's all-reduce and splits the norm /
+    # dropout activations by tp (Korthikanti et al. 2022 Sec. 4.2.2): nearly free.
+    return [s, replace(s, sp=True)] if s.tp > 1 else [s]
+
+
+def _recompute(s: Strategy, w: Workload) -> list[Strategy]:
+    # Selective recomputation reruns only the attention core (cheap, and only useful
+    # where the s x s tensors are stored); full recomputation reruns the forward pass
+    # (a third more compute) and keeps only layer inputs (Korthikanti et al. Sec. 5).
+    modes = ["none"]
+    if any(layer.attn_core_saved_bytes > 0 for layer in w.layers):
+        modes.append("selective")
+    modes.append("full")
+    return [replace(s, recompute=m) for m in modes]
 
 
 def _experts(s: Strategy, w: Workload) -> list[Strategy]:
@@ -104,10 +142,12 @@ def _embedding(s: Strategy, w: Workload) -> list[Strategy]:
 
 #: The memory knobs, tried in the order of :func:`feasible_start` (module docstring).
 KNOBS: tuple[Knob, ...] = (
+    Knob("sp", _sequence_parallel),
     Knob("microbatches", _microbatches),
-    Knob("zero", _zero),
+    Knob("zero", _zero, costly=1),
     Knob("ep", _experts),
     Knob("embedding", _embedding),
+    Knob("recompute", _recompute, costly=1),
 )
 
 
@@ -129,11 +169,12 @@ def model_parallel_shapes(gpus: int, gpus_per_server: int) -> list[tuple[int, in
     return out
 
 
-def _variants(base: Strategy, w: Workload, knobs: tuple[Knob, ...]) -> list[Strategy]:
+def _variants(base: Strategy, w: Workload, knobs: tuple[Knob, ...], cheap: bool
+              ) -> list[Strategy]:
     """Every knob combination of ``base``, cheapest (smallest position sum) first."""
     axes: list[list[Strategy]] = []
     for knob in knobs:
-        axes.append(knob.options(base, w) or [base])
+        axes.append(knob.choices(base, w, cheap=cheap) or [base])
     combos = sorted(itertools.product(*(range(len(a)) for a in axes)),
                     key=lambda idx: (sum(idx), idx))
     out = []
@@ -154,10 +195,11 @@ def _variants(base: Strategy, w: Workload, knobs: tuple[Knob, ...]) -> list[Stra
     return out
 
 
-def _most_saving(base: Strategy, w: Workload, knobs: tuple[Knob, ...]) -> Strategy | None:
+def _most_saving(base: Strategy, w: Workload, knobs: tuple[Knob, ...], cheap: bool
+                 ) -> Strategy | None:
     s = base
     for knob in knobs:
-        opts = [o for o in knob.options(s, w) if _applicable(w, o)]
+        opts = [o for o in knob.choices(s, w, cheap=cheap) if _applicable(w, o)]
         if opts:
             s = opts[-1]
     return s if _applicable(w, s) else None
@@ -180,7 +222,7 @@ def feasible_start(workload: Workload, gpus: int, hardware: Hardware | str, *,
     ----------
     workload : Workload
     gpus : int
-        GPUs of the job (``dp x tp x pp``).
+        GPUs of the job (``dp x tp x pp x cp``).
     hardware : Hardware or str
         GPU type (HBM capacity; ``gpus_per_server`` unless given).
     gpus_per_server : int, optional
@@ -214,27 +256,32 @@ def feasible_start(workload: Workload, gpus: int, hardware: Hardware | str, *,
     hw = get_hardware(hardware)
     per_server = gpus_per_server or hw.gpus_per_server
     if preferred is not None and preferred.gpus == gpus and _applicable(workload, preferred) \
-            and memory_per_gpu(workload, preferred, hw).fits:
+            and memory_per_gpu(workload, preferred, hw,
+                               Placement.for_strategy(preferred, per_server)).fits:
         return Candidate(preferred)
     closest: MemoryBreakdown | None = None
 
     def fits(s: Strategy) -> bool:
         nonlocal closest
-        m = memory_per_gpu(workload, s, hw)
+        # Placement matters for tables placed on servers (which GPU holds which table).
+        m = memory_per_gpu(workload, s, hw, Placement.for_strategy(s, per_server))
         if closest is None or m.total_bytes - m.capacity_bytes < \
                 closest.total_bytes - closest.capacity_bytes:
             closest = m
         return m.fits
 
-    for tp, pp in model_parallel_shapes(gpus, per_server):
-        base = Strategy(dp=gpus // (tp * pp), tp=tp, pp=pp)
-        saving = _most_saving(base, workload, knobs)
-        if saving is None or not fits(saving):
-            continue
-        for s in _variants(base, workload, knobs):
-            if _applicable(workload, s) and fits(s):
-                return Candidate(s)
-        return Candidate(saving)  # pragma: no cover - the most saving one is a variant
+    # Two passes: the cheap knobs over every shape (more model parallelism before full
+    # recomputation or ZeRO-3, Megatron-LM's practice), then every knob.
+    for cheap in (True, False):
+        for tp, pp in model_parallel_shapes(gpus, per_server):
+            base = Strategy(dp=gpus // (tp * pp), tp=tp, pp=pp)
+            saving = _most_saving(base, workload, knobs, cheap)
+            if saving is None or not fits(saving):
+                continue
+            for s in _variants(base, workload, knobs, cheap):
+                if _applicable(workload, s) and fits(s):
+                    return Candidate(s)
+            return Candidate(saving)  # pragma: no cover - the most saving one is a variant
     if closest is None:
         raise InfeasibleError(f"no strategy of {workload.name} applies on {gpus} GPUs "
                               f"(batch {workload.batch_size}, {len(workload.layers)} layers)")

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from codesign.cli import main
-from codesign.errors import InvalidSpecError
+from codesign.errors import InfeasibleError, InvalidSpecError
 from codesign.workloads import get_workload
 from codesign.workloads.hardware import Hardware
 from codesign.workloads.memory import memory_per_gpu
 from codesign.workloads.strategy import RECOMPUTE, Strategy, check_applicable
 from search.strategy_search import mcmc_search
-from search.strategy_space import (
-    Candidate, feasible_candidate, initial_candidate, memory_variants, propose)
+from search.feasible import feasible_start
+from search.strategy_space import Candidate, initial_candidate, propose
 
 
 def gpt(batch: int = 32):
@@ -94,31 +94,31 @@ def test_finds_the_brute_force_optimum_over_axes_and_knobs() -> None:
     assert r.best == best
 
 
-def test_memory_variants_start_with_the_strategy_and_only_add_savings() -> None:
+def test_feasible_start_for_llama3_70b_on_1024_h100_uses_the_knobs() -> None:
     w = get_workload("llama3-70b")
-    s = Strategy(dp=16, tp=8, pp=8)
-    variants = memory_variants(w, s)
-    assert variants[0] == s
-    for v in variants:
-        assert (v.dp, v.tp, v.pp, v.cp) == (16, 8, 8, 1)
-        check_applicable(w, v)
-
-
-def test_feasible_start_for_llama3_70b_on_1024_h100() -> None:
-    w = get_workload("llama3-70b")
-    c, mem = feasible_candidate(w, 1024, "H100", 8)
-    assert c is not None and mem.fits
-    assert memory_per_gpu(w, c.strategy, "H100", c.placement(8)).fits
-    # Pure data parallelism alone does not fit (the issue's what-if refusal).
+    c = feasible_start(w, 1024, "H100")
+    assert memory_per_gpu(w, c.strategy, "H100").fits
+    # Pure data parallelism does not fit (the issue's what-if refusal), even with ZeRO-2.
     assert not memory_per_gpu(w, "dp=1024", "H100").fits
+    assert not memory_per_gpu(w, "dp=1024,zero=2", "H100").fits
+
+
+def test_feasible_start_prefers_model_parallelism_to_full_recomputation() -> None:
+    # Korthikanti et al. Table 3's 175B (TP 8, PP 8 on 64 A100): the first pass (no full
+    # recomputation, no ZeRO-3) finds a strategy, so neither costly knob is used.
+    w = get_workload("gpt3-175b", batch_size=64)
+    s = feasible_start(w, 64, "A100-80").strategy
+    assert s.recompute != "full" and s.zero < 3
+    assert memory_per_gpu(w, s, "A100-80").fits
 
 
 def test_nothing_fits_reports_the_closest_attempt() -> None:
     tiny = Hardware(name="tiny", peak=(("fp16", 1e14),), memory_bytes=2**20,
                     memory_bandwidth_Bps=1e12, gpus_per_server=8, fabric="",
                     fabric_bandwidth_Bps=1e11)
-    c, mem = feasible_candidate(get_workload("llama3-8b"), 16, tiny, 8)
-    assert c is None and not mem.fits and mem.total_bytes > 2**20
+    with pytest.raises(InfeasibleError, match="no strategy of llama3-8b fits in tiny memory "
+                                              "on 16 GPUs; closest: strategy"):
+        feasible_start(get_workload("llama3-8b"), 16, tiny)
 
 
 def test_optimize_exits_1_when_nothing_fits(capsys) -> None:
@@ -126,5 +126,5 @@ def test_optimize_exits_1_when_nothing_fits(capsys) -> None:
                  "--bandwidth", "100Gbps", "--hardware", "A100-40", "--workers", "0"])
     err = capsys.readouterr().err
     assert code == 1
-    assert "no strategy of llama3-405b fits on 8 GPUs of A100-40" in err   # 4 per server
+    assert "no strategy of llama3-405b fits in A100-40 memory on 8 GPUs" in err   # 4/server
     assert "\n" not in err.strip()
