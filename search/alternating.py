@@ -401,6 +401,20 @@ def _alternate(spec: OptimizeSpec, pool) -> dict[str, Any]:
     pool.set_topology(finder.topology)
     best_t = pool.evaluate([cand])[0]
     initial_t = best_t if cand == given else math.inf
+    if cand != given:
+        # The default start prefers model parallelism to full recomputation and ZeRO-3;
+        # the least model parallelism with any knob (e.g. ZeRO-3 data parallelism, what
+        # TopoOpt's data-parallel models use) is timed too, and the faster one starts.
+        other = feasible_start(workload, spec.gpus, spec.hardware,
+                               gpus_per_server=spec.gpus_per_server, passes=(False,))
+        if other != cand:
+            other_finder = topoopt_topology(spec, workload, other)
+            pool.set_topology(other_finder.topology)
+            other_t = pool.evaluate([other])[0]
+            if other_t < best_t:
+                cand, finder, best_t = other, other_finder, other_t
+            else:
+                pool.set_topology(finder.topology)
     logs = []
     for r in range(spec.rounds):
         t0 = time.perf_counter()

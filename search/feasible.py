@@ -215,7 +215,8 @@ def _applicable(w: Workload, s: Strategy) -> bool:
 
 def feasible_start(workload: Workload, gpus: int, hardware: Hardware | str, *,
                    gpus_per_server: int | None = None, knobs: tuple[Knob, ...] = KNOBS,
-                   preferred: Strategy | None = None) -> Candidate:
+                   preferred: Strategy | None = None,
+                   passes: tuple[bool, ...] = (True, False)) -> Candidate:
     """The first strategy on ``gpus`` GPUs that fits in memory (module docstring order).
 
     Parameters
@@ -231,6 +232,11 @@ def feasible_start(workload: Workload, gpus: int, hardware: Hardware | str, *,
         The memory knobs (default :data:`KNOBS`).
     preferred : Strategy, optional
         Returned as it is when it uses ``gpus`` GPUs, applies and fits (a user's strategy).
+    passes : tuple of bool, optional
+        The enumeration passes, ``True`` = without the costly knob options (default: that
+        pass, then every option).  ``(False,)`` gives the least model parallelism with any
+        knob (e.g. ZeRO-3 pure data parallelism), which ``codesign optimize`` times
+        against the default start.
 
     Returns
     -------
@@ -272,7 +278,7 @@ def feasible_start(workload: Workload, gpus: int, hardware: Hardware | str, *,
 
     # Two passes: the cheap knobs over every shape (more model parallelism before full
     # recomputation or ZeRO-3, Megatron-LM's practice), then every knob.
-    for cheap in (True, False):
+    for cheap in passes:
         for tp, pp in model_parallel_shapes(gpus, per_server):
             base = Strategy(dp=gpus // (tp * pp), tp=tp, pp=pp)
             saving = _most_saving(base, workload, knobs, cheap)

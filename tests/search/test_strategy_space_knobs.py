@@ -128,3 +128,14 @@ def test_optimize_exits_1_when_nothing_fits(capsys) -> None:
     assert code == 1
     assert "no strategy of llama3-405b fits in A100-40 memory on 8 GPUs" in err   # 4/server
     assert "\n" not in err.strip()
+
+
+def test_the_any_knob_pass_gives_the_least_model_parallelism() -> None:
+    # CANDLE (TopoOpt List 1, 23.6 B fp32 parameters) on 512 GPUs, 4 per server: the
+    # default start pipelines rather than use ZeRO-3; the any-knob pass keeps pure data
+    # parallelism with ZeRO-3, which optimize times against it.
+    w = get_workload("candle", "simulation")
+    default = feasible_start(w, 512, "A100-80", gpus_per_server=4).strategy
+    anyknob = feasible_start(w, 512, "A100-80", gpus_per_server=4, passes=(False,)).strategy
+    assert default.tp * default.pp > 1 and default.zero < 3
+    assert (anyknob.dp, anyknob.zero) == (512, 3)
