@@ -830,6 +830,7 @@ def _choose(ctx: _Context, comms):
         if best is not None and K * q >= best[0].chunks:
             break
         lo = 0
+        prev_delta = None
         for _ in range(12):
             plan, assign = evaluate(q, K)
             if plan is None:
@@ -861,6 +862,13 @@ def _choose(ctx: _Context, comms):
                 break
             lo = K
             room = target / (1.0 + plan.delta) - 1.0
+            # Rounding alone above epsilon and not shrinking with more replays: these
+            # trees cannot be rounded closer at this split, so more replays only cost time
+            # (the tree-column route, or a larger split, is the way out).
+            if room <= 0 and prev_delta is not None and plan.delta > 0.7 * prev_delta:
+                notes.append(f"q={q}: rounding {plan.delta:.2e} stopped shrinking at K={K}")
+                break
+            prev_delta = plan.delta
             extra = (plan.offsets_s[-1] - latency_s) / plan.step_s
             grow = math.ceil((Tt * plan.window + extra - 1) / room) if room > 0 else 2 * K
             K = mult * math.ceil(max(grow, K + 1) / mult)
