@@ -105,6 +105,10 @@ BEST_TIME_LIMIT_S = 0.5
 #: ring-like 0.7-1.2e-5, direct 6e-5 (all-pairs shortest paths), Themis 1.5e-5.
 _SECONDS_PER_TRANSFER = {"direct": 6e-5}
 _DEFAULT_SECONDS_PER_TRANSFER = 1.2e-5
+#: TACOS unwinds every switch into point-to-point links before synthesis, whatever the
+#: group: about 1e-6 s per (switch ports)^2 (measured: 0.065 s for a 256-port switch,
+#: 1.0 s for 1024 ports, any group size).
+_UNWIND_S_PER_PORT2 = 1e-6
 #: Width of a ``best`` size class in octaves: one decision serves buffers within a
 #: factor 2**4 = 16 (bandwidth-bound collectives rank the synthesizers the same way
 #: across such a range; the winner is re-timed at every exact size).
@@ -210,6 +214,9 @@ def best_candidates(topology, kind: str, nodes: int, *,
         else:
             est = _estimated_transfers(name, kind, nodes) * _SECONDS_PER_TRANSFER.get(
                 name, _DEFAULT_SECONDS_PER_TRANSFER)
+            if name == "tacos" and topology.switches:
+                ports = np.bincount(topology.src, minlength=topology.n_nodes)[topology.npus:]
+                est += _UNWIND_S_PER_PORT2 * float(ports.max()) ** 2
             if name != "ring" and est > time_limit_s:
                 skipped[name] = f"time estimate: {est:.1f} s > {time_limit_s:g} s"
                 continue
