@@ -504,7 +504,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
                         degree=args.degree, bandwidth_Bps=args.bandwidth,
                         gpus_per_server=args.gpus_per_server, hardware=args.hardware,
                         batch_size=args.batch_size, rounds=args.rounds, budget=args.budget,
-                        initial_strategy=args.strategy, baselines=baselines, seed=args.seed)
+                        initial_strategy=args.strategy, baselines=baselines, seed=args.seed,
+                        hardware_file=args.hardware_file)
     result = optimize(spec, workers=args.workers, ray_address=args.ray_address)
     payload = result.to_dict()
     if args.out:
@@ -781,7 +782,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     if args.gpus is not None:
         from codesign.workloads import get_hardware
 
-        per = get_hardware(args.gpu).gpus_per_server
+        per = get_hardware(args.gpu, _hardware_catalog(args.hardware_file)).gpus_per_server
         if args.gpus < per or args.gpus % per:
             raise invalid("whatif --gpus", args.gpus, f"a multiple of {per} ({args.gpu} servers)")
         servers = args.gpus // per
@@ -807,7 +808,8 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
         result = run_whatif(parse_budgets(args.budget), servers=servers, workloads=mix,
                             gpu=args.gpu, collective_method=args.collective_method,
                             search=search, finalists=args.finalists, workers=args.workers,
-                            progress=progress.update if progress else None)
+                            progress=progress.update if progress else None,
+                            hardware_file=args.hardware_file)
     finally:
         if progress is not None:
             progress.close()
@@ -931,6 +933,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bandwidth", required=True, help="rate of one interface, e.g. 100Gbps")
     p.add_argument("--gpus-per-server", type=int, default=4, help="default 4 (TopoOpt Sec. 5.1)")
     p.add_argument("--hardware", default="A100-80")
+    p.add_argument("--hardware-file",
+                   help="hardware catalog YAML (e.g. written by codesign calibrate) to look "
+                        "--hardware up in instead of the built-in one")
     p.add_argument("--batch-size", type=int, help="global batch override")
     p.add_argument("--strategy", help="starting strategy (default pure data parallelism)")
     p.add_argument("--rounds", type=int, default=3, help="at most k alternating rounds")
@@ -1022,6 +1027,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload", default="resnet50", help="zoo workload (default resnet50)")
     p.add_argument("--mix", help="weighted mix NAME:WEIGHT,NAME:WEIGHT (replaces --workload)")
     p.add_argument("--gpu", default="A100-80", help="GPU type (default A100-80)")
+    p.add_argument("--hardware-file",
+                   help="hardware catalog YAML (e.g. written by codesign calibrate) to look "
+                        "--gpu up in instead of the built-in one")
     p.add_argument("--search-evaluations", type=int,
                    help="strategies timed per workload on each finalist fabric (default 12; "
                         "0: feasible starts only, no search)")

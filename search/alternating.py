@@ -91,6 +91,9 @@ class OptimizeSpec:
         GPUs per server (TopoOpt Sec. 5.1: four A100s).
     hardware : str
         GPU of the hardware catalog.
+    hardware_file : str or None
+        Hardware catalog YAML to look ``hardware`` up in (e.g. from ``codesign
+        calibrate``); ``None``: the built-in catalog.
     batch_size : int or None
         Global batch override.
     rounds : int
@@ -137,6 +140,7 @@ class OptimizeSpec:
     baselines: tuple[str, ...] = BASELINES
     reconfig_delay_s: float = 0.01
     seed: int = 0
+    hardware_file: str | None = None
 
     def __post_init__(self) -> None:
         for name, low in (("servers", 2), ("degree", 1), ("gpus_per_server", 1), ("rounds", 1),
@@ -160,7 +164,16 @@ class OptimizeSpec:
             raise invalid("baselines", list(self.baselines) if not isinstance(
                 self.baselines, str) else self.baselines, f"a subset of {', '.join(BASELINES)}")
         object.__setattr__(self, "baselines", tuple(self.baselines))
-        get_hardware(self.hardware)  # raises with the catalog's names
+        self.hw  # raises with the catalog's names
+
+    @property
+    def hw(self):
+        """The :class:`~codesign.workloads.hardware.Hardware` of ``hardware``."""
+        if self.hardware_file is None:
+            return get_hardware(self.hardware)
+        from codesign.workloads.hardware import load_hardware_catalog
+
+        return get_hardware(self.hardware, load_hardware_catalog(self.hardware_file))
 
     @property
     def gpus(self) -> int:
@@ -243,7 +256,7 @@ def evaluate_candidates(spec: OptimizeSpec, workload: Workload, topology,
     out = []
     for c in candidates:
         try:
-            r = evaluate(topology, workload, c.strategy, hardware=spec.hardware,
+            r = evaluate(topology, workload, c.strategy, hardware=spec.hw,
                          placement=c.placement(spec.gpus_per_server),
                          collective_method=spec.collective_method, routing="auto",
                          network_model=spec.network_model)
@@ -339,7 +352,7 @@ class _Evaluator(_LocalPool):
 
 # ---------------------------------------------------------------------- topologies
 def _demand(spec: OptimizeSpec, workload: Workload, c: Candidate, *, check: bool = False):
-    return demand_for(workload, c.strategy, spec.hardware, c.placement(spec.gpus_per_server),
+    return demand_for(workload, c.strategy, spec.hw, c.placement(spec.gpus_per_server),
                       check=check)
 
 
@@ -395,7 +408,7 @@ def _alternate(spec: OptimizeSpec, pool) -> dict[str, Any]:
     given = initial_candidate(workload, spec.gpus, spec.initial_strategy)
     # The given strategy if it fits, else the first that does (search.feasible: the least
     # model parallelism with the cheapest memory knobs); InfeasibleError when none does.
-    cand = feasible_start(workload, spec.gpus, spec.hardware,
+    cand = feasible_start(workload, spec.gpus, spec.hw,
                           gpus_per_server=spec.gpus_per_server, preferred=given.strategy)
     finder = topoopt_topology(spec, workload, cand)
     pool.set_topology(finder.topology)
@@ -405,7 +418,7 @@ def _alternate(spec: OptimizeSpec, pool) -> dict[str, Any]:
         # The default start prefers model parallelism to full recomputation and ZeRO-3;
         # the least model parallelism with any knob (e.g. ZeRO-3 data parallelism, what
         # TopoOpt's data-parallel models use) is timed too, and the faster one starts.
-        other = feasible_start(workload, spec.gpus, spec.hardware,
+        other = feasible_start(workload, spec.gpus, spec.hw,
                                gpus_per_server=spec.gpus_per_server, passes=(False,))
         if other != cand:
             other_finder = topoopt_topology(spec, workload, other)
@@ -485,7 +498,7 @@ def _ocs_reconfig(spec: OptimizeSpec, workload: Workload, c: Candidate) -> Basel
     cost = ocs_reconfig_cost(spec.servers, spec.degree, spec.bandwidth_Bps)
     try:
         demand = _demand(spec, workload, c, check=True)   # never time what does not fit
-        hw = get_hardware(spec.hardware)
+        hw = spec.hw
         r = evaluate_reconfigurable(
             demand, degree=spec.degree, bandwidth_Bps=spec.bandwidth_Bps,
             fabric_Bps=hw.fabric_bandwidth_Bps, delay_s=spec.reconfig_delay_s,

@@ -19,6 +19,8 @@ small sweep)::
       link_rate: [25Gbps, 100Gbps, 200Gbps, 400Gbps]   # or {low, high, step}
       gpu: [A100-80]
       gpus_per_server: 8                  # optional; default: the GPU's reference server
+      hardware_file: my-h100.yaml         # optional: a hardware catalog (e.g. written by
+                                          # codesign calibrate) the gpu names come from
       collective_method: [best]           # default best: the fastest valid synthesizer
                                           # per collective; auto: multiring without
                                           # switches, ring with; or an algorithm name
@@ -93,7 +95,7 @@ _TOP_KEYS = ("study", "workloads", "space", "objectives", "constraints", "sample
              "population_size", "trials", "max_in_flight", "seed", "storage", "batch_size",
              "trial_timeout_s")
 _SPACE_KEYS = ("families", "servers", "degree", "link_rate", "gpu", "gpus_per_server",
-               "collective_method", "strategy_search", "leafspine_oversub")
+               "collective_method", "strategy_search", "leafspine_oversub", "hardware_file")
 _WORKLOAD_KEYS = ("name", "weight", "config", "strategy")
 _MAX_INT = 1 << 40
 
@@ -225,6 +227,7 @@ class SweepSpace:
     strategy_search: SearchBudget | None = SearchBudget()
     leafspine_oversub: float = 2.0
     gpus_per_server: int | None = None
+    hardware_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -410,7 +413,18 @@ def _space(value: Any) -> SweepSpace:
         raise invalid(f"{where} servers", servers_raw, "distinct integers")
     degrees, is_range = _degrees(value["degree"])
     rates = _rates(value["link_rate"])
-    gpus = _names(value.get("gpu", ["A100-80"]), f"{where} gpu", tuple(hardware_names()))
+    hardware_file = value.get("hardware_file")
+    names = tuple(hardware_names())
+    if hardware_file is not None:
+        from codesign.workloads.hardware import load_hardware_catalog
+
+        if not isinstance(hardware_file, str) or not hardware_file:
+            raise invalid(f"{where} hardware_file", hardware_file,
+                          "the path of a hardware catalog YAML (e.g. from codesign calibrate)")
+        hardware_file = str(Path(hardware_file).resolve())
+        names = tuple(load_hardware_catalog(hardware_file).names())
+    gpus = _names(value.get("gpu", [names[0] if hardware_file else "A100-80"]),
+                  f"{where} gpu", names)
     methods = _names(value.get("collective_method", ["best"]), f"{where} collective_method",
                      (*COLLECTIVE_METHODS, *algorithm_names()))
     search = _search_budget(value.get("strategy_search", True), f"{where} strategy_search")
@@ -419,7 +433,7 @@ def _space(value: Any) -> SweepSpace:
     if per_server is not None:
         per_server = _int(per_server, f"{where} gpus_per_server", 1, 1024)
     return SweepSpace(families, servers, degrees, is_range, rates, gpus, methods, search,
-                      oversub, per_server)
+                      oversub, per_server, hardware_file)
 
 
 def parse_sweep_spec(spec: Any, *, where: str = "sweep spec") -> SweepSpec:

@@ -90,6 +90,9 @@ class SweepPoint:
         Oversubscription of the ``leafspine`` family.
     budget_usd : float or None
         Designs whose network costs more are pruned.
+    hardware_file : str or None
+        Hardware catalog YAML the ``gpu`` name is looked up in (``None``: the built-in
+        catalog); e.g. a profile written by ``codesign calibrate``.
     """
 
     family: str
@@ -105,6 +108,21 @@ class SweepPoint:
     oversub: float = 2.0
     budget_usd: float | None = None
     gpus_per_server: int | None = None
+    hardware_file: str | None = None
+
+    def hardware(self):
+        """The :class:`~codesign.workloads.hardware.Hardware` of ``gpu`` (and
+        ``gpus_per_server``)."""
+        from dataclasses import replace
+
+        from codesign.workloads import get_hardware
+        from codesign.workloads.hardware import load_hardware_catalog
+
+        catalog = load_hardware_catalog(self.hardware_file) if self.hardware_file else None
+        hw = get_hardware(self.gpu, catalog)
+        if self.gpus_per_server is not None and self.gpus_per_server != hw.gpus_per_server:
+            hw = replace(hw, gpus_per_server=self.gpus_per_server)
+        return hw
 
     @property
     def search(self):
@@ -280,7 +298,6 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
     Unexpected exceptions propagate: the driver records the trial as failed.
     """
     from codesign.records import to_json
-    from codesign.workloads import get_hardware
     from search.design_point import DesignPoint, topology_spec_for
     from search.per_fabric import alternate_topoopt, best_strategies, mfu
     from topologies.cost import topology_cost
@@ -291,11 +308,7 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
     def done(status: str, reason: str = "", **metrics: Any) -> TrialOutcome:
         return TrialOutcome(status, reason, metrics, started, time.perf_counter() - t0)
 
-    hardware = get_hardware(point.gpu)
-    if point.gpus_per_server is not None and point.gpus_per_server != hardware.gpus_per_server:
-        from dataclasses import replace
-
-        hardware = replace(hardware, gpus_per_server=point.gpus_per_server)
+    hardware = point.hardware()
     gpus = point.servers * hardware.gpus_per_server
     try:
         plans = plan_workloads(point, hardware)

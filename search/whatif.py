@@ -225,7 +225,7 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                collective_method: str = "best", leafspine_oversub: float = 2.0,
                search: SearchBudget | None = DEFAULT_SEARCH, finalists: int = 3,
                seed: int = 0, progress: Callable[[int, int], Any] | None = None,
-               workers: int = 1) -> WhatIfResult:
+               workers: int = 1, hardware_file: str | None = None) -> WhatIfResult:
     """Best co-designed fabric per budget (see the module docstring).
 
     Parameters
@@ -238,6 +238,8 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         The weighted mix, or a mix string for :func:`parse_mix`.
     gpu : str
         GPU type (hardware catalog name).
+    hardware_file : str, optional
+        Hardware catalog YAML to look ``gpu`` up in (e.g. from ``codesign calibrate``).
     families, degrees, link_rates_Bps : tuples
         The fabric grid (link rates in bytes/s).
     collective_method : str
@@ -279,7 +281,12 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         raise invalid("whatif finalists", finalists, "an integer >= 1")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise invalid("whatif workers", workers, "an integer >= 1")
-    hardware = get_hardware(gpu)
+    if hardware_file is not None:
+        from codesign.workloads.hardware import load_hardware_catalog
+
+        hardware = get_hardware(gpu, load_hardware_catalog(hardware_file))
+    else:
+        hardware = get_hardware(gpu)
     budgets = parse_budgets(list(budgets))
     mix = parse_mix(workloads) if isinstance(workloads, str) else tuple(workloads)
     evals = search.evaluations if search is not None else 0
@@ -291,7 +298,8 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                           collective_method=collective_method if searched else "auto",
                           workloads=mix,
                           search_evaluations=evals if searched else 0,
-                          search_restarts=restarts, seed=seed, oversub=leafspine_oversub)
+                          search_restarts=restarts, seed=seed, oversub=leafspine_oversub,
+                          hardware_file=hardware_file)
 
     # 1. Feasibility (memory does not depend on the fabric).
     plan_workloads(point(families[0], 1, 1.0, True), hardware)

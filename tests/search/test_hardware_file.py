@@ -1,0 +1,68 @@
+"""A hardware catalog file (e.g. one written by ``codesign calibrate``) in every main job:
+``evaluate``, ``optimize``, ``whatif`` (``--hardware-file``) and sweeps (``hardware_file``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from codesign.cli import main
+from codesign.errors import InvalidSpecError
+from search.alternating import OptimizeSpec
+from search.sweep_spec import parse_sweep_spec
+from search.sweep_trial import SweepPoint
+
+CATALOG = """gpus:
+  Small-GPU:
+    description: an A100 with 1 GiB of memory (a test entry)
+    peak_flops: {fp16: 312TFLOP/s, tf32: 156TFLOP/s, fp32: 19.5TFLOP/s}
+    memory: 1GiB
+    memory_bandwidth: 2039GB/s
+    gpus_per_server: 4
+    fabric_bandwidth: 300GB/s
+"""
+
+
+@pytest.fixture()
+def catalog(tmp_path):
+    path = tmp_path / "small.yaml"
+    path.write_text(CATALOG)
+    return str(path)
+
+
+def test_optimize_looks_the_gpu_up_in_the_file(catalog, capsys) -> None:
+    spec = OptimizeSpec(workload="bert", servers=2, degree=1, bandwidth_Bps="100Gbps",
+                        hardware="Small-GPU", hardware_file=catalog)
+    assert spec.hw.memory_bytes == 2**30
+    with pytest.raises(InvalidSpecError, match="hardware"):
+        OptimizeSpec(workload="bert", servers=2, degree=1, bandwidth_Bps="100Gbps",
+                     hardware="Small-GPU")      # not in the built-in catalog
+    code = main(["optimize", "--workload", "llama3-8b", "--servers", "2", "--degree", "1",
+                 "--bandwidth", "100Gbps", "--hardware", "Small-GPU", "--hardware-file",
+                 catalog, "--workers", "0"])
+    assert code == 1
+    assert "fits in Small-GPU memory" in capsys.readouterr().err
+
+
+def test_whatif_looks_the_gpu_up_in_the_file(catalog, capsys) -> None:
+    code = main(["whatif", "--budget", "1e6", "--gpus", "8", "--gpu", "Small-GPU",
+                 "--hardware-file", catalog, "--workload", "llama3-8b", "--quiet"])
+    assert code == 1
+    assert "Small-GPU" in capsys.readouterr().err
+
+
+def test_sweep_spec_hardware_file(catalog) -> None:
+    base = {"study": "s", "workloads": [{"name": "resnet50"}],
+            "space": {"families": ["ideal"], "servers": 4, "degree": [1],
+                      "link_rate": ["100Gbps"], "hardware_file": catalog},
+            "trials": 1}
+    spec = parse_sweep_spec(base)
+    assert spec.space.gpus == ("Small-GPU",) and spec.space.hardware_file == catalog
+    hw = SweepPoint("ideal", 4, 1, 12.5e9, gpu="Small-GPU",
+                    hardware_file=spec.space.hardware_file).hardware()
+    assert hw.name == "Small-GPU" and hw.memory_bytes == 2**30
+    bad = {**base, "space": {**base["space"], "hardware_file": "/nonexistent/h.yaml"}}
+    with pytest.raises(InvalidSpecError):
+        parse_sweep_spec(bad)
+    other = {**base, "space": {**base["space"], "gpu": ["H100"]}}
+    with pytest.raises(InvalidSpecError, match="gpu"):
+        parse_sweep_spec(other)
