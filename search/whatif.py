@@ -35,7 +35,10 @@ How it stays fast (stated because the answer depends on it)
    topology object, so the search reuses the screen's collective timings.
 
 A budget below every fabric's price gets no fabric but names the cheapest fabric that
-would do and its cost.  Progress (fabrics done / total) is reported through
+would do and its cost.  Where the GPU has a calibrated compute profile, each answer
+lists the other affordable fabrics whose predicted time is within the model's validated
+error (``model_error``, ``within_model_error``, and a note): the model does not rank
+those against the answer (:func:`evaluators.iteration.uncertainty.compare`).  Progress (fabrics done / total) is reported through
 ``progress(done, total)``; the CLI shows it with an ETA on stderr.
 
 Shared cluster (TopoOpt Section 5.6, :func:`shared_cluster`)
@@ -164,6 +167,8 @@ class WhatIfChoice:
     searched: bool = False
     per_workload: tuple[dict[str, Any], ...] = ()
     note: str = ""
+    model_error: float | None = None
+    within_model_error: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -401,6 +406,11 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                               f"{gpu} (pruned: {reasons})")
     ranked = sorted(results, key=lambda k: (results[k][1].metrics["iteration_time_s"],
                                             by_key[k][0], k))
+    # The model's validated error for this GPU (issue 17): affordable fabrics within it of
+    # the chosen one are listed, not ranked (evaluators.iteration.uncertainty.compare).
+    from evaluators.iteration.uncertainty import compare
+
+    model_error = hardware.compute.validated_error if hardware.compute is not None else None
     choices = []
     for budget in budgets:
         key = next((k for k in ranked if by_key[k][0] <= budget), None)
@@ -417,12 +427,28 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         m = o.metrics
         per = tuple(json.loads(m["per_workload_json"]))
         strategies = {w["workload"]: w["strategy"] for w in per}
+        close: list[str] = []
+        note = ""
+        if model_error is not None:
+            for k in ranked:
+                if k == key or by_key[k][0] > budget:
+                    continue
+                other = results[k][1].metrics
+                c = compare(m["iteration_time_s"], other["iteration_time_s"], model_error)
+                if c.significant:
+                    break    # ranked by time: every later fabric is slower still
+                close.append(other["topology_spec"])
+            if close:
+                note = (f"{len(close)} other affordable fabric(s) within the validated model "
+                        f"error of {model_error:.0%} (not ranked against it): "
+                        f"{', '.join(close[:3])}{' ...' if len(close) > 3 else ''}")
         choices.append(WhatIfChoice(
             budget, p.family, p.degree, p.link_bandwidth_Bps, m["topology_spec"], m["cost_usd"],
             m["iteration_time_s"], 1.0 / m["iteration_time_s"],
             m["cost_usd"] * m["iteration_time_s"], m.get("mfu"),
             per[0]["strategy"] if len(per) == 1 else None, strategies,
-            m.get("start_iteration_time_s"), key in searched, per))
+            m.get("start_iteration_time_s"), key in searched, per, note, model_error,
+            tuple(close)))
     return WhatIfResult(servers, gpu, mix, tuple(choices), evaluated, len(results), reasons,
                         time_model_name(), len(order), len(searched), collective_method, evals,
                         time.perf_counter() - t0)
@@ -449,6 +475,8 @@ def format_whatif(result: WhatIfResult) -> str:
         lines.append(f"{c.budget_usd:>14,.0f}  {fabric:<28} {c.cost_usd:>12,.0f} "
                      f"{format_time(c.iteration_time_s):>10} {mfu:>6} "
                      f"{c.cost_per_throughput_usd:>13,.0f}  {strategy}")
+        if c.note:
+            lines.append(f"{'':>14}  {c.note}")
     return "\n".join(lines)
 
 

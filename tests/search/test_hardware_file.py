@@ -66,3 +66,22 @@ def test_sweep_spec_hardware_file(catalog) -> None:
     other = {**base, "space": {**base["space"], "gpu": ["H100"]}}
     with pytest.raises(InvalidSpecError, match="gpu"):
         parse_sweep_spec(other)
+
+
+def test_whatif_lists_fabrics_within_the_model_error(capsys) -> None:
+    import json
+
+    code = main(["whatif", "--budget", "1e8", "--servers", "16", "--gpu", "H100",
+                 "--workload", "llama3-8b", "--search-evaluations", "0",
+                 "--collective-method", "auto", "--json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    choice = out["budgets"][0] if "budgets" in out else out["choices"][0]
+    assert choice["model_error"] == pytest.approx(0.128)
+    best = choice["iteration_time_s"]
+    # Llama 3 8B on 16 servers is compute bound: most fabrics are within the H100's
+    # validated error of the fastest, so they are listed, not ranked.
+    assert len(choice["within_model_error"]) >= 10
+    assert choice["topology_spec"] not in choice["within_model_error"]
+    assert "within the validated model error of 13%" in choice["note"]
+    assert best > 0
