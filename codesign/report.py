@@ -276,9 +276,34 @@ def best_per_budget(frame) -> list[dict[str, Any]]:
         if len(fit) == 0:
             out.append({"budget_usd": budget})
             continue
-        best = fit.sort_values(["iteration_time_s", "cost_usd", "trial"]).iloc[0].to_dict()
-        out.append({**best, "budget_usd": budget})
+        ranked = fit.sort_values(["iteration_time_s", "cost_usd", "trial"])
+        best = ranked.iloc[0].to_dict()
+        err = _model_error(best.get("gpu"))
+        close = None
+        if err is not None:
+            # Other designs within the model's validated error of the best are not ranked
+            # against it (evaluators.iteration.uncertainty.compare, issue 17).
+            from evaluators.iteration.uncertainty import compare
+
+            t0 = float(best["iteration_time_s"])
+            close = sum(1 for t in ranked["iteration_time_s"].iloc[1:].astype(float)
+                        if t > 0 and not compare(t0, t, err).significant)
+        out.append({**best, "budget_usd": budget, "model_error": err,
+                    "within_model_error": close})
     return out
+
+
+def _model_error(gpu: Any) -> float | None:
+    """The validated relative error of the compute model for GPU ``gpu`` (built-in
+    catalog), or None when it has no calibrated profile."""
+    from codesign.errors import CodesignError
+    from codesign.workloads import get_hardware
+
+    try:
+        hw = get_hardware(gpu)
+    except (CodesignError, TypeError):
+        return None
+    return hw.compute.validated_error if hw.compute is not None else None
 
 
 def _per_workload(frame) -> dict[str, list[dict[str, Any]]]:
@@ -375,15 +400,24 @@ def _sweep_sections(frame) -> list[tuple[str, str, str]]:
     out = []
     budget_rows = best_per_budget(frame)
     head = ["budget", "trial", "family", "degree", "link rate", "topology", "iteration time",
-            "cost"]
+            "cost", "others within model error"]
+
+    def close(r: dict[str, Any]) -> str:
+        if r.get("within_model_error") is None:
+            return "-"
+        return f"{r['within_model_error']} (error {r['model_error']:.0%})"
+
     body = [[_fmt_usd(r["budget_usd"]), _cell(r.get("trial")), _cell(r.get("family")),
              _cell(r.get("degree")), _fmt_rate(r.get("link_bandwidth_Bps")),
              _cell(r.get("topology_spec")), _fmt_time(r.get("iteration_time_s")),
-             _fmt_usd(r.get("cost_usd"))] for r in budget_rows]
+             _fmt_usd(r.get("cost_usd")), close(r)] for r in budget_rows]
     out.append(_section("Best design per budget",
                         "For each network budget (the study's budget and the 25/50/75/100 % "
                         "cost quantiles of the complete designs), the fastest complete design "
-                        "costing at most that much (all studies together).", head, body))
+                        "costing at most that much (all studies together). The last column "
+                        "counts the other affordable designs whose predicted time is within "
+                        "the model's validated error of it (GPUs with a calibrated profile): "
+                        "the model does not rank those against it.", head, body))
     medians, correlations = sensitivity(frame)
     objs = _objectives(frame[frame["status"] == "complete"])
     head = ["parameter", "value", "designs"] + [f"median {_OBJ_FMT[o][0]}" for o in objs]
