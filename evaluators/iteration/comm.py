@@ -377,6 +377,20 @@ class CommTimer:
         n_links = self.topology.n_links
         by_nodes: dict[tuple[int, ...], list[int]] = {}
         intra = 0.0
+        domain = self._scaleup_domain()
+        if domain:
+            rails = [g for g in groups if self._rail_split(g, domain) is not None]
+            if rails:
+                flat = [g for g in groups if g not in rails]
+                total = self._rail_set(kind, rails, size, domain)
+                if flat:
+                    rest = self._collective_set(kind, flat, size)
+                    total = CommCost(max(total.time_s, rest.time_s),
+                                     total.link_bytes + rest.link_bytes,
+                                     total.net_bytes + rest.net_bytes,
+                                     total.carried_bytes + rest.carried_bytes,
+                                     total.pairs | rest.pairs)
+                return total
         for grp in groups:
             if len(grp) < 2 or size <= 0:
                 continue
@@ -402,6 +416,64 @@ class CommTimer:
             total.net_bytes += inter.net_bytes
             total.carried_bytes += inter.carried_bytes
             pairs |= inter.pairs
+        total.pairs = frozenset(pairs)
+        return total
+
+    # -------------------------------------------------------- scale-up domains, rails
+    def _scaleup_domain(self) -> int:
+        """GPUs per scale-up domain of a GPU-level topology (0: none or server level).
+
+        Families with scale-up domains (``scaleup=G`` on the Clos families, ``nvl``,
+        ``dgx-a100``, ``hgx-h100``) put each block of ``G`` consecutive GPUs on its own
+        NVLink crossbar (``params["scaleup_size"]``)."""
+        if self.system.server_level:
+            return 0
+        size = int(self.topology.params.get("scaleup_size", 0) or 0)
+        return size if size >= 2 else 0
+
+    @staticmethod
+    def _rail_split(group: tuple[int, ...], domain: int) -> list[tuple[int, ...]] | None:
+        """The rail groups of ``group`` (its ``j``-th member in every domain), when it
+        spans several domains with the same ``c >= 2`` members in each; else None."""
+        by_domain: dict[int, list[int]] = {}
+        for r in group:
+            by_domain.setdefault(int(r) // domain, []).append(int(r))
+        counts = {len(v) for v in by_domain.values()}
+        if len(by_domain) < 2 or len(counts) != 1 or counts.pop() < 2:
+            return None
+        members = list(by_domain.values())
+        return [tuple(m[j] for m in members) for j in range(len(members[0]))]
+
+    def _rail_set(self, kind: str, groups: list[tuple[int, ...]], size: float,
+                  domain: int) -> CommCost:
+        """Hierarchical collectives over scale-up domains and rails, as NCCL runs them on
+        rail-optimised fabrics: a reduce-scatter inside each domain (NVLink), then ``c``
+        concurrent collectives of ``size / c`` bytes, one per rail (the ``j``-th GPU of
+        every domain: same-rank GPUs, one leaf hop apart), then an all-gather inside the
+        domain (allreduce: all three; reducescatter: the first two; allgather: the last
+        two).  Groups of the set run at the same time; the set takes its slowest group
+        (rails of different groups are not checked for shared spine links, as elsewhere).
+        """
+        bw = float(self.topology.params.get("scaleup_bandwidth_Bps", 0.0)) \
+            or self.system.fabric_Bps
+        total = CommCost(0.0, np.zeros(self.topology.n_links))
+        pairs: set = set()
+        for grp in groups:
+            rails = self._rail_split(grp, domain)
+            c = len(rails)
+            pre = intra_ring_time("reducescatter", c, size, bw) \
+                if kind in ("allreduce", "reducescatter") else 0.0
+            post = intra_ring_time("allgather", c, size, bw) \
+                if kind in ("allreduce", "allgather") else 0.0
+            inter_s = 0.0
+            for nodes in rails:
+                inter = self.inter_collective(kind, nodes, size / c)
+                inter_s = max(inter_s, inter.time_s)
+                total.link_bytes = total.link_bytes + inter.link_bytes
+                total.net_bytes += inter.net_bytes
+                total.carried_bytes += inter.carried_bytes
+                pairs |= inter.pairs
+            total.time_s = max(total.time_s, pre + inter_s + post)
         total.pairs = frozenset(pairs)
         return total
 

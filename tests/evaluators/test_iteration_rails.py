@@ -1,0 +1,74 @@
+"""Scale-up domains and rails in the iteration model (issue 19 item 3): on GPU-level
+fabrics with scale-up domains, a collective spanning domains runs inside each domain first
+(NVLink) and across domains on its rails, as NCCL does on rail-optimised clusters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evaluators.iteration import evaluate
+from evaluators.iteration.comm import CommTimer, System, intra_ring_time
+from topologies.registry import from_spec
+
+SPEC = "railopt:4,gpus=4,scaleup=4"      # 4 servers x 4 GPUs, each server one domain
+S = 64e6
+
+
+def timer(spec: str = SPEC) -> CommTimer:
+    topo = from_spec(spec)
+    return CommTimer(System(topo, topo.npus, 1, False, 450e9), "ring", "flow", 0.0,
+                     "shortest")
+
+
+@pytest.mark.parametrize("kind", ["allreduce", "reducescatter", "allgather"])
+def test_a_group_spanning_domains_runs_inside_then_on_its_rails(kind: str) -> None:
+    t = timer()
+    bw = float(t.topology.params["scaleup_bandwidth_Bps"])
+    everyone = tuple(range(16))
+    cost = t.collective_set(kind, [everyone], S)
+    rails = [tuple(range(j, 16, 4)) for j in range(4)]      # the j-th GPU of every server
+    inter = max(t.inter_collective(kind, r, S / 4).time_s for r in rails)
+    pre = intra_ring_time("reducescatter", 4, S, bw) if kind != "allgather" else 0.0
+    post = intra_ring_time("allgather", 4, S, bw) if kind != "reducescatter" else 0.0
+    assert cost.time_s == pytest.approx(pre + inter + post, rel=1e-12)
+    # Inter-domain traffic stays on rails: every pair that communicates has the same
+    # local rank, and nothing crosses an NVLink crossbar as a network link.
+    assert all(a % 4 == b % 4 for a, b in cost.pairs)
+    first, count = t.topology.params["scaleup_switches"]
+    on_nvlink = (t.topology.src >= first) & (t.topology.src < first + count) | \
+        (t.topology.dst >= first) & (t.topology.dst < first + count)
+    assert float(cost.link_bytes[on_nvlink].sum()) == 0.0
+
+
+def test_scale_up_first_beats_a_flat_ring_over_every_gpu() -> None:
+    t = timer()
+    everyone = tuple(range(16))
+    hierarchical = t.collective_set("allreduce", [everyone], S).time_s
+    flat = t.inter_collective("allreduce", everyone, S).time_s
+    assert hierarchical < flat
+
+
+def test_one_gpu_per_domain_is_a_plain_rail_collective() -> None:
+    t = timer()
+    rail = (1, 5, 9, 13)
+    assert t.collective_set("allreduce", [rail], S).time_s == pytest.approx(
+        t.inter_collective("allreduce", rail, S).time_s)
+
+
+def test_fabrics_without_scale_up_domains_are_unchanged() -> None:
+    t = timer("fattree:servers=16,radix=8")
+    everyone = tuple(range(16))
+    assert t.collective_set("allreduce", [everyone], S).time_s == pytest.approx(
+        t.inter_collective("allreduce", everyone, S).time_s)
+
+
+def test_data_parallel_training_on_a_rail_optimised_fabric() -> None:
+    # ResNet-50 on 4 x 4 H100: the DP all-reduce uses NVLink inside each server and the
+    # four rails between servers; it is faster than on the same fabric without domains.
+    rails = evaluate(from_spec("railopt:16,gpus=8,scaleup=8"), "resnet50", "dp=128",
+                     hardware="H100", collective_method="ring", routing="auto")
+    flat = evaluate(from_spec("railopt:16,gpus=8,scaleup=1"), "resnet50", "dp=128",
+                    hardware="H100", collective_method="ring", routing="auto")
+    assert rails.dp_s < flat.dp_s
+    assert np.isfinite(rails.iteration_time_s)
