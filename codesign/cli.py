@@ -803,13 +803,23 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     if evals is not None and (evals < 0):
         raise invalid("whatif --search-evaluations", evals, "an integer >= 0 (0: no search)")
     search = DEFAULT_SEARCH if evals is None else (SearchBudget(evals) if evals else None)
+    families = {}
+    if args.families is not None:
+        from search.sweep_spec import SWEEP_FAMILIES
+
+        names = tuple(f.strip() for f in args.families.split(","))
+        bad = [f for f in names if f not in SWEEP_FAMILIES]
+        if bad or not all(names):
+            raise invalid("whatif --families", args.families,
+                          f"a comma list of {', '.join(SWEEP_FAMILIES)}")
+        families = {"families": names}
     progress = None if args.json or args.quiet else _progress_bar(1, label="fabrics")
     try:
         result = run_whatif(parse_budgets(args.budget), servers=servers, workloads=mix,
                             gpu=args.gpu, collective_method=args.collective_method,
                             search=search, finalists=args.finalists, workers=args.workers,
                             progress=progress.update if progress else None,
-                            hardware_file=args.hardware_file)
+                            hardware_file=args.hardware_file, **families)
     finally:
         if progress is not None:
             progress.close()
@@ -1030,6 +1040,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hardware-file",
                    help="hardware catalog YAML (e.g. written by codesign calibrate) to look "
                         "--gpu up in instead of the built-in one")
+    p.add_argument("--families",
+                   help="fabric families to compare, comma list (default fattree,leafspine,"
+                        "ideal,expander,torus,perms,topoopt; also railopt, multiplane)")
     p.add_argument("--search-evaluations", type=int,
                    help="strategies timed per workload on each finalist fabric (default 12; "
                         "0: feasible starts only, no search)")

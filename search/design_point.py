@@ -32,6 +32,13 @@ Section 5.1), which compares architectures at equal ``d`` and ``B``:
   the full TopologyFinder is :mod:`topologies.topoopt`, the sweeps' ``topoopt``
   family).
 
+* ``railopt``, ``multiplane`` (GPU-level fabrics of today's clusters,
+  :mod:`topologies.families.gpu_clos`): ``d`` is the GPUs (= NICs, rails) per
+  server, each GPU's NIC of rate ``B`` on its own rail of a rail-optimised Clos, or
+  split into two planes of ``B / 2``; the server's GPUs form one NVLink domain.  The
+  topology's NPUs are GPUs, so only ``d`` equal to the GPU type's GPUs per server
+  applies (other degrees are pruned by the iteration model as inapplicable).
+
 A design that cannot be built (e.g. a torus of odd degree, a fat-tree of 20
 servers) raises :class:`~codesign.errors.InfeasibleError` with the reason.
 """
@@ -162,6 +169,19 @@ def _perms(p: DesignPoint) -> str:
     return f"perms:{n},p={gens},bw={_rate(p.link_bandwidth_Bps)}"
 
 
+def _railopt(p: DesignPoint) -> str:
+    # GPU-level: d GPUs per server, each with one NIC of B on its own rail (d rails), the
+    # server's GPUs one NVLink domain (topologies.families.gpu_clos).
+    return (f"railopt:{p.servers},gpus={p.degree},scaleup={p.degree},"
+            f"bw={_rate(p.link_bandwidth_Bps)}")
+
+
+def _multiplane(p: DesignPoint) -> str:
+    # GPU-level: d GPUs per server, each NIC of B split into two planes of B/2.
+    return (f"multiplane:{p.servers * p.degree},planes=2,scaleup={p.degree},"
+            f"bw={_rate(p.link_bandwidth_Bps / 2)}")
+
+
 #: Families a design may use, and how a point becomes a spec string.
 DESIGN_FAMILIES: dict[str, Callable[[DesignPoint], str]] = {
     "fattree": _fattree,
@@ -170,6 +190,8 @@ DESIGN_FAMILIES: dict[str, Callable[[DesignPoint], str]] = {
     "expander": _expander,
     "torus": _torus,
     "perms": _perms,
+    "railopt": _railopt,
+    "multiplane": _multiplane,
 }
 
 

@@ -86,7 +86,8 @@ SAMPLERS = ("nsga2", "tpe", "grid", "random")
 #: Topology families of a sweep: the spec-string families of
 #: :data:`search.design_point.DESIGN_FAMILIES` plus ``topoopt`` (TopologyFinder on the
 #: trial's demand, :mod:`search.sweep_trial`).
-SWEEP_FAMILIES = ("fattree", "leafspine", "ideal", "expander", "torus", "perms", "topoopt")
+SWEEP_FAMILIES = ("fattree", "leafspine", "ideal", "expander", "torus", "perms", "topoopt",
+                  "railopt", "multiplane")
 #: Collective methods beyond the registered algorithms (:mod:`evaluators.iteration.comm`).
 COLLECTIVE_METHODS = ("best", "auto")
 

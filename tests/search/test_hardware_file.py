@@ -85,3 +85,20 @@ def test_whatif_lists_fabrics_within_the_model_error(capsys) -> None:
     assert choice["topology_spec"] not in choice["within_model_error"]
     assert "within the validated model error of 13%" in choice["note"]
     assert best > 0
+
+
+def test_whatif_compares_todays_gpu_fabrics(capsys) -> None:
+    import json
+
+    code = main(["whatif", "--budget", "1e7", "--gpus", "128", "--gpu", "H100",
+                 "--workload", "llama3-8b", "--families", "railopt,multiplane,leafspine,perms",
+                 "--search-evaluations", "0", "--collective-method", "auto", "--json"])
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    choice = out["budgets"][0]
+    timed = {choice["topology_spec"], *choice["within_model_error"]}
+    # Rail-optimised and multi-plane fabrics of 8 GPUs per server were timed (degree 8 =
+    # the H100 server's GPUs; the other degrees do not apply to a GPU-level fabric).
+    assert any(s.startswith("railopt:16,gpus=8") for s in timed)
+    assert any(s.startswith("multiplane:128,planes=2") for s in timed)
+    assert main(["whatif", "--budget", "1e7", "--gpus", "128", "--families", "railopt,x"]) == 2
