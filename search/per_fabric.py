@@ -44,7 +44,7 @@ from codesign.errors import CodesignError, InfeasibleError, invalid
 from search.strategy_space import Candidate
 
 __all__ = ["SearchBudget", "WorkloadPlan", "WorkloadChoice", "best_strategies",
-           "weighted_time", "topoopt_fabric", "alternate_topoopt", "mfu"]
+           "weighted_time", "topoopt_fabric", "alternate_topoopt"]
 
 
 @dataclass(frozen=True)
@@ -121,19 +121,6 @@ class WorkloadChoice:
     start_time_s: float
     evaluations: int
     metrics: dict[str, Any] = field(default_factory=dict, repr=False)
-
-
-def mfu(workload, gpus: int, hardware, iteration_time_s: float) -> float:
-    """Model FLOPs utilisation: ``flops_per_iteration / (gpus x peak x time)``.
-
-    The peak is the hardware's dense fp16/bf16 tensor rate (the training precision of
-    the zoo; PaLM, Chowdhery et al. 2022, App. B defines MFU this way, counting only the
-    model's FLOPs, not recomputation).
-    """
-    if not iteration_time_s > 0 or not math.isfinite(iteration_time_s):
-        return float("nan")
-    return float(workload.flops_per_iteration) / (
-        gpus * hardware.peak_flops("fp16") * iteration_time_s)
 
 
 def _timer(topology, workload, hardware, method: str):

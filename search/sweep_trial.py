@@ -299,7 +299,7 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
     """
     from codesign.records import to_json
     from search.design_point import DesignPoint, topology_spec_for
-    from search.per_fabric import alternate_topoopt, best_strategies, mfu
+    from search.per_fabric import alternate_topoopt, best_strategies
     from topologies.cost import topology_cost
 
     started = datetime.now(timezone.utc)
@@ -372,12 +372,12 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
         "mean_path_length")}
     per = []
     for c in choices:
-        w = _workload(c.name, c.config)
+        # MFU, like every other per-workload metric, is the chosen strategy's
+        # IterationResult's (model FLOPs over the peak of its number format).
         per.append({"workload": c.name, "config": c.config, "weight": c.weight,
                     "strategy": str(c.candidate.strategy), "order": "-".join(c.candidate.order),
                     "start_strategy": str(c.start.strategy), "start_time_s": c.start_time_s,
                     "search_evaluations": c.evaluations,
-                    "mfu": mfu(w, gpus, hardware, c.time_s),
                     **{k: _nan_to_none(v) if isinstance(v, float) else v
                        for k, v in c.metrics.items() if k.endswith("_s") or k in (
                            "bandwidth_tax", "mean_path_length", "bubble_fraction",

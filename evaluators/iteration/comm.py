@@ -240,6 +240,17 @@ _SHARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _MAX_CACHED = 20_000
 
 
+def intra_phases_time(kind: str, c: int, size: float, bandwidth_Bps: float) -> float:
+    """The intra-node parts of a hierarchical collective with ``c`` members per node:
+    a reduce-scatter before the inter-node phase (allreduce, reducescatter) and an
+    all-gather after it (allreduce, allgather), ring closed forms, seconds."""
+    pre = intra_ring_time("reducescatter", c, size, bandwidth_Bps) \
+        if kind in ("allreduce", "reducescatter") else 0.0
+    post = intra_ring_time("allgather", c, size, bandwidth_Bps) \
+        if kind in ("allreduce", "allgather") else 0.0
+    return pre + post
+
+
 def intra_ring_time(kind: str, g: int, size: float, bandwidth_Bps: float) -> float:
     """Ring closed form on ``g`` GPUs of one server's fabric, seconds (no latency)."""
     if g <= 1 or size <= 0:
@@ -281,6 +292,14 @@ class CommCost:
     net_bytes: float = 0.0
     carried_bytes: float = 0.0
     pairs: frozenset = field(default_factory=frozenset)
+
+    def add_footprint(self, other: "CommCost") -> None:
+        """Add ``other``'s network footprint (bytes, pairs) to this step's; the time is
+        the caller's (steps that run side by side take the longest)."""
+        self.link_bytes = self.link_bytes + other.link_bytes
+        self.net_bytes += other.net_bytes
+        self.carried_bytes += other.carried_bytes
+        self.pairs = self.pairs | other.pairs
 
 
 def _forwards(topology, ptr: np.ndarray, links: np.ndarray) -> np.ndarray:
@@ -385,11 +404,8 @@ class CommTimer:
                 total = self._rail_set(kind, rails, size, domain)
                 if flat:
                     rest = self._collective_set(kind, flat, size)
-                    total = CommCost(max(total.time_s, rest.time_s),
-                                     total.link_bytes + rest.link_bytes,
-                                     total.net_bytes + rest.net_bytes,
-                                     total.carried_bytes + rest.carried_bytes,
-                                     total.pairs | rest.pairs)
+                    total.time_s = max(total.time_s, rest.time_s)
+                    total.add_footprint(rest)
                 return total
         for grp in groups:
             if len(grp) < 2 or size <= 0:
@@ -404,19 +420,11 @@ class CommTimer:
             entry[0] += 1
             entry[1] = max(entry[1], c)
         total = CommCost(intra, np.zeros(n_links))
-        pairs: set = set()
         for servers, (k, c) in by_nodes.items():
-            pre = intra_ring_time("reducescatter", c, size, sysm.fabric_Bps) \
-                if kind in ("allreduce", "reducescatter") else 0.0
-            post = intra_ring_time("allgather", c, size, sysm.fabric_Bps) \
-                if kind in ("allreduce", "allgather") else 0.0
             inter = self.inter_collective(kind, servers, k * size)
-            total.time_s = max(total.time_s, pre + inter.time_s + post)
-            total.link_bytes = total.link_bytes + inter.link_bytes
-            total.net_bytes += inter.net_bytes
-            total.carried_bytes += inter.carried_bytes
-            pairs |= inter.pairs
-        total.pairs = frozenset(pairs)
+            total.time_s = max(total.time_s, inter.time_s
+                               + intra_phases_time(kind, c, size, sysm.fabric_Bps))
+            total.add_footprint(inter)
         return total
 
     # -------------------------------------------------------- scale-up domains, rails
@@ -457,24 +465,15 @@ class CommTimer:
         bw = float(self.topology.params.get("scaleup_bandwidth_Bps", 0.0)) \
             or self.system.fabric_Bps
         total = CommCost(0.0, np.zeros(self.topology.n_links))
-        pairs: set = set()
         for grp in groups:
             rails = self._rail_split(grp, domain)
             c = len(rails)
-            pre = intra_ring_time("reducescatter", c, size, bw) \
-                if kind in ("allreduce", "reducescatter") else 0.0
-            post = intra_ring_time("allgather", c, size, bw) \
-                if kind in ("allreduce", "allgather") else 0.0
             inter_s = 0.0
             for nodes in rails:
                 inter = self.inter_collective(kind, nodes, size / c)
                 inter_s = max(inter_s, inter.time_s)
-                total.link_bytes = total.link_bytes + inter.link_bytes
-                total.net_bytes += inter.net_bytes
-                total.carried_bytes += inter.carried_bytes
-                pairs |= inter.pairs
-            total.time_s = max(total.time_s, pre + inter_s + post)
-        total.pairs = frozenset(pairs)
+                total.add_footprint(inter)
+            total.time_s = max(total.time_s, inter_s + intra_phases_time(kind, c, size, bw))
         return total
 
     def inter_collective(self, kind: str, nodes: tuple[int, ...], size: float) -> CommCost:
