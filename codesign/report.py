@@ -298,12 +298,12 @@ def _model_error(gpu: Any) -> float | None:
     catalog), or None when it has no calibrated profile."""
     from codesign.errors import CodesignError
     from codesign.workloads import get_hardware
+    from evaluators.iteration.uncertainty import validated_error
 
     try:
-        hw = get_hardware(gpu)
+        return validated_error(get_hardware(gpu))
     except (CodesignError, TypeError):
         return None
-    return hw.compute.validated_error if hw.compute is not None else None
 
 
 def _per_workload(frame) -> dict[str, list[dict[str, Any]]]:

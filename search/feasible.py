@@ -48,7 +48,7 @@ from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.memory import MemoryBreakdown, memory_per_gpu
 from codesign.workloads.model import Workload
 from codesign.workloads.placement import Placement
-from codesign.workloads.strategy import Strategy, check_applicable, is_table
+from codesign.workloads.strategy import Strategy, check_applicable, is_table, recompute_modes
 from search.strategy_space import Candidate
 
 __all__ = ["Knob", "KNOBS", "feasible_start", "model_parallel_shapes"]
@@ -119,11 +119,7 @@ def _recompute(s: Strategy, w: Workload) -> list[Strategy]:
     # Selective recomputation reruns only the attention core (cheap, and only useful
     # where the s x s tensors are stored); full recomputation reruns the forward pass
     # (a third more compute) and keeps only layer inputs (Korthikanti et al. Sec. 5).
-    modes = ["none"]
-    if any(layer.attn_core_saved_bytes > 0 for layer in w.layers):
-        modes.append("selective")
-    modes.append("full")
-    return [replace(s, recompute=m) for m in modes]
+    return [replace(s, recompute=m) for m in recompute_modes(w)]
 
 
 def _experts(s: Strategy, w: Workload) -> list[Strategy]:

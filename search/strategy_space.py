@@ -52,7 +52,7 @@ from codesign.errors import InvalidSpecError, invalid
 from codesign.workloads.model import Workload
 from codesign.workloads.placement import DEFAULT_ORDER, Placement
 from codesign.workloads.strategy import (
-    RECOMPUTE, Strategy, as_strategy, check_applicable, is_table)
+    Strategy, as_strategy, check_applicable, is_table, recompute_modes)
 
 __all__ = ["Candidate", "MOVES", "propose", "initial_candidate", "prime_factors"]
 
@@ -204,10 +204,7 @@ def _move_zero(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate
 
 def _move_recompute(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
     s = c.strategy
-    # Selective recomputation only differs from none where an attention core stores its
-    # s x s tensors (no flash attention); elsewhere the ladder is none <-> full.
-    modes = RECOMPUTE if any(layer.attn_core_saved_bytes > 0 for layer in w.layers) \
-        else ("none", "full")
+    modes = recompute_modes(w)
     if s.recompute not in modes:
         return replace(c, strategy=replace(s, recompute="none"))
     i = modes.index(s.recompute)

@@ -408,9 +408,9 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                                             by_key[k][0], k))
     # The model's validated error for this GPU (issue 17): affordable fabrics within it of
     # the chosen one are listed, not ranked (evaluators.iteration.uncertainty.compare).
-    from evaluators.iteration.uncertainty import compare
+    from evaluators.iteration.uncertainty import compare, validated_error
 
-    model_error = hardware.compute.validated_error if hardware.compute is not None else None
+    model_error = validated_error(hardware)
     choices = []
     for budget in budgets:
         key = next((k for k in ranked if by_key[k][0] <= budget), None)

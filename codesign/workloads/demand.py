@@ -527,7 +527,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     # accumulated locally), with or without pipelining.
     zero_rep = m if s.zero >= 3 else 1
     opt_K = float(workload.optimizer_bytes_per_param)
-    n_dense, n_expert = (s.data_ranks, s.dp // s.ep) if s.zero else (1, 1)
+    n_dense, n_expert = s.zero_groups
 
     def seconds(layer: Layer, batch: float) -> tuple[float, float]:
         t = layer_time(_sharded(layer, s), hw, batch, efficiency=efficiency, dtype=precision)

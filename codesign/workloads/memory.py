@@ -185,10 +185,7 @@ def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardw
     placed = s.embedding == "model"
     micro = workload.batch_size / (s.dp * s.m)
     opt = float(workload.optimizer_bytes_per_param)
-    # ZeRO shards over the ranks holding the same weights: dp x cp (Megatron-LM's
-    # distributed optimizer uses the data-parallel group with context parallelism);
-    # expert parameters over their dp / ep replicas.
-    n_dense, n_expert = (s.data_ranks, s.dp // s.ep) if s.zero else (1, 1)
+    n_dense, n_expert = s.zero_groups   # ZeRO's shard groups (Strategy.zero_groups)
 
     def state(params: float, dtype: int, group: int) -> tuple[float, float, float]:
         w, g, o = params * dtype, params * dtype, params * opt

@@ -59,7 +59,7 @@ from codesign.errors import InvalidSpecError, invalid
 __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRATEGY_KEYS",
            "pipeline_stages", "bubble_fraction", "is_table", "layer_params_per_gpu",
            "check_applicable", "stage_bounds", "RECOMPUTE", "SCHEDULES", "PRECISIONS",
-           "inflight_microbatches"]
+           "inflight_microbatches", "recompute_modes"]
 
 #: Keys of the strategy string, in canonical order.
 STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "embedding", "sp",
@@ -192,6 +192,15 @@ class Strategy:
         return self.dp * self.cp
 
     @property
+    def zero_groups(self) -> tuple[int, int]:
+        """Ranks ZeRO shards over: ``(dense, expert)`` parameters; ``(1, 1)`` without ZeRO.
+
+        Dense parameters over the ``dp x cp`` ranks holding the same weights (Megatron-LM's
+        distributed optimizer uses the data-parallel group with context parallelism),
+        expert parameters over their ``dp / ep`` replicas."""
+        return (self.data_ranks, self.dp // self.ep) if self.zero else (1, 1)
+
+    @property
     def m(self) -> int:
         """Effective micro-batches per iteration (see ``microbatches``)."""
         if self.microbatches is not None:
@@ -227,6 +236,15 @@ def bubble_fraction(pp: int, microbatches: int, vpp: int = 1) -> float:
     _degree("microbatches", microbatches, _MAX_MICROBATCHES)
     _degree("vpp", vpp)
     return (pp - 1) / (vpp * microbatches + pp - 1)
+
+
+def recompute_modes(workload: Any) -> tuple[str, ...]:
+    """The recomputation modes that differ for ``workload``, cheapest first: selective
+    recomputation only drops something where an attention core stores its ``s x s``
+    tensors (no flash attention); elsewhere it equals ``none``."""
+    if any(layer.attn_core_saved_bytes > 0 for layer in workload.layers):
+        return RECOMPUTE
+    return ("none", "full")
 
 
 def inflight_microbatches(strategy: Strategy, stage: int) -> float:

@@ -554,8 +554,8 @@ def _model_error(hw, efficiency, precision: str) -> float | None:
     """The validated relative error of the compute model behind this result, when the
     calibrated kernel model timed it (:attr:`ComputeProfile.validated_error`)."""
     from codesign.workloads.efficiency import PROFILE_FORMATS
+    from evaluators.iteration.uncertainty import validated_error
 
-    prof = hw.compute
-    if efficiency is not None or prof is None or precision not in PROFILE_FORMATS:
+    if efficiency is not None or precision not in PROFILE_FORMATS:
         return None
-    return prof.validated_error
+    return validated_error(hw)

@@ -20,7 +20,13 @@ from dataclasses import dataclass
 
 from codesign.errors import invalid
 
-__all__ = ["Comparison", "compare"]
+__all__ = ["Comparison", "compare", "validated_error"]
+
+
+def validated_error(hardware) -> float | None:
+    """The compute model's validated relative error for a GPU type
+    (:attr:`ComputeProfile.validated_error`), or None without a calibrated profile."""
+    return hardware.compute.validated_error if hardware.compute is not None else None
 
 
 @dataclass(frozen=True)
