@@ -30,22 +30,56 @@ pattern means; :func:`evaluators.validate.validate_schedule` checks it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
 
-from codesign.errors import invalid
+from codesign.errors import CodesignError, invalid
 from evaluators.collectives import Collective
 from evaluators.schedule import COPY, REDUCE, Schedule
 
 __all__ = ["Send", "Step", "Plan", "concurrent", "sequence", "as_chunks", "shard_chunks",
-           "ordered_members", "COPY", "REDUCE"]
+           "ordered_members", "prune_above", "Pruned", "COPY", "REDUCE"]
 
 #: One send of a step: ``(chunk ids, src NPU, dst NPU, op)`` - one transfer per chunk.
 Send = tuple[np.ndarray, int, int, int]
 #: A step: sends that are logically simultaneous (listed in this order).
 Step = list[Send]
+
+
+#: A time the caller already has (``collective_method="best"``): a plan whose busiest
+#: link needs at least this long is not re-timed (see :func:`prune_above`).
+_PRUNE_ABOVE: ContextVar[float | None] = ContextVar("plan_prune_above", default=None)
+
+
+class Pruned(CodesignError):
+    """A plan cannot beat the caller's time (:func:`prune_above`); ``load_s`` is its
+    busiest link's bytes / bandwidth, seconds."""
+
+    def __init__(self, load_s: float, bound_s: float) -> None:
+        super().__init__(f"its busiest link needs {load_s:.3g} s >= {bound_s:.3g} s")
+        self.load_s = load_s
+
+
+@contextmanager
+def prune_above(seconds: float | None) -> Iterator[None]:
+    """Within the block, :meth:`Plan.finish` raises :class:`Pruned` instead of timing a
+    schedule whose busiest link alone needs ``seconds`` or more.
+
+    Why: ``best`` keeps the fastest of several synthesizers, and every network model
+    serves a link's bytes at most at its rate, so such a schedule cannot be faster than
+    the time already found; the congestion replay it skips is most of a synthesizer's
+    cost (a losing recursive halving-doubling on a 128-node ring: 1.9 s).  ``None``
+    turns pruning off.
+    """
+    token = _PRUNE_ABOVE.set(seconds)
+    try:
+        yield
+    finally:
+        _PRUNE_ABOVE.reset(token)
 
 
 def as_chunks(values: Any) -> np.ndarray:
@@ -206,12 +240,22 @@ class Plan:
     def finish(self, algorithm: str, **metadata: Any) -> Schedule:
         """Route, time under the ``congestion`` model and return the schedule.
 
+        Raises :class:`Pruned` inside :func:`prune_above` when the schedule cannot beat
+        the caller's time.
+
         ``metadata`` gets ``algorithm``, ``link_model="exclusive"`` (one chunk
         per link at a time), ``network_model="congestion"`` and the extra
         keyword arguments.
         """
         sched = self.schedule(algorithm=algorithm, link_model="exclusive",
                               network_model="congestion", **metadata)
+        bound = _PRUNE_ABOVE.get()
+        if bound is not None and sched.path_links.size:
+            topo = self.topology
+            load = float((np.bincount(sched.path_links, minlength=topo.n_links)
+                          * sched.chunk_bytes / topo.bandwidth).max())
+            if load >= bound:
+                raise Pruned(load, bound)
         timed = _replay(sched, self.topology)
         return timed.retimed(timed.start, timed.end, timed.hop_start, algorithm=algorithm,
                              link_model="exclusive")

@@ -535,6 +535,7 @@ class CommTimer:
         hit = self._best.get(key)
         if hit is not None:
             return hit[1]
+        from evaluators.algorithms.plan import Pruned, prune_above
         from evaluators.collectives import Collective
         from evaluators.registry import synthesize
         from evaluators.validate import validate_schedule
@@ -545,7 +546,13 @@ class CommTimer:
         best = None
         for name in names:
             try:
-                sched = synthesize(self.topology, coll, method=name)
+                # Plan-based synthesizers stop before their replay when their busiest
+                # link alone cannot beat the best so far (plan.prune_above).
+                with prune_above(best[1] if best is not None else None):
+                    sched = synthesize(self.topology, coll, method=name)
+            except Pruned as exc:
+                skipped[name] = f"slower: {exc} ({best[0]}'s time)"
+                continue
             except CodesignError as exc:   # refuses this fabric or this group (TACOS
                 # does not relay through non-participants): not a candidate here
                 skipped[name] = f"inapplicable: {str(exc).splitlines()[0][:200]}"
@@ -565,8 +572,8 @@ class CommTimer:
                 load = np.bincount(sched.path_links, minlength=self.topology.n_links) \
                     * sched.chunk_bytes / self.topology.bandwidth
                 if float(load.max(initial=0.0)) >= best[1]:
-                    skipped[name] = (f"slower: its busiest link needs {float(load.max()):.3g} s "
-                                     f">= {best[0]}'s {best[1]:.3g} s")
+                    skipped[name] = (f"slower: {Pruned(float(load.max()), best[1])} "
+                                     f"({best[0]}'s time)")
                     continue
             t = self._time(sched)
             times[name] = t

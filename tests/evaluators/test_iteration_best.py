@@ -13,7 +13,10 @@ from topologies.registry import from_spec
 
 @pytest.mark.parametrize("spec", ["torus:3x3,bw=100Gbps", "expander:8,degree=3,seed=1,bw=50Gbps",
                                   "leafspine:8,oversub=2,hosts_per_leaf=4,bw=100Gbps",
-                                  "hier:ring2_switch3,bw=200GB/s:50GB/s"])
+                                  "hier:ring2_switch3,bw=200GB/s:50GB/s",
+                                  # a ring-like fabric where halving-doubling is pruned
+                                  # before its replay (plan.prune_above)
+                                  "perms:16,p=1,bw=100Gbps"])
 @pytest.mark.parametrize("kind, size", [("allreduce", 64e6), ("allgather", 3e5)])
 def test_best_is_the_fastest_valid_synthesizer_timed_alone(spec, kind, size):
     topo = from_spec(spec)
@@ -35,6 +38,26 @@ def test_best_is_the_fastest_valid_synthesizer_timed_alone(spec, kind, size):
     assert alone[choice.algorithm] == pytest.approx(best, rel=1e-9)
     assert choice.gain_over_ring == pytest.approx(alone["ring"] / best, rel=1e-9)
     assert set(choice.times_s) | set(choice.skipped) >= set(names)
+
+
+def test_prune_above_refuses_only_plans_that_cannot_beat_the_bound():
+    import numpy as np
+
+    from evaluators.algorithms.plan import Pruned, prune_above
+
+    topo = from_spec("perms:16,p=1,bw=100Gbps")
+    coll = Collective("allreduce", tuple(range(16)), 64e6)
+    plain = synthesize(topo, coll, method="rhd")
+    load = float((np.bincount(plain.path_links, minlength=topo.n_links)
+                  * plain.chunk_bytes / topo.bandwidth).max())
+    with pytest.raises(Pruned) as err:
+        with prune_above(load):          # the busiest link alone needs exactly the bound
+            synthesize(topo, coll, method="rhd")
+    assert err.value.load_s == pytest.approx(load)
+    with prune_above(load * 1.0001):     # it might beat this: timed as usual
+        kept = synthesize(topo, coll, method="rhd")
+    assert np.array_equal(kept.end, plain.end) and np.array_equal(kept.start, plain.start)
+    assert float(plain.end.max()) >= load   # the bound is sound: no schedule beats its load
 
 
 def test_skips_are_recorded_with_reasons():
