@@ -505,7 +505,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
                         gpus_per_server=args.gpus_per_server, hardware=args.hardware,
                         batch_size=args.batch_size, rounds=args.rounds, budget=args.budget,
                         initial_strategy=args.strategy, baselines=baselines, seed=args.seed,
-                        hardware_file=args.hardware_file)
+                        hardware_file=args.hardware_file,
+                        collective_method=args.collective_method)
     result = optimize(spec, workers=args.workers, ray_address=args.ray_address)
     payload = result.to_dict()
     if args.out:
@@ -952,6 +953,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, default=24, help="strategy evaluations per round")
     p.add_argument("--baselines", help="comma list (default all: fattree,fattree-oversub,"
                    "ideal,expander,ocs-reconfig); empty for none")
+    p.add_argument("--collective-method", default="best",
+                   help="collective algorithm: best (default: the fastest valid synthesizer "
+                        "per collective, chosen with the strategy, as sweeps and whatif), "
+                        "auto (multiring on direct-connect fabrics as TopoOpt's NCCL, ring on "
+                        "switched ones) or a name (ring, multiring, tacos, ...)")
     p.add_argument("--workers", type=int, default=1, help="evaluator actors (0: no Ray)")
     p.add_argument("--ray-address", help="join an existing Ray cluster (default: local Ray)")
     p.add_argument("--out", help="folder for topology.yaml and routes.json")

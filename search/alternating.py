@@ -109,10 +109,13 @@ class OptimizeSpec:
     reconfig_delay_s : float
         OCS reconfiguration delay of the ``ocs-reconfig`` baseline (TopoOpt: 10 ms).
     collective_method : str
-        Collective algorithm of the iteration model; ``"auto"`` (default) is
+        Collective algorithm of the iteration model; ``"best"`` (default, as sweeps,
+        ``whatif`` and ``evaluate``): the fastest valid synthesizer per collective, chosen
+        jointly with the strategy (:mod:`search.per_fabric`); ``"auto"`` is
         :func:`evaluators.iteration.model.resolve_auto`: ``multiring`` on direct-connect
         fabrics (AllReduce load-balanced over the d rings of TotientPerms, as TopoOpt's
-        NCCL integration does, Sec. 6) and ``ring`` on switched ones.  Transfers and
+        NCCL integration does, Sec. 6) and ``ring`` on switched ones (the paper's
+        reproductions in ``experiments/topoopt/`` use it).  Transfers and
         all-to-alls use ECMP on switched fabrics and host forwarding on direct-connect ones.
     network_model : str
         Network model of the iteration model.
@@ -135,7 +138,7 @@ class OptimizeSpec:
     batch: int = 4
     tolerance: float = 0.01
     initial_strategy: str | None = None
-    collective_method: str = "auto"
+    collective_method: str = "best"
     network_model: str = "flow"
     baselines: tuple[str, ...] = BASELINES
     reconfig_delay_s: float = 0.01

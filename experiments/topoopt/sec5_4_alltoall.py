@@ -62,7 +62,8 @@ def _spec(d: int, batch_per_gpu: int):
     return OptimizeSpec("dlrm", SERVERS, d, f"{GBPS:g}Gbps", config="alltoall",
                         batch_size=batch_per_gpu * SERVERS * GPUS_PER_SERVER,
                         gpus_per_server=GPUS_PER_SERVER, initial_strategy=STRATEGY,
-                        baselines=("fattree", "ideal"))
+                        baselines=("fattree", "ideal"),
+                        collective_method="auto")   # TopoOpt's NCCL (multiring), Sec. 6
 
 
 def hop_matrix(topology) -> np.ndarray:
