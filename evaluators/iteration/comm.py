@@ -34,6 +34,11 @@ Ring collectives
   (identical levels, as the steps of a ring, are simulated once).  Levels end at a
   barrier, so this is never faster than the dependency-driven replay; it is exact for
   the ring on symmetric networks and much faster.
+* Rings follow the fabric on Clos networks: ``ring`` and ``bidir-ring`` get the order
+  of :func:`topologies.routing.ring_order` (scale-up domains together, then rails,
+  members in tree order, as NCCL builds its rings from the topology it detects) instead
+  of the rank order, which differs on fabrics that do not number NPUs in tree order
+  (e.g. ``railopt``'s snake inside a server).
 * Groups of a set on different servers run at the same time; the set takes as long
   as its slowest server group (contention between groups on disjoint servers is not
   modelled).
@@ -222,6 +227,20 @@ def best_candidates(topology, kind: str, nodes: int, *,
                 continue
         names.append(name)
     return names, skipped
+
+
+#: Synthesizers with an ``order`` option that follow the fabric's ring order on Clos.
+_RING_ORDERED = ("ring", "bidir-ring")
+
+
+def _ring_options(topology, method: str, nodes: tuple[int, ...]) -> dict[str, Any]:
+    """``order=`` for the ring synthesizers on a Clos fabric (module docstring), else none."""
+    from topologies.routing import is_clos, ring_order
+
+    if method not in _RING_ORDERED or not is_clos(topology):
+        return {}
+    order = ring_order(topology, nodes)
+    return {} if order == list(nodes) else {"order": order}
 
 
 def best_choices(topology) -> list[BestChoice]:
@@ -495,7 +514,8 @@ class CommTimer:
             base = self._structure.get((kind, nodes)) if self.method in SIZE_FREE else None
         if base is None:
             try:
-                sched = synthesize(topo, coll, method=self.method)
+                sched = synthesize(topo, coll, method=self.method,
+                                   **_ring_options(topo, self.method, nodes))
             except InvalidSpecError as exc:
                 raise InvalidSpecError(f"collective_method {self.method!r} cannot time a {kind} "
                                        f"on {len(nodes)} nodes of {topo.name!r}: {exc}") from None
@@ -549,7 +569,8 @@ class CommTimer:
                 # Plan-based synthesizers stop before their replay when their busiest
                 # link alone cannot beat the best so far (plan.prune_above).
                 with prune_above(best[1] if best is not None else None):
-                    sched = synthesize(self.topology, coll, method=name)
+                    sched = synthesize(self.topology, coll, method=name,
+                                       **_ring_options(self.topology, name, nodes))
             except Pruned as exc:
                 skipped[name] = f"slower: {exc} ({best[0]}'s time)"
                 continue

@@ -72,3 +72,27 @@ def test_data_parallel_training_on_a_rail_optimised_fabric() -> None:
                     hardware="H100", collective_method="ring", routing="auto")
     assert rails.dp_s < flat.dp_s
     assert np.isfinite(rails.iteration_time_s)
+
+
+def test_rings_on_a_clos_follow_the_fabric_not_the_rank_order() -> None:
+    """A flat ring over the GPUs of a rail-optimised fabric is built in
+    topologies.routing.ring_order (rails joined between servers), as NCCL does, and is
+    timed exactly as that ring synthesized alone; the rank-order ring, which joins GPU 3
+    of one server to GPU 0 of the next (another rail: a spine hop), is not faster."""
+    from evaluators.collectives import Collective
+    from evaluators.registry import synthesize
+    from topologies.routing import ring_order
+
+    topo = from_spec("railopt:4,gpus=4,radix=8")        # no scale-up domain: flat rings
+    nodes = tuple(range(topo.npus))
+    order = ring_order(topo, nodes)
+    assert order != list(nodes)
+    t = CommTimer(System(topo, topo.npus, 1, False, 450e9), "ring", "flow", 0.0, "shortest")
+    got = t.inter_collective("allreduce", nodes, S).time_s
+    coll = Collective("allreduce", nodes, S)
+    alone = CommTimer(System(topo, topo.npus, 1, False, 450e9), "ring", "flow", 0.0,
+                      "shortest")._time(synthesize(topo, coll, method="ring", order=order))
+    plain = CommTimer(System(topo, topo.npus, 1, False, 450e9), "ring", "flow", 0.0,
+                      "shortest")._time(synthesize(topo, coll, method="ring"))
+    assert got == pytest.approx(alone, rel=1e-12)
+    assert got <= plain * (1 + 1e-9)
