@@ -820,7 +820,8 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
                             gpu=args.gpu, collective_method=args.collective_method,
                             search=search, finalists=args.finalists, workers=args.workers,
                             progress=progress.update if progress else None,
-                            hardware_file=args.hardware_file, **families)
+                            hardware_file=args.hardware_file, catalog=args.catalog,
+                            **families)
     finally:
         if progress is not None:
             progress.close()
@@ -1046,6 +1047,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hardware-file",
                    help="hardware catalog YAML (e.g. written by codesign calibrate) to look "
                         "--gpu up in instead of the built-in one")
+    p.add_argument("--catalog",
+                   help="network parts catalog the budgets buy from: parts-2026 (2025-2026 "
+                        "switches, optics by reach, power), table2 (TopoOpt's 2023 prices, "
+                        "the default) or a catalog YAML")
     p.add_argument("--families",
                    help="fabric families to compare, comma list (default fattree,leafspine,"
                         "ideal,expander,torus,perms,topoopt; also railopt, multiplane)")

@@ -21,6 +21,8 @@ small sweep)::
       gpus_per_server: 8                  # optional; default: the GPU's reference server
       hardware_file: my-h100.yaml         # optional: a hardware catalog (e.g. written by
                                           # codesign calibrate) the gpu names come from
+      catalog: parts-2026                 # optional: network parts catalog (default
+                                          # table2, TopoOpt's 2023 prices) or a YAML path
       collective_method: [best]           # default best: the fastest valid synthesizer
                                           # per collective; auto: multiring without
                                           # switches, ring with; or an algorithm name
@@ -96,7 +98,8 @@ _TOP_KEYS = ("study", "workloads", "space", "objectives", "constraints", "sample
              "population_size", "trials", "max_in_flight", "seed", "storage", "batch_size",
              "trial_timeout_s")
 _SPACE_KEYS = ("families", "servers", "degree", "link_rate", "gpu", "gpus_per_server",
-               "collective_method", "strategy_search", "leafspine_oversub", "hardware_file")
+               "collective_method", "strategy_search", "leafspine_oversub", "hardware_file",
+               "catalog")
 _WORKLOAD_KEYS = ("name", "weight", "config", "strategy")
 _MAX_INT = 1 << 40
 
@@ -229,6 +232,7 @@ class SweepSpace:
     leafspine_oversub: float = 2.0
     gpus_per_server: int | None = None
     hardware_file: str | None = None
+    catalog: str | None = None
 
 
 @dataclass(frozen=True)
@@ -433,8 +437,19 @@ def _space(value: Any) -> SweepSpace:
     per_server = value.get("gpus_per_server")
     if per_server is not None:
         per_server = _int(per_server, f"{where} gpus_per_server", 1, 1024)
+    catalog = value.get("catalog")
+    if catalog is not None:
+        from topologies.cost import CATALOG_NAMES, load_catalog
+
+        if not isinstance(catalog, str) or not catalog or (
+                catalog not in CATALOG_NAMES and not Path(catalog).is_file()):
+            raise invalid(f"{where} catalog", catalog,
+                          f"one of {', '.join(CATALOG_NAMES)} or a catalog YAML file")
+        if catalog not in CATALOG_NAMES:
+            catalog = str(Path(catalog).resolve())
+        load_catalog(catalog)
     return SweepSpace(families, servers, degrees, is_range, rates, gpus, methods, search,
-                      oversub, per_server, hardware_file)
+                      oversub, per_server, hardware_file, catalog)
 
 
 def parse_sweep_spec(spec: Any, *, where: str = "sweep spec") -> SweepSpec:

@@ -33,6 +33,7 @@ The strategy is not co-optimised here (that is the alternating loop).
 
 from __future__ import annotations
 
+
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -93,6 +94,11 @@ class SweepPoint:
     hardware_file : str or None
         Hardware catalog YAML the ``gpu`` name is looked up in (``None``: the built-in
         catalog); e.g. a profile written by ``codesign calibrate``.
+    catalog : str or None
+        Network parts catalog the fabric is priced with: a name of
+        :data:`topologies.cost.CATALOG_NAMES` (``parts-2026``: 2025-2026 switch boxes,
+        optics by reach and power) or a catalog YAML; ``None``: TopoOpt's Table 2 (the
+        paper's reproductions).
     """
 
     family: str
@@ -109,6 +115,7 @@ class SweepPoint:
     budget_usd: float | None = None
     gpus_per_server: int | None = None
     hardware_file: str | None = None
+    catalog: str | None = None
 
     def hardware(self):
         """The :class:`~codesign.workloads.hardware.Hardware` of ``gpu`` (and
@@ -267,6 +274,39 @@ def _nan_to_none(v: Any) -> Any:
     return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
+@lru_cache(maxsize=8)
+def _catalog(name: str):
+    from topologies.cost import load_catalog
+
+    return load_catalog(name)
+
+
+def network_cost(point: SweepPoint, topology=None):
+    """The :class:`~topologies.cost.CostBreakdown` of a trial's fabric in its catalog.
+
+    ``topology`` is the built fabric (``None`` for ``topoopt``, whose graph depends on
+    the strategies: its price does not -- ``degree`` interfaces per server through the
+    look-ahead patch panels, TopoOpt Appendix C/G -- so a parts catalog prices the
+    ``perms`` fabric with the same interfaces).
+
+    Raises
+    ------
+    InvalidSpecError
+        An unknown catalog name or a bad catalog file.
+    """
+    from search.design_point import DesignPoint, topology_spec_for
+    from topologies.cost import Catalog, topology_cost, topoopt_cost
+
+    cat = _catalog(point.catalog) if point.catalog is not None else None
+    if point.family == "topoopt":
+        if cat is None or isinstance(cat, Catalog):
+            return topoopt_cost(point.servers, point.degree, point.link_bandwidth_Bps,
+                                catalog=cat)
+        topology = cached_topology(topology_spec_for(DesignPoint(
+            "perms", point.servers, point.degree, point.link_bandwidth_Bps, seed=point.seed)))
+    return topology_cost(topology, catalog=cat)
+
+
 def evaluate_trial(point: SweepPoint) -> TrialOutcome:
     """Build, price and time one design over its workload mix (pure but for timings).
 
@@ -319,19 +359,16 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
     spec = ""
     try:
         if point.family == "topoopt":
-            from topologies.cost import topoopt_cost
-
             spec = (f"topoopt:{point.servers},degree={point.degree},"
                     f"bw={_gbps(point.link_bandwidth_Bps)},seed={point.seed}")
-            cost = topoopt_cost(point.servers, point.degree, point.link_bandwidth_Bps)
             topo = None
         else:
             spec = topology_spec_for(DesignPoint(point.family, point.servers, point.degree,
                                                  point.link_bandwidth_Bps,
                                                  seed=point.seed, oversub=point.oversub))
             topo = cached_topology(spec)
-            cost = topology_cost(topo)
             topo.diameter  # all-pairs hops: refused here (pruned) above the memory limit
+        cost = network_cost(point, topo)
     except CodesignError as exc:
         return done("pruned", f"unbuildable: {type(exc).__name__}: {_one_line(exc)}",
                     topology_spec=spec or None)

@@ -196,6 +196,7 @@ class WhatIfResult:
     collective_method: str = "best"
     search_evaluations: int = 0
     seconds: float = 0.0
+    catalog: str = "table2"
 
     def to_dict(self) -> dict[str, Any]:
         choices = [c.to_dict() for c in self.choices]
@@ -205,21 +206,21 @@ class WhatIfResult:
                 "timed": self.timed, "searched": self.searched, "complete": self.complete,
                 "pruned_reasons": dict(self.pruned_reasons), "time_model": self.time_model,
                 "collective_method": self.collective_method,
-                "search_evaluations": self.search_evaluations, "seconds": self.seconds}
+                "search_evaluations": self.search_evaluations, "seconds": self.seconds,
+                "catalog": self.catalog}
 
 
 def _price(point: SweepPoint) -> tuple[str, float]:
     """``(spec, cost_usd)`` of a grid fabric without timing it (raises if unbuildable)."""
     from search.design_point import DesignPoint, topology_spec_for
-    from topologies.cost import topology_cost, topoopt_cost
+    from search.sweep_trial import network_cost
 
     if point.family == "topoopt":
-        return "", float(topoopt_cost(point.servers, point.degree,
-                                      point.link_bandwidth_Bps).total_usd)
+        return "", float(network_cost(point).total_usd)
     spec = topology_spec_for(DesignPoint(point.family, point.servers, point.degree,
                                          point.link_bandwidth_Bps, seed=point.seed,
                                          oversub=point.oversub))
-    return spec, float(topology_cost(cached_topology(spec)).total_usd)
+    return spec, float(network_cost(point, cached_topology(spec)).total_usd)
 
 
 def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
@@ -230,7 +231,8 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                collective_method: str = "best", leafspine_oversub: float = 2.0,
                search: SearchBudget | None = DEFAULT_SEARCH, finalists: int = 3,
                seed: int = 0, progress: Callable[[int, int], Any] | None = None,
-               workers: int = 1, hardware_file: str | None = None) -> WhatIfResult:
+               workers: int = 1, hardware_file: str | None = None,
+               catalog: str | None = None) -> WhatIfResult:
     """Best co-designed fabric per budget (see the module docstring).
 
     Parameters
@@ -245,6 +247,11 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         GPU type (hardware catalog name).
     hardware_file : str, optional
         Hardware catalog YAML to look ``gpu`` up in (e.g. from ``codesign calibrate``).
+    catalog : str, optional
+        Network parts catalog the budgets are spent in: ``parts-2026`` (2025-2026 switch
+        boxes and optics by reach, :mod:`topologies.parts`), another name of
+        :data:`topologies.cost.CATALOG_NAMES` or a catalog YAML; default TopoOpt's
+        Table 2 (2023 prices).
     families, degrees, link_rates_Bps : tuples
         The fabric grid (link rates in bytes/s).
     collective_method : str
@@ -292,6 +299,15 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         hardware = get_hardware(gpu, load_hardware_catalog(hardware_file))
     else:
         hardware = get_hardware(gpu)
+    if catalog is not None:   # a bad name or file is the caller's error, not "unbuildable"
+        from pathlib import Path
+
+        from topologies.cost import CATALOG_NAMES, load_catalog
+
+        if catalog not in CATALOG_NAMES and not Path(catalog).is_file():
+            raise invalid("whatif catalog", catalog,
+                          f"one of {', '.join(CATALOG_NAMES)} or a catalog YAML file")
+        load_catalog(catalog)
     budgets = parse_budgets(list(budgets))
     mix = parse_mix(workloads) if isinstance(workloads, str) else tuple(workloads)
     evals = search.evaluations if search is not None else 0
@@ -304,7 +320,7 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                           workloads=mix,
                           search_evaluations=evals if searched else 0,
                           search_restarts=restarts, seed=seed, oversub=leafspine_oversub,
-                          hardware_file=hardware_file)
+                          hardware_file=hardware_file, catalog=catalog)
 
     # 1. Feasibility (memory does not depend on the fabric).
     plan_workloads(point(families[0], 1, 1.0, True), hardware)
@@ -451,7 +467,7 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
             tuple(close)))
     return WhatIfResult(servers, gpu, mix, tuple(choices), evaluated, len(results), reasons,
                         time_model_name(), len(order), len(searched), collective_method, evals,
-                        time.perf_counter() - t0)
+                        time.perf_counter() - t0, catalog or "table2")
 
 
 def format_whatif(result: WhatIfResult) -> str:
@@ -462,7 +478,8 @@ def format_whatif(result: WhatIfResult) -> str:
     lines = [f"{result.servers} servers of {result.gpu}; mix: {mix}; {result.timed} of "
              f"{result.evaluated} fabrics timed ({result.searched} with the strategy search, "
              f"{result.search_evaluations} evaluations per workload; collectives: "
-             f"{result.collective_method}) in {result.seconds:.1f} s",
+             f"{result.collective_method}; network prices: {result.catalog} catalog) in "
+             f"{result.seconds:.1f} s",
              f"{'budget':>14}  {'fabric':<28} {'cost':>12} {'iteration':>10} {'MFU':>6} "
              f"{'USD per it/s':>13}  strategy"]
     for c in result.choices:

@@ -62,6 +62,9 @@ def test_defaults_ranges_mix_and_constraints():
     custom = parse_sweep_spec(_with(("space", "strategy_search"),
                                     {"evaluations": 40, "restarts": 4}))
     assert custom.space.strategy_search == SearchBudget(40, 4)
+    # The network parts catalog: a name, kept as given, on every trial's point.
+    parts = parse_sweep_spec(_with(("space", "catalog"), "parts-2026"))
+    assert parts.space.catalog == "parts-2026" and spec.space.catalog is None
     # Money as on the command line.
     assert parse_sweep_spec({**BASE, "constraints": {"budget_usd": "10M"}}).budget_usd == 1e7
     assert parse_sweep_spec({**BASE, "constraints": {"budget_usd": "$500k"}}).budget_usd == 5e5
@@ -87,6 +90,8 @@ def test_defaults_ranges_mix_and_constraints():
     (("space", "strategy_search"), {"evaluations": 4, "restarts": 8}, "restarts"),
     (("space", "strategy_search"), {"budget": 4}, "unknown key 'budget'"),
     (("space", "gpus_per_server"), 0, "gpus_per_server"),
+    (("space", "catalog"), "parts-1999", "catalog"),
+    (("space", "catalog"), 7, "catalog"),
     (("space", "bandwith"), 1, "unknown key 'bandwith'"),
     (("objectives",), ["speed"], "objectives"),
     (("constraints",), {"budget_usd": 0}, "budget_usd"),

@@ -166,3 +166,37 @@ def test_answer_does_not_depend_on_the_worker_count():
     two = run_whatif((2e5, 1e9), workers=2, **kw).to_dict()
     one.pop("seconds"), two.pop("seconds")
     assert one == two
+
+
+def test_budgets_buy_from_the_chosen_parts_catalog(capsys):
+    """--catalog parts-2026: every answer's cost is its fabric priced with the 2026 parts
+    catalog (topologies.cost.topology_cost), the topoopt family as the perms fabric with
+    the same interfaces; a bad name exits 2 naming the field."""
+    from topologies.cost import load_catalog, topology_cost
+    from topologies.registry import from_spec
+
+    grid = dict(families=("torus", "perms", "leafspine", "topoopt"), degrees=(2, 4),
+                link_rates_Bps=(12.5e9, 50e9))
+    res = run_whatif((2e5, 1e9), servers=16, workloads=MIX, collective_method="auto",
+                     search=None, catalog="parts-2026", **grid)
+    assert res.catalog == "parts-2026" and res.to_dict()["catalog"] == "parts-2026"
+    parts = load_catalog("parts-2026")
+    for c in res.choices:
+        if c.family is None:
+            continue
+        spec = c.topology_spec
+        if spec.startswith("topoopt"):
+            from search.design_point import DesignPoint, topology_spec_for
+
+            spec = topology_spec_for(DesignPoint("perms", 16, c.degree, c.link_bandwidth_Bps))
+        assert c.cost_usd == pytest.approx(topology_cost(from_spec(spec), catalog=parts)
+                                           .total_usd, rel=1e-12)
+        assert c.cost_usd <= c.budget_usd
+    table2 = run_whatif((1e9,), servers=16, workloads=MIX, collective_method="auto",
+                        search=None, **grid)
+    assert table2.catalog == "table2"
+    assert main(["whatif", "--budget", "1e5", "--servers", "16", "--catalog", "parts-1999"]) \
+        == 2
+    err = capsys.readouterr().err
+    assert "catalog" in err and "parts-2026" in err and len(err.strip().splitlines()) == 1
+
