@@ -993,11 +993,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--network-model", default="flow",
                    choices=("flow", "congestion", "analytical"),
                    help="network model (default flow)")
-    p.add_argument("--routing", default="auto", choices=("auto", "shortest", "ecmp", "dmodk"),
+    p.add_argument("--routing", default="auto",
+                   choices=("auto", "shortest", "ecmp", "dmodk", "spray"),
                    help="paths of transfers/all-to-alls: auto (default, as sweeps: ECMP on "
-                        "switched fabrics, shortest on direct-connect ones), one minimum-hop "
-                        "path per pair, per-pair hashed ECMP over all of them, or D-mod-k "
-                        "up/down routing (Clos fabrics)")
+                        "switched fabrics, spray on multi-plane ones, shortest on "
+                        "direct-connect ones), one minimum-hop path per pair, per-pair hashed "
+                        "ECMP over all of them, D-mod-k up/down routing (Clos fabrics), or "
+                        "spray: every pair split over the planes (multi-plane Clos; "
+                        "collectives too)")
     p.add_argument("--no-overlap", action="store_true",
                    help="do not overlap gradient buckets with the backward pass")
     p.add_argument("--closed-form", action="store_true",

@@ -91,8 +91,10 @@ __all__ = ["System", "CommCost", "CommTimer", "intra_ring_time", "SIZE_FREE", "R
            "BEST", "BEST_TIME_LIMIT_S", "BestChoice", "best_candidates", "best_choices"]
 
 #: Routing of MP phases (:meth:`evaluators.iteration.phase._Routes.paths`; ``dmodk``:
-#: deterministic up/down routing on Clos fabrics, :func:`topologies.routing.clos_paths`).
-ROUTINGS = ("shortest", "ecmp", "dmodk")
+#: deterministic up/down routing on Clos fabrics, :func:`topologies.routing.clos_paths`;
+#: ``spray``: every pair split evenly over its endpoint's planes,
+#: :func:`topologies.routing.spray_paths`, for collectives too).
+ROUTINGS = ("shortest", "ecmp", "dmodk", "spray")
 
 #: Algorithms whose transfers and paths do not depend on the buffer size: their schedule
 #: is synthesized once per (kind, nodes) and re-timed for every size.
@@ -363,8 +365,13 @@ class CommTimer:
         Event-batching tolerance of the flow phases (:func:`~.phase.flow_phase`).
     routing : str
         Paths of MP phases: ``shortest`` (:meth:`Topology.route`), ``ecmp`` (one hashed
-        minimum-hop path per server pair) or ``dmodk`` (Clos fabrics: deterministic
-        up/down D-mod-k routing, :func:`topologies.routing.clos_paths`).  Collective schedules keep their own paths.
+        minimum-hop path per server pair), ``dmodk`` (Clos fabrics: deterministic
+        up/down D-mod-k routing, :func:`topologies.routing.clos_paths`) or ``spray``
+        (Clos fabrics whose endpoints have a port on each of several planes: every pair
+        split evenly over the planes, D-mod-k inside each,
+        :func:`topologies.routing.spray_paths`, as multi-plane NICs spray packets).
+        Collective schedules keep their own paths, except under ``spray`` with the
+        ``flow`` model, where every transfer is split over the planes the same way.
     """
 
     def __init__(self, system: System, collective_method: str, network_model: str,
@@ -379,7 +386,16 @@ class CommTimer:
         get_model(network_model)
         if routing not in ROUTINGS:
             raise invalid("routing", routing, " or ".join(ROUTINGS))
+        if routing == "spray":
+            from topologies.routing import is_clos
+
+            if not is_clos(system.topology):
+                raise invalid("routing", routing, f"shortest or ecmp on "
+                              f"{system.topology.name!r} (spray needs a Clos fabric)")
         self.routing = routing
+        # Collectives sprayed over the planes (flow model): the schedule's own one-plane
+        # paths do not bound its time, so best's load pruning is off.
+        self._spray = routing == "spray" and network_model == "flow"
         self.system = system
         self.topology = system.topology
         self.method = collective_method
@@ -528,9 +544,16 @@ class CommTimer:
                              base.path_links, base.start, base.end, base.op, base.metadata)
         ptr, links = sched.path_ptr, sched.path_links
         chunk = sched.chunk_bytes
-        link_bytes = np.bincount(links, minlength=topo.n_links) * chunk
         fw = _forwards(topo, ptr, links)
         moving = np.diff(ptr) > 0
+        if self._spray:
+            from topologies.routing import spray_paths
+
+            sptr, slinks, _, share = spray_paths(topo, sched.src[moving], sched.dst[moving])
+            link_bytes = np.bincount(slinks, weights=np.repeat(share * chunk, np.diff(sptr)),
+                                     minlength=topo.n_links)
+        else:
+            link_bytes = np.bincount(links, minlength=topo.n_links) * chunk
         n_moving = int(moving.sum())
         pairs = frozenset(zip(sched.src[moving].tolist(), sched.dst[moving].tolist()))
         time_s = self._time(sched)
@@ -568,7 +591,8 @@ class CommTimer:
             try:
                 # Plan-based synthesizers stop before their replay when their busiest
                 # link alone cannot beat the best so far (plan.prune_above).
-                with prune_above(best[1] if best is not None else None):
+                with prune_above(best[1] if best is not None and not self._spray
+                                 else None):
                     sched = synthesize(self.topology, coll, method=name,
                                        **_ring_options(self.topology, name, nodes))
             except Pruned as exc:
@@ -589,7 +613,7 @@ class CommTimer:
             # A candidate whose busiest link alone needs longer than the best so far
             # cannot win (every network model serves a link's bytes at most at its
             # rate): skip its re-timing.
-            if best is not None:
+            if best is not None and not self._spray:
                 load = np.bincount(sched.path_links, minlength=self.topology.n_links) \
                     * sched.chunk_bytes / self.topology.bandwidth
                 if float(load.max(initial=0.0)) >= best[1]:
@@ -634,7 +658,14 @@ class CommTimer:
             if t is None:
                 moving = lens > 0
                 t = 0.0
-                if moving.any():
+                if moving.any() and self._spray:
+                    from topologies.routing import spray_paths
+
+                    src, dst = sched.src[ids][moving], sched.dst[ids][moving]
+                    sptr, slinks, owner, share = spray_paths(self.topology, src, dst)
+                    t = flow_phase(self.topology, src[owner], dst[owner], chunk * share,
+                                   rtol=self.rtol, paths=(sptr, slinks)).makespan_s
+                elif moving.any():
                     keep = np.repeat(moving, lens)
                     mp = np.concatenate([[0], np.cumsum(lens[moving])])
                     t = flow_phase(self.topology, sched.src[ids][moving], sched.dst[ids][moving],
@@ -675,22 +706,30 @@ class CommTimer:
         uniq, inv = np.unique(pair, return_inverse=True)
         psize = np.bincount(inv, weights=size[far])
         ps, pd = uniq // n, uniq % n
+        fs, fd, fsize = ps, pd, psize      # the flows: one per pair, or its plane shares
         if self.routing == "dmodk":
             from topologies.routing import clos_paths
 
             ptr, links = clos_paths(topo, ps, pd, method="dmodk")
+        elif self.routing == "spray":
+            from topologies.routing import spray_paths
+
+            ptr, links, owner, share = spray_paths(topo, ps, pd)
+            fs, fd, fsize = ps[owner], pd[owner], psize[owner] * share
         else:
             ptr, links = route_table(topo).paths(ps, pd, routing=self.routing)
         if self.model == "flow":
-            res = flow_phase(topo, ps, pd, psize, rtol=self.rtol, paths=(ptr, links))
+            res = flow_phase(topo, fs, fd, fsize, rtol=self.rtol, paths=(ptr, links))
             t_net, link_bytes, fw = res.makespan_s, res.link_bytes, res.forwards
+            if fs is not ps:   # forwards per pair: a Clos has no host forwarding
+                fw = np.zeros(ps.size)
         else:
             from evaluators.netsim import Messages, simulate
 
-            batch = Messages.from_arrays(topo, ps, pd, psize, path_ptr=ptr, path_links=links)
+            batch = Messages.from_arrays(topo, fs, fd, fsize, path_ptr=ptr, path_links=links)
             res = simulate(topo, batch, model=self.model)
             t_net, link_bytes = res.makespan_s, np.asarray(res.link_bytes)
-            fw = _forwards(topo, ptr, links)
+            fw = _forwards(topo, ptr, links) if fs is ps else np.zeros(ps.size)
         cost.time_s = max(intra, float(t_net))
         cost.link_bytes = np.asarray(link_bytes, dtype=float)
         cost.net_bytes = float(psize.sum())

@@ -131,13 +131,26 @@ def resolve_auto(topology, collective_method: str, routing: str) -> tuple[str, s
     """Resolve ``"auto"``: on direct-connect fabrics (no switches) ``multiring`` collectives
     (ring all-reduce load-balanced over the fabric's rings, as TopoOpt's TotientPerms NCCL
     integration does, Sec. 6) and ``shortest`` routes (host forwarding); on switched
-    fabrics ``ring`` (one link per server) and ``ecmp`` routes (per-flow ECMP)."""
+    fabrics ``ring`` (one link per server) and ``ecmp`` routes (per-flow ECMP), except on
+    multi-plane Clos fabrics (endpoints with a port on each of several planes), where
+    ``spray`` splits every pair over the planes as multi-plane NICs do (a flow pinned to
+    one plane would get ``1/planes`` of the endpoint's bandwidth)."""
     direct = topology.switches == 0
     if collective_method == "auto":
         collective_method = "multiring" if direct else "ring"
     if routing == "auto":
-        routing = "shortest" if direct else "ecmp"
+        routing = "shortest" if direct else ("spray" if _multi_plane(topology) else "ecmp")
     return collective_method, routing
+
+
+def _multi_plane(topology) -> bool:
+    """Whether ``topology`` is a Clos whose endpoints have several uplinks (planes)."""
+    from topologies.routing import clos_structure, is_clos
+
+    if not is_clos(topology) or int(topology.params.get("planes", 1) or 1) <= 1:
+        return False
+    cs = clos_structure(topology)
+    return bool(np.diff(cs.up_ptr)[:topology.npus].max(initial=1) > 1)
 
 
 def resolve_system(topology, placement, hardware) -> System:
@@ -334,8 +347,10 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
     routing : str, optional
         Paths of transfers and all-to-alls: ``shortest`` (default, one minimum-hop path
         per pair, :meth:`Topology.route`) or ``ecmp`` (per server pair one of the
-        minimum-hop paths by hash, as switches' per-flow ECMP spreads flows), or ``"auto"``
-        (``ecmp`` on switched fabrics, ``shortest`` on direct-connect ones).
+        minimum-hop paths by hash, as switches' per-flow ECMP spreads flows), ``dmodk`` or
+        ``spray`` on Clos fabrics (:data:`evaluators.iteration.comm.ROUTINGS`), or
+        ``"auto"`` (:func:`resolve_auto`: ``spray`` on multi-plane Clos fabrics, ``ecmp``
+        on other switched fabrics, ``shortest`` on direct-connect ones).
     tp_comm_overlap : bool, optional
         Tensor-parallel collectives overlap their layer's GEMMs (Megatron-LM's
         ``--tp-comm-overlap``; :func:`~codesign.workloads.demand.demand_for`).

@@ -96,3 +96,37 @@ def test_rings_on_a_clos_follow_the_fabric_not_the_rank_order() -> None:
                       "shortest")._time(synthesize(topo, coll, method="ring"))
     assert got == pytest.approx(alone, rel=1e-12)
     assert got <= plain * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("workload, strategy", [("bert", "dp=128,tp=1,pp=1"),
+                                                ("dlrm", "dp=128,tp=1,pp=1,embedding=model")])
+def test_multi_plane_pairs_are_sprayed_over_the_planes(workload: str, strategy: str) -> None:
+    """On a multi-plane Clos every endpoint has a port on each plane: with spray routing
+    (the default there) a 2 x 200 Gb/s multi-plane fabric trains exactly as a
+    non-blocking fat-tree of 400 Gb/s ports (same injection bandwidth, both non-blocking,
+    D-mod-k inside a plane and on the fat-tree), for the ring all-reduce and for
+    all-to-all transfers; pinning each pair to one plane (dmodk or ecmp) gives a pair half
+    of its endpoint's bandwidth and is slower."""
+    from codesign.workloads import get_hardware, get_workload
+
+    hw, w = get_hardware("H100"), get_workload(workload)
+    mp = from_spec("multiplane:16,planes=2,radix=8,bw=200Gbps")
+    ft = from_spec("fattree:servers=16,radix=8,bw=400Gbps")
+    kw = dict(hardware=hw, collective_method="ring")
+    fat = evaluate(ft, w, strategy, routing="dmodk", **kw)
+    auto = evaluate(mp, w, strategy, routing="auto", **kw)
+    spray = evaluate(mp, w, strategy, routing="spray", **kw)
+    assert auto.iteration_time_s == spray.iteration_time_s
+    assert spray.iteration_time_s == pytest.approx(fat.iteration_time_s, rel=1e-9)
+    for pinned in ("dmodk", "ecmp"):
+        assert evaluate(mp, w, strategy, routing=pinned, **kw).iteration_time_s > \
+            spray.iteration_time_s * 1.05
+
+
+def test_spray_needs_a_clos() -> None:
+    from codesign.errors import InvalidSpecError
+    from codesign.workloads import get_hardware, get_workload
+
+    with pytest.raises(InvalidSpecError, match="spray needs a Clos"):
+        evaluate(from_spec("torus:4x4"), get_workload("bert"), "dp=128,tp=1,pp=1",
+                 hardware=get_hardware("H100"), routing="spray")
