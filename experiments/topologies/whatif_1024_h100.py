@@ -14,7 +14,9 @@ the 2026 parts catalog, topologies/data/parts-2026.yaml):
 
 Workloads: Llama-3 70B (tp=8 in the server, pp=4, dp=32), Mixtral 8x7B with expert
 parallelism (ep=8 across servers), DLRM (pure data parallel + model-parallel embedding
-all-to-all).  Clos fabrics are routed by D-mod-k (``--routing dmodk``).
+all-to-all).  Clos fabrics are routed by D-mod-k (``--routing dmodk``), the multi-plane
+one by spraying every pair over its two planes (``--routing spray``, D-mod-k inside a
+plane; the ``auto`` default on multi-plane fabrics).
 
 Run: ``python experiments/topologies/whatif_1024_h100.py`` (about 3 minutes on 2 cores);
 writes ``experiments/topologies/whatif_1024_h100.md``.
@@ -86,7 +88,8 @@ def main() -> int:
             r = evaluate(topo, workload, strategy, hardware="H100",
                          placement=Placement(128, 8),
                          collective_method="multiring" if direct else "ring",
-                         routing="shortest" if direct else "dmodk")
+                         routing="shortest" if direct else
+                         "spray" if spec.startswith("multiplane") else "dmodk")
             rows.append((fabric, spec, workload, r, cost, time.perf_counter() - t0))
             print(f"{fabric:16} {workload:14} {r.iteration_time_s * 1e3:10.1f} ms  "
                   f"${cost.total_usd / 1e6:6.2f}M  {cost.power_w / 1e3:6.1f} kW",
