@@ -226,7 +226,7 @@ class Topology:
     def __getstate__(self) -> dict[str, Any]:
         # Cached derived data is dropped: it is cheap to rebuild and can be large.
         state = self.__dict__.copy()
-        for key in ("_paths", "diameter", "mean_path_length"):
+        for key in ("diameter", "mean_path_length"):
             state.pop(key, None)
         return state
 
@@ -258,26 +258,15 @@ class Topology:
         adj.data[:] = 1.0
         return adj
 
-    @cached_property
-    def _paths(self) -> tuple[np.ndarray, np.ndarray]:
-        from scipy.sparse.csgraph import shortest_path
-
-        from codesign.resources import check_memory
-
-        # float64 distances + int32 predecessors from scipy, then int32 copies of both.
-        n = self.n_nodes
-        check_memory("the all-pairs hop matrix (diameter, routes)", "nodes", n,
-                     24.0 * n * n, "use a smaller network, or commands that need no "
-                     "all-pairs routes (topology cost, synth --algorithm themis)")
-        dist, pred = shortest_path(self._adjacency(), method="D", unweighted=True,
-                                   return_predecessors=True)
-        hops = np.where(np.isinf(dist), -1, dist).astype(np.int32)
-        return hops, pred.astype(np.int32)
-
     @property
     def hop_matrix(self) -> np.ndarray:
-        """All-pairs hop counts over all nodes, shape ``(n_nodes, n_nodes)``; -1 if unreachable."""
-        return self._paths[0]
+        """All-pairs hop counts over all nodes, shape ``(n_nodes, n_nodes)``; -1 if unreachable.
+
+        Built once per topology by :func:`topologies.routing.all_pairs`.
+        """
+        from topologies.routing import all_pairs
+
+        return all_pairs(self)[0]
 
     def _check_connected(self) -> None:
         from scipy.sparse.csgraph import connected_components
@@ -294,9 +283,9 @@ class Topology:
     def route(self, src: int, dst: int) -> tuple[int, ...]:
         """A minimum-hop path from ``src`` to ``dst`` as a tuple of link ids.
 
-        Among parallel links the one with the highest bandwidth (then the lowest
-        id) is used; ties between equal-hop paths follow scipy's BFS order, so
-        the result is deterministic.
+        :func:`topologies.routing.route` (``"shortest"``): among parallel links the one
+        with the highest bandwidth (then the lowest id); ties between equal-hop paths
+        follow scipy's BFS order, so the result is deterministic.
 
         Raises
         ------
@@ -305,25 +294,9 @@ class Topology:
         InfeasibleError
             If ``dst`` cannot be reached from ``src``.
         """
-        from codesign.errors import InfeasibleError
+        from topologies.routing import route
 
-        for name_, node in (("src", src), ("dst", dst)):
-            if not 0 <= node < self.n_nodes:
-                raise invalid(f"route {name_}", node, f"a node id in 0..{self.n_nodes - 1}")
-        if src == dst:
-            return ()
-        pred = self._paths[1]
-        if pred[src, dst] < 0:
-            raise InfeasibleError(f"node {dst} is not reachable from node {src} in {self.name!r}")
-        nodes = [dst]
-        while nodes[-1] != src:
-            nodes.append(int(pred[src, nodes[-1]]))
-        nodes.reverse()
-        return tuple(self._best_link(u, v) for u, v in zip(nodes, nodes[1:]))
-
-    def _best_link(self, u: int, v: int) -> int:
-        ids = self.links_between(u, v)
-        return int(ids[np.lexsort((ids, -self.bandwidth[ids]))[0]])
+        return route(self, src, dst)
 
     # ------------------------------------------------------------- summaries
     @cached_property

@@ -80,13 +80,15 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import CodesignError, InvalidSpecError, invalid
-from evaluators.iteration.phase import DEFAULT_RTOL, flow_phase, route_table
+from evaluators.iteration.phase import DEFAULT_RTOL, flow_phase
+from topologies.routing import pair_paths
 
 __all__ = ["System", "CommCost", "CommTimer", "intra_ring_time", "SIZE_FREE", "ROUTINGS",
            "BEST", "BEST_TIME_LIMIT_S", "BestChoice", "best_candidates", "best_choices"]
 
-#: Routing of MP phases (:meth:`evaluators.iteration.phase._Routes.paths`; ``dmodk``:
-#: deterministic up/down routing on Clos fabrics, :func:`topologies.routing.clos_paths`).
+#: Routing of MP phases (:func:`topologies.routing.pair_paths`: ``shortest``, ``ecmp`` =
+#: one hashed minimum-hop path per pair, ``dmodk`` = deterministic up/down routing on Clos
+#: fabrics).
 ROUTINGS = ("shortest", "ecmp", "dmodk")
 
 #: Algorithms whose transfers and paths do not depend on the buffer size: their schedule
@@ -647,12 +649,7 @@ class CommTimer:
         uniq, inv = np.unique(pair, return_inverse=True)
         psize = np.bincount(inv, weights=size[far])
         ps, pd = uniq // n, uniq % n
-        if self.routing == "dmodk":
-            from topologies.routing import clos_paths
-
-            ptr, links = clos_paths(topo, ps, pd, method="dmodk")
-        else:
-            ptr, links = route_table(topo).paths(ps, pd, routing=self.routing)
+        ptr, links = pair_paths(topo, ps, pd, method=self.routing)
         if self.model == "flow":
             res = flow_phase(topo, ps, pd, psize, rtol=self.rtol, paths=(ptr, links))
             t_net, link_bytes, fw = res.makespan_s, res.link_bytes, res.forwards

@@ -36,6 +36,7 @@ from scipy.sparse.csgraph import shortest_path
 
 from codesign.errors import InfeasibleError, invalid
 from evaluators.netsim.flow import RTOL, coarse_max_min_rates, max_min_rates
+from topologies.routing import predecessor_walk
 
 __all__ = ["ReconfigurableFabric", "Policy"]
 
@@ -148,31 +149,19 @@ class ReconfigurableFabric:
 
     def _paths(self, src: np.ndarray, dst: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Circuit paths of flows ``src -> dst`` (vectorised over flows, one hop level at a
-        time): ``(ok, local, pair)`` -- which flows have a path now, and the incidence list
-        (flow position among the ``ok`` ones, pair id ``u * n + v`` of each hop)."""
+        """Circuit paths of flows ``src -> dst``: ``(ok, local, pair)`` -- which flows have
+        a path now, and the incidence list (flow position among the ``ok`` ones, pair id
+        ``u * n + v`` of each hop).  With forwarding: minimum-hop paths over the circuit
+        graph (:func:`topologies.routing.predecessor_walk`)."""
         n = self.n
         if not self.forwarding:
             ok = self.circuits[src, dst] > 0
             return ok, np.arange(int(ok.sum())), src[ok] * n + dst[ok]
         pred = self._predecessors()
         ok = pred[src, dst] >= 0
-        s, v = src[ok], dst[ok].copy()
-        idx = np.arange(s.size)
-        hops_flow, hops_pair = [], []
-        walking = v != s
-        while walking.any():   # at most the diameter of the circuit graph
-            f = idx[walking]
-            u = pred[s[f], v[f]]
-            hops_flow.append(f)
-            hops_pair.append(u * n + v[f])
-            v[f] = u
-            walking = v != s
-        if not hops_flow:
-            return ok, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        local = np.concatenate(hops_flow)
-        order = np.argsort(local, kind="stable")
-        return ok, local[order], np.concatenate(hops_pair)[order]
+        s, d = src[ok], dst[ok]
+        ptr, prev, nxt = predecessor_walk(s, d, lambda a, cur: pred[s[a], cur])
+        return ok, np.repeat(np.arange(s.size), np.diff(ptr)), prev * n + nxt
 
     # ------------------------------------------------------------------ simulation
     def transfer(self, src, dst, size_bytes, release_s=None) -> np.ndarray:
