@@ -84,6 +84,7 @@ from codesign.errors import InfeasibleError, invalid
 from evaluators.collectives import Collective
 from evaluators.cuts import (CutNetwork, max_product_cut, max_ratio_cut, min_pair_cuts,
                              participant_orbits, twin_classes)
+from topologies.model import kl_bisections
 
 __all__ = ["Bound", "lower_bound", "KL_MAX_NODES", "CUT_FLOW_MAX_SIZE"]
 
@@ -528,30 +529,14 @@ def _alltoall_candidates(c: _Context) -> list[np.ndarray]:
                 mask[: topo.npus] = slab
                 cands.append(mask)
     if n <= KL_MAX_NODES:
-        cands += _kl_bisections(topo, c.seed)
+        # Kernighan-Lin halves of the whole network and their complements.
+        cands += [m for side in kl_bisections(topo, range(c.seed, c.seed + 4))
+                  for m in (side, ~side)]
     for net, flip in ((c.net, False), (c.rev, True)):
         r = max_ratio_cut(net, c.members, c.sinks(),
                           max_flows=max(1, c.max_flows // 2) if c.max_flows else 0)
         cands.append(~r.mask if flip else r.mask)
     return cands
-
-
-def _kl_bisections(topo, seed: int, tries: int = 4) -> list[np.ndarray]:
-    import networkx as nx
-    from networkx.algorithms.community import kernighan_lin_bisection
-
-    g = nx.Graph()
-    g.add_nodes_from(range(topo.n_nodes))
-    for u, v, b in zip(topo.src.tolist(), topo.dst.tolist(), topo.bandwidth.tolist()):
-        w = g.get_edge_data(u, v, {"weight": 0.0})["weight"]
-        g.add_edge(u, v, weight=w + b)
-    out = []
-    for k in range(tries):
-        side, _ = kernighan_lin_bisection(g, weight="weight", seed=seed + k)
-        mask = np.zeros(topo.n_nodes, dtype=bool)
-        mask[list(side)] = True
-        out += [mask, ~mask]
-    return out
 
 
 _KINDS = {

@@ -25,7 +25,7 @@ import numpy as np
 
 from codesign.errors import InvalidSpecError, invalid
 
-__all__ = ["Dimension", "Topology", "EXACT_BISECTION_MAX_NPUS"]
+__all__ = ["Dimension", "Topology", "EXACT_BISECTION_MAX_NPUS", "kl_bisections"]
 
 #: Largest NPU count for which :meth:`Topology.bisection_bandwidth` enumerates
 #: every balanced bipartition (C(16, 8) / 2 = 6435 max-flow problems).
@@ -415,21 +415,8 @@ class Topology:
         return float(best)
 
     def _bisection_kl(self, seeds: int = 4) -> float:
-        import networkx as nx
-        from networkx.algorithms.community import kernighan_lin_bisection
-
-        # Kernighan-Lin works on an undirected weighted graph of all nodes; we then
-        # evaluate the true directed cut of the NPU split it induces.
-        g = nx.Graph()
-        g.add_nodes_from(range(self.n_nodes))
-        for u, v, b in zip(self.src.tolist(), self.dst.tolist(), self.bandwidth.tolist()):
-            w = g.get_edge_data(u, v, {"weight": 0.0})["weight"]
-            g.add_edge(u, v, weight=w + b)
         best = np.inf
-        for seed in range(seeds):
-            a, _ = kernighan_lin_bisection(g, weight="weight", seed=seed)
-            side = np.zeros(self.n_nodes, dtype=bool)
-            side[list(a)] = True
+        for side in kl_bisections(self, range(seeds)):
             npu_side = side[: self.npus]
             # Rebalance the NPUs if switches made the halves uneven.
             k = int(npu_side.sum())
@@ -527,3 +514,42 @@ class Topology:
                 for u, v, b, l in zip(self.src, self.dst, self.bandwidth, self.latency)
             ],
         }
+
+
+def kl_bisections(topology: Topology, seeds) -> list[np.ndarray]:
+    """Kernighan-Lin bisections of all nodes, one per seed, as node masks (side A).
+
+    Kernighan & Lin, "An efficient heuristic procedure for partitioning graphs", Bell
+    System Technical Journal 49(2), 1970 (networkx ``kernighan_lin_bisection``) on the
+    undirected graph whose edge weight is the total bandwidth of the links between two
+    nodes, both directions.  A heuristic: callers evaluate the true directed cut of
+    each side (:meth:`Topology.bisection_bandwidth`, :mod:`evaluators.bounds`).
+
+    Parameters
+    ----------
+    topology : Topology
+        The network.
+    seeds : iterable of int
+        One bisection per seed (KL's random start).
+
+    Returns
+    -------
+    list of ndarray of bool, shape (n_nodes,)
+        ``True`` for the nodes of the first half.
+    """
+    import networkx as nx
+    from networkx.algorithms.community import kernighan_lin_bisection
+
+    g = nx.Graph()
+    g.add_nodes_from(range(topology.n_nodes))
+    for u, v, b in zip(topology.src.tolist(), topology.dst.tolist(),
+                       topology.bandwidth.tolist()):
+        w = g.get_edge_data(u, v, {"weight": 0.0})["weight"]
+        g.add_edge(u, v, weight=w + b)
+    out = []
+    for seed in seeds:
+        side, _ = kernighan_lin_bisection(g, weight="weight", seed=seed)
+        mask = np.zeros(topology.n_nodes, dtype=bool)
+        mask[list(side)] = True
+        out.append(mask)
+    return out
