@@ -81,6 +81,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import InfeasibleError, invalid
+from codesign.specs import check_int
 from evaluators.collectives import Collective
 from evaluators.cuts import (CutNetwork, max_product_cut, max_ratio_cut, min_pair_cuts,
                              participant_orbits, twin_classes)
@@ -155,14 +156,6 @@ class Bound:
         }
 
 
-def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low \
-            or (high is not None and value > high):
-        rule = f"an integer from {low} to {high}" if high is not None else f"an integer >= {low}"
-        raise invalid(name, value, rule)
-    return int(value)
-
-
 def lower_bound(topology, collective: Collective, *, exact_node_limit: int = 512,
                 alltoall_enum_nodes: int = 18, alltoall_enum_participants: int = 10,
                 seed: int = 0) -> Bound:
@@ -205,11 +198,11 @@ def lower_bound(topology, collective: Collective, *, exact_node_limit: int = 512
     >>> round(b.time_s, 6), b.binding, b.exact
     (1.5, 'ingress', True)
     """
-    exact_node_limit = _check_int("exact_node_limit", exact_node_limit, 1)
-    alltoall_enum_nodes = _check_int("alltoall_enum_nodes", alltoall_enum_nodes, 1, 24)
-    alltoall_enum_participants = _check_int("alltoall_enum_participants",
-                                            alltoall_enum_participants, 1, 20)
-    seed = _check_int("seed", seed, 0)
+    exact_node_limit = check_int("exact_node_limit", exact_node_limit, 1)
+    alltoall_enum_nodes = check_int("alltoall_enum_nodes", alltoall_enum_nodes, 1, 24)
+    alltoall_enum_participants = check_int("alltoall_enum_participants",
+                                           alltoall_enum_participants, 1, 20)
+    seed = check_int("seed", seed, 0)
     bad = [p for p in collective.npus if not 0 <= p < topology.npus]
     if bad:
         raise invalid("collective participant", bad[0], f"an NPU id in 0..{topology.npus - 1}")

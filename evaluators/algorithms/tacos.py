@@ -68,6 +68,7 @@ from itertools import chain
 import numpy as np
 
 from codesign.errors import InfeasibleError, invalid
+from codesign.specs import check_int
 from evaluators.algorithms.unwind import LogicalLinks, parse_degree, unwind
 from evaluators.algorithms.tacos_unicast import UNICAST_KINDS, tacos_unicast_match
 from evaluators.collectives import Collective
@@ -571,12 +572,6 @@ def _physical_times(sched: Schedule, topology) -> Schedule:
     return timed.retimed(timed.start, timed.end, timed.hop_start, **meta)
 
 
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise invalid(name, value, "an integer >= 1")
-    return int(value)
-
-
 @register_algorithm("tacos", kinds=("allgather", "reducescatter", "allreduce", "broadcast",
                                     "reduce", "scatter", "gather", "alltoall"),
                     options=("seed", "switch_degree", "instances", "workers", "replacement",
@@ -650,8 +645,8 @@ def tacos(topology, collective: Collective, *, seed: int = 0, switch_degree="max
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise invalid("seed", seed, "an integer")
-    instances = _positive_int("instances", instances)
-    workers = _positive_int("workers", workers)
+    instances = check_int("instances", instances, 1)
+    workers = check_int("workers", workers, 1)
     if not isinstance(replacement, (bool, np.bool_)):
         raise invalid("replacement", replacement, "True or False")
     if not isinstance(exact, (bool, np.bool_)):

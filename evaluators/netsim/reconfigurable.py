@@ -35,6 +35,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 
 from codesign.errors import InfeasibleError, invalid
+from codesign.specs import check_number
 from evaluators.netsim.flow import RTOL, coarse_max_min_rates, max_min_rates
 from topologies.routing import predecessor_walk
 
@@ -55,13 +56,6 @@ class _Flows:
     release: np.ndarray
     finish: np.ndarray
     hops: np.ndarray
-
-
-def _positive(field: str, value: float, *, zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value < 0 or (value == 0 and not zero):
-        raise invalid(field, value, "a finite number " + (">= 0" if zero else "> 0"))
-    return float(value)
 
 
 class ReconfigurableFabric:
@@ -100,10 +94,10 @@ class ReconfigurableFabric:
         if not callable(policy):
             raise invalid("policy", policy, "a callable (demand, degree) -> circuits")
         self.n, self.degree = n, degree
-        self.bandwidth = _positive("bandwidth_Bps", bandwidth_Bps)
-        self.epoch = _positive("epoch_s", epoch_s)
-        self.delay = _positive("delay_s", delay_s, zero=True)
-        self.latency = _positive("latency_s", latency_s, zero=True)
+        self.bandwidth = check_number("bandwidth_Bps", bandwidth_Bps)
+        self.epoch = check_number("epoch_s", epoch_s)
+        self.delay = check_number("delay_s", delay_s, inclusive=True)
+        self.latency = check_number("latency_s", latency_s, inclusive=True)
         self.forwarding = bool(forwarding)
         if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not 0 <= rtol < 1:
             raise invalid("rtol", rtol, "a number in [0, 1) (0 = exact max-min events)")
