@@ -330,7 +330,8 @@ def bcube_cost(costs: np.ndarray, order: np.ndarray, base: int = 2) -> float:
 # ------------------------------------------------------------------------- front door
 
 
-def _canonical(algorithm: str) -> str:
+def canonical_algorithm(algorithm: str) -> str:
+    """The registered name of a rank-cost ``algorithm`` (aliases resolved)."""
     name = _ALIASES.get(algorithm, algorithm)
     if name not in ALGORITHMS:
         raise invalid("algorithm", algorithm, "one of " + ", ".join(ALGORITHMS) + " (alias rhd = hd)")
@@ -352,7 +353,7 @@ def cost_function(n: int, algorithm: str, *, base: int = 2) -> Callable[[np.ndar
     base : int
         BCube group size (only for ``bcube``).
     """
-    name = _canonical(algorithm)
+    name = canonical_algorithm(algorithm)
     if name == "ring":
         return _ring
     if name == "hd":

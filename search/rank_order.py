@@ -62,7 +62,8 @@ import numpy as np
 
 from codesign.errors import invalid
 from codesign.specs import check_int, check_number
-from evaluators.rank_cost import _canonical, check_cost_matrix, check_order, cost_function, ring_cost
+from evaluators.rank_cost import (
+    canonical_algorithm, check_cost_matrix, check_order, cost_function, ring_cost)
 
 __all__ = ["CostMatrix", "ReorderResult", "RingImprovement", "load_cost_matrix", "reorder",
            "improve_ring_order", "HELD_KARP_MAX_N", "SOLVERS"]
@@ -655,7 +656,7 @@ def reorder(matrix: object, algorithm: str, *, seed: int = 0, time_limit_s: floa
     ('2opt+oropt+cp-sat:optimal', True)
     """
     c = check_cost_matrix(matrix)
-    name = _canonical(algorithm)
+    name = canonical_algorithm(algorithm)
     check_int("seed", seed)
     check_number("time_limit_s", time_limit_s)
     if solver not in SOLVERS:

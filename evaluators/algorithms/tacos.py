@@ -452,7 +452,7 @@ def greedy_match(links: LogicalLinks, n_nodes: int, holders: np.ndarray, need: n
 
 
 # ---------------------------------------------------------------- collectives
-def _holders_need(collective: Collective, n_nodes: int, spread: str):
+def holders_need(collective: Collective, n_nodes: int, spread: str):
     """Bool matrices (node x chunk) for an all-gather-like spread of every chunk.
 
     ``spread`` is ``"allgather"`` (chunk of shard ``s`` starts at participant
@@ -474,7 +474,7 @@ def _holders_need(collective: Collective, n_nodes: int, spread: str):
 
 def _synth(links: LogicalLinks, topology, collective: Collective, spread: str, rng,
            replacement: bool):
-    holders, need = _holders_need(collective, topology.n_nodes, spread)
+    holders, need = holders_need(collective, topology.n_nodes, spread)
     return greedy_match(links, topology.n_nodes, holders, need, collective.chunk_bytes, rng,
                         replacement=replacement)
 
@@ -492,7 +492,7 @@ def _reversed(links: LogicalLinks, topology, collective, spread, rng, replacemen
     return (chunk[order], lid[order], new_start[order], new_end[order]), total
 
 
-def _schedule(collective: Collective, links: LogicalLinks, parts, metadata) -> Schedule:
+def build_schedule(collective: Collective, links: LogicalLinks, parts, metadata) -> Schedule:
     """A :class:`Schedule` from ``(chunk, link, start, end, op)`` arrays on logical links."""
     chunk, lid, start, end, op = (a[0] if len(a) == 1 else np.concatenate(a)
                                   for a in zip(*parts))
@@ -538,7 +538,7 @@ def _one_instance(topology, collective: Collective, seed: int, degree, replaceme
         rs, t_rs = _reversed(links, topology, collective, "allgather", rng, replacement)
         ag = _synth(links, topology, collective, "allgather", rng, replacement)
         parts = [tagged(rs, REDUCE), tagged(ag, COPY, t_rs)]
-    sched = _schedule(collective, links, parts,
+    sched = build_schedule(collective, links, parts,
                       dict(algorithm="tacos", link_model=links.link_model, seed=seed,
                            switch_degree=degree, replacement=bool(replacement)))
     return _physical_times(sched, topology)

@@ -101,7 +101,7 @@ from scipy.sparse.csgraph import shortest_path
 
 from codesign.errors import CodesignError, InfeasibleError, invalid
 from codesign.specs import check_number
-from evaluators.algorithms.tacos import _holders_need, _schedule, greedy_match
+from evaluators.algorithms.tacos import holders_need, build_schedule, greedy_match
 from evaluators.algorithms.unwind import LogicalLinks, parse_degree, unwind
 from evaluators.collectives import Collective
 from evaluators.schedule import COPY, REDUCE, Schedule
@@ -666,7 +666,7 @@ def ilp_match(links: LogicalLinks, n_nodes: int, holders, need, chunk_bytes: flo
 
 # -------------------------------------------------------------- collectives
 def _phase(links, topology, collective, spread, time_limit_s, step_s) -> IlpResult:
-    holders, need = _holders_need(collective, topology.n_nodes, spread)
+    holders, need = holders_need(collective, topology.n_nodes, spread)
     return ilp_solve(links, topology.n_nodes, holders, need, collective.chunk_bytes,
                      time_limit_s=time_limit_s, step_s=step_s)
 
@@ -761,4 +761,4 @@ def tacos_exact(topology, collective: Collective, *, time_limit_s: float = 60.0,
                 ilp_source="+".join(r.source for r in results),
                 solve_time_s=float(sum(r.solve_time_s for r in results)),
                 time_limit_s=time_limit_s)
-    return _schedule(collective, links, parts, meta)
+    return build_schedule(collective, links, parts, meta)

@@ -70,7 +70,8 @@ import numpy as np
 
 from codesign.errors import invalid
 from codesign.specs import check_int
-from evaluators.algorithms.hierarchical import DIMENSION_ALGORITHMS, _AG, _RS, npu_coordinates
+from evaluators.algorithms.hierarchical import (
+    ALL_GATHER_PHASES, DIMENSION_ALGORITHMS, REDUCE_SCATTER_PHASES, npu_coordinates)
 from evaluators.algorithms.plan import Plan, concurrent, sequence
 from evaluators.collectives import Collective
 from evaluators.registry import register_algorithm
@@ -511,7 +512,7 @@ def _stage_steps(lines, coords, shard_xy, c: int, pieces: np.ndarray, k: int, si
     As :func:`hierarchical._stage`, with the dimensions already reduced
     (still to be gathered) given by ``done`` instead of ``0..k-1``.
     """
-    fn = (_RS if phase == "rs" else _AG)[alg]
+    fn = (REDUCE_SCATTER_PHASES if phase == "rs" else ALL_GATHER_PHASES)[alg]
     per_line = []
     for members in lines:
         ref = coords[members[0]]
