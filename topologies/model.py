@@ -325,10 +325,6 @@ class Topology:
         """Per-NPU injection bandwidth (sum of outgoing link bandwidths), bytes/s."""
         return np.bincount(self.src, weights=self.bandwidth, minlength=self.n_nodes)[: self.npus]
 
-    def ejection_bandwidth(self) -> np.ndarray:
-        """Per-NPU ejection bandwidth (sum of incoming link bandwidths), bytes/s."""
-        return np.bincount(self.dst, weights=self.bandwidth, minlength=self.n_nodes)[: self.npus]
-
     def bisection_bandwidth(self) -> tuple[float, str]:
         """Bisection bandwidth in bytes/s and how it was obtained.
 

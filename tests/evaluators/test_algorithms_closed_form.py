@@ -132,16 +132,14 @@ def test_multiring_on_perms(spec, gens, chunks):
 
 # ------------------------------------------------- closed forms vs hand values
 def test_closed_forms_against_textbook_alpha_beta():
-    from evaluators.alpha_beta import ring_allgather_time, ring_allreduce_time
-
     n, S, B, a = 8, 1e9, 50e9, 2e-6
     # c = 1: the classic ring formulas (Patarasuk & Yuan), independently coded.
     assert closed_form_time("ring", "allreduce", n, S, B, a) == pytest.approx(
         2 * (n - 1) * a + 2 * (n - 1) / n * S / B, rel=1e-12)
-    assert closed_form_time("ring", "allreduce", n, S, B, a) == pytest.approx(
-        ring_allreduce_time(n, S, B, a), rel=1e-12)
     assert closed_form_time("ring", "allgather", n, S, B, a) == pytest.approx(
-        ring_allgather_time(n, S, B, a), rel=1e-12)
+        (n - 1) * (a + S / (n * B)), rel=1e-12)
+    assert closed_form_time("ring", "reducescatter", n, S, B, a) == pytest.approx(
+        (n - 1) * (a + S / (n * B)), rel=1e-12)
     # Hand values: direct allgather on fc:4, 4 GB, 1 GB/s, no latency -> one 1 GB hop.
     assert closed_form_time("direct", "allgather", 4, 4e9, 1e9, 0.0) == pytest.approx(1.0)
     # rhd on a switch of 4, c = 1: 3 chunk sends through the uplink + 1 more hop.
