@@ -309,11 +309,13 @@ def _run_schedule(ray, actors, addresses, rounds, payload_bytes, seed, deadline)
                 seq += rounds * (MAX_RETRIES + 1)
             left = deadline - time.monotonic()
             if left <= 0:
-                raise InfeasibleError("latency probe: time limit reached (raise timeout_s)")
+                raise InfeasibleError("latency probe: time limit reached (raise timeout_s)",
+                                      reason="time")
             try:
                 results = ray.get(refs, timeout=left)
             except ray.exceptions.GetTimeoutError as exc:
-                raise InfeasibleError("latency probe: time limit reached (raise timeout_s)") from exc
+                raise InfeasibleError("latency probe: time limit reached (raise timeout_s)",
+                                      reason="time") from exc
             for (i, j), rtt in zip(phase, results):
                 samples[(i, j)] = np.asarray(rtt, dtype=float)
     return samples

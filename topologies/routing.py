@@ -224,7 +224,8 @@ def predecessor_walk(src: np.ndarray, dst: np.ndarray, prev_of
         prev = np.asarray(prev_of(active, cur[active]), dtype=np.int64)
         if np.any(prev < 0):
             i = int(active[np.flatnonzero(prev < 0)[0]])
-            raise InfeasibleError(f"node {dst[i]} is not reachable from node {src[i]}")
+            raise InfeasibleError(f"node {dst[i]} is not reachable from node {src[i]}",
+                                  reason="connectivity")
         prevs.append(prev)
         nxts.append(cur[active])
         owners.append(active)
@@ -293,7 +294,7 @@ def route(topology, src: int, dst: int) -> tuple[int, ...]:
         _, links = shortest_paths(topology, [src], [dst])
     except InfeasibleError:
         raise InfeasibleError(f"node {dst} is not reachable from node {src} in "
-                              f"{topology.name!r}") from None
+                              f"{topology.name!r}", reason="connectivity") from None
     return tuple(links.tolist())
 
 
@@ -638,14 +639,14 @@ def _walk(topology, cs: ClosStructure, src: np.ndarray, dst: np.ndarray, method:
         if lvl >= cs.stride.size:
             i = int(active[0])
             raise InfeasibleError(f"{topology.name}: up/down climbs from {src[i]} and {dst[i]} "
-                                  "do not meet at the top of the Clos")
+                                  "do not meet at the top of the Clos", reason="connectivity")
         xa, ya = x[active], y[active]
         nx = cs.up_ptr[xa + 1] - cs.up_ptr[xa]
         ny = cs.up_ptr[ya + 1] - cs.up_ptr[ya]
         if np.any(nx == 0) or np.any(ny == 0):
             i = int(active[np.flatnonzero((nx == 0) | (ny == 0))[0]])
             raise InfeasibleError(f"{topology.name}: no uplink above node {x[i]} or {y[i]} on "
-                                  f"the way from {src[i]} to {dst[i]}")
+                                  f"the way from {src[i]} to {dst[i]}", reason="connectivity")
         if lvl == 0 and first_choice is not None:
             pick = first_choice[active]
         elif method == "dmodk":

@@ -225,7 +225,7 @@ class ReconfigurableFabric:
                     or horizon == math.inf:
                 raise InfeasibleError("flows cannot be delivered: no circuit path and no "
                                       "future reconfiguration (the policy left them "
-                                      "unconnected)")
+                                      "unconnected)", reason="connectivity")
             self.t = horizon
             return
         flow_ids = ids[ok]

@@ -130,7 +130,8 @@ def expander(n: int, *, degree: int, seed: int = 0, bandwidth: float = DEFAULT_B
                 break
         else:
             raise InfeasibleError(f"no connected {d}-regular graph on {n} servers found in "
-                                  f"{EXPANDER_MAX_TRIES} draws (seed {seed}); raise the degree")
+                                  f"{EXPANDER_MAX_TRIES} draws (seed {seed}); raise the degree",
+                                  reason="shape")
         edges = np.array(sorted(tuple(sorted(e)) for e in g.edges()), dtype=np.int64)
     b = LinkBuilder(n)
     b.cable(edges[:, 0], edges[:, 1], bw, lat)
