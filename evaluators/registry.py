@@ -2,7 +2,8 @@
 
 Every algorithm (baselines, TACOS, MCF, Themis...) registers a function
 ``fn(topology, collective, **options) -> Schedule`` with the collective kinds
-it supports and the options it accepts.  Unknown algorithm names, kinds and
+it supports, the options it accepts and, where its time has one, its closed form
+(:class:`ClosedForm`, which the contract test checks the algorithm against).  Unknown algorithm names, kinds and
 options raise :class:`~codesign.errors.InvalidSpecError` listing the valid
 ones (DESIGN.md section 2: "a family of interchangeable algorithms has a front
 door and a registry in the library").
@@ -16,9 +17,35 @@ from typing import Any
 
 from codesign.errors import invalid
 
-__all__ = ["Algorithm", "ALGORITHMS", "register_algorithm", "synthesize", "algorithm_names"]
+__all__ = ["Algorithm", "ALGORITHMS", "ClosedForm", "register_algorithm", "synthesize",
+           "algorithm_names", "closed_forms"]
 
 SynthFn = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class ClosedForm:
+    """The closed-form completion time of an algorithm on the topologies it matches.
+
+    Attributes
+    ----------
+    fn : callable
+        ``fn(kind, n, size_bytes, bandwidth_Bps, latency_s, *, chunks=1, **params) -> s``
+        (:mod:`evaluators.algorithms.closed_form` states every formula).
+    kinds : tuple of str
+        Collective kinds the formula covers.
+    params : tuple of str
+        Extra formula parameters besides ``chunks`` (``topology``, ``dims``, ``rings``).
+    cases : callable
+        ``cases(bandwidth_Bps, latency_s) -> [(topology, params, options), ...]``: small
+        uniform topologies the formula holds on, with its ``params`` and the
+        :func:`synthesize` options; the contract test times the algorithm on each.
+    """
+
+    fn: Callable[..., float]
+    kinds: tuple[str, ...]
+    params: tuple[str, ...]
+    cases: Callable[[float, float], list]
 
 
 @dataclass(frozen=True)
@@ -37,6 +64,8 @@ class Algorithm:
         Keyword options it accepts (``seed``, ``generators``...).
     summary : str
         One line for help texts.
+    closed_form : ClosedForm or None
+        Its closed-form time, if it has one.
     """
 
     name: str
@@ -44,18 +73,21 @@ class Algorithm:
     kinds: frozenset[str]
     options: tuple[str, ...]
     summary: str
+    closed_form: ClosedForm | None = None
 
 
 ALGORITHMS: dict[str, Algorithm] = {}
 
 
 def register_algorithm(name: str, *, kinds: Iterable[str], options: Iterable[str] = (),
-                       summary: str = "") -> Callable[[SynthFn], SynthFn]:
-    """Decorator registering a synthesizer under ``name``."""
+                       summary: str = "", closed_form: ClosedForm | None = None
+                       ) -> Callable[[SynthFn], SynthFn]:
+    """Decorator registering a synthesizer under ``name`` (with its closed form, if any)."""
     def deco(fn: SynthFn) -> SynthFn:
         if name in ALGORITHMS:
             raise ValueError(f"algorithm {name!r} registered twice")
-        ALGORITHMS[name] = Algorithm(name, fn, frozenset(kinds), tuple(options), summary)
+        ALGORITHMS[name] = Algorithm(name, fn, frozenset(kinds), tuple(options), summary,
+                                     closed_form)
         return fn
     return deco
 
@@ -69,6 +101,12 @@ def algorithm_names() -> list[str]:
     """Names of every registered algorithm, sorted."""
     _ensure_loaded()
     return sorted(ALGORITHMS)
+
+
+def closed_forms() -> dict[str, ClosedForm]:
+    """``name -> closed form`` of every registered algorithm that has one."""
+    _ensure_loaded()
+    return {n: a.closed_form for n, a in sorted(ALGORITHMS.items()) if a.closed_form}
 
 
 def synthesize(topology, collective, method: str = "ring", **options: Any):

@@ -39,6 +39,7 @@ from evaluators.algorithms.patterns import (
     direct_all_gather, direct_reduce_scatter, hd_all_gather, hd_reduce_scatter,
     ring_all_gather, ring_reduce_scatter,
 )
+from evaluators.algorithms.closed_form import HIERARCHICAL
 from evaluators.algorithms.plan import Plan, concurrent, sequence
 from evaluators.collectives import Collective
 from evaluators.registry import register_algorithm
@@ -94,7 +95,8 @@ def _stage(collective: Collective, coords: np.ndarray, shard_xy: np.ndarray, k: 
 
 
 @register_algorithm("hierarchical", kinds=("allreduce", "reducescatter", "allgather"),
-                    summary="Themis' static multi-dimensional baseline (RS up the dims, AG down)")
+                    summary="Themis' static multi-dimensional baseline (RS up the dims, AG down)",
+                    closed_form=HIERARCHICAL)
 def hierarchical(topology, collective: Collective) -> Schedule:
     """Static hierarchical schedule on a multi-dimensional network.
 
