@@ -18,7 +18,14 @@ from typing import Any
 from codesign.errors import invalid
 
 __all__ = ["Algorithm", "ALGORITHMS", "ClosedForm", "register_algorithm", "synthesize",
-           "algorithm_names", "closed_forms"]
+           "algorithm_names", "closed_forms", "VALIDATE_MAX_HOPS"]
+
+#: :func:`synthesize` runs the independent validator by default on schedules of at most
+#: this many hops (transfer x link).  Measured on this machine (experiments/benchmarks
+#: are the record): about 0.7 us per hop, so at most ~0.15 s, and 15-40 % of the
+#: synthesis time of the baselines (ring on fattree:k=8, 683 k hops: 1.15 s synthesis,
+#: 0.46 s validation).
+VALIDATE_MAX_HOPS = 200_000
 
 SynthFn = Callable[..., Any]
 
@@ -109,7 +116,8 @@ def closed_forms() -> dict[str, ClosedForm]:
     return {n: a.closed_form for n, a in sorted(ALGORITHMS.items()) if a.closed_form}
 
 
-def synthesize(topology, collective, method: str = "ring", **options: Any):
+def synthesize(topology, collective, method: str = "ring", *, validate: bool | None = None,
+               **options: Any):
     """Synthesize a schedule for ``collective`` on ``topology`` with ``method``.
 
     Parameters
@@ -120,6 +128,12 @@ def synthesize(topology, collective, method: str = "ring", **options: Any):
         What to run; its participants must be NPUs of ``topology``.
     method : str
         A registered algorithm name (see :func:`algorithm_names`).
+    validate : bool or None, optional
+        Check the schedule with the independent validator
+        (:func:`evaluators.validate.check_schedule`: data, postcondition, links, link
+        occupancy) and raise if it breaks a rule.  ``None`` (default): when it is cheap,
+        i.e. for schedules of at most :data:`VALIDATE_MAX_HOPS` hops; ``True``: always;
+        ``False``: never (callers that validate themselves).
     **options
         Algorithm options (keyword only); unknown options are errors.
 
@@ -127,6 +141,12 @@ def synthesize(topology, collective, method: str = "ring", **options: Any):
     -------
     evaluators.schedule.Schedule
         Timed under the algorithm's link model; ``metadata["algorithm"] == method``.
+
+    Raises
+    ------
+    InvalidSpecError
+        Unknown algorithm, kind, option or participant; or, when validated, a schedule
+        that breaks a rule (``"invalid schedule: <first error>"``).
 
     Examples
     --------
@@ -154,4 +174,9 @@ def synthesize(topology, collective, method: str = "ring", **options: Any):
     from evaluators.estimates import check_synthesis
 
     check_synthesis(topology, collective, method, options)
-    return alg.fn(topology, collective, **options)
+    schedule = alg.fn(topology, collective, **options)
+    if validate or (validate is None and schedule.path_links.size <= VALIDATE_MAX_HOPS):
+        from evaluators.validate import check_schedule
+
+        check_schedule(schedule, topology)
+    return schedule

@@ -151,3 +151,40 @@ def test_algorithm_matches_its_registered_closed_form(alg):
                 assert got == pytest.approx(want, rel=1e-9), (alg, kind, topo.name, chunks)
                 checked += 1
     assert checked >= len(form.kinds)
+
+
+# ---------------------------------------------------------- validate=True
+def test_synthesize_validates_small_schedules_by_default():
+    """A synthesizer that forgets a transfer: caught by the default validation (the
+    schedule is far below VALIDATE_MAX_HOPS), returned as is with validate=False."""
+    from evaluators.registry import VALIDATE_MAX_HOPS, register_algorithm
+
+    name = "_test_broken_ring"
+
+    @register_algorithm(name, kinds=("allgather",))
+    def broken(topology, collective):
+        return _drop_first(ALGORITHMS["ring"].fn(topology, collective))
+
+    try:
+        topo, coll = cached_topology("ring:4"), Collective.on("allgather", 4, 4e6)
+        with pytest.raises(InvalidSpecError, match="invalid schedule"):
+            synthesize(topo, coll, name)
+        sched = synthesize(topo, coll, name, validate=False)
+        assert sched.path_links.size < VALIDATE_MAX_HOPS
+        assert not validate_schedule(sched, topo).valid
+        assert validate_schedule(synthesize(topo, coll, "ring"), topo).valid
+    finally:
+        del ALGORITHMS[name]
+
+
+def _drop_first(s):
+    from evaluators.schedule import Schedule
+
+    keep = np.arange(1, len(s))
+    lens = np.diff(s.path_ptr)[keep]
+    ptr = np.concatenate([[0], np.cumsum(lens)])
+    links = np.concatenate([s.path_links[s.path_ptr[i]:s.path_ptr[i + 1]] for i in keep])
+    hop = None if s.hop_start is None else np.concatenate(
+        [s.hop_start[s.path_ptr[i]:s.path_ptr[i + 1]] for i in keep])
+    return Schedule(s.collective, s.chunk[keep], s.src[keep], s.dst[keep], ptr, links,
+                    s.start[keep], s.end[keep], s.op[keep], dict(s.metadata), hop)
