@@ -57,6 +57,7 @@ from typing import Any
 
 from codesign.errors import InfeasibleError, invalid
 from evaluators.shared_cluster import SharedClusterRow, format_shared_cluster
+from search.budget import best_per_budget
 from search.per_fabric import SearchBudget
 from search.sweep_spec import WorkloadItem, parse_usd
 from search.sweep_trial import SweepPoint, TrialOutcome, cached_topology, evaluate_trial
@@ -378,16 +379,16 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     if not results:
         raise InfeasibleError(f"no fabric of the grid can run the mix on {servers} servers of "
                               f"{gpu} (pruned: {reasons})")
-    ranked = sorted(results, key=lambda k: (results[k][1].metrics["iteration_time_s"],
-                                            by_key[k][0], k))
     # The model's validated error for this GPU (issue 17): affordable fabrics within it of
-    # the chosen one are listed, not ranked (evaluators.iteration.uncertainty.compare).
-    from evaluators.iteration.uncertainty import compare, validated_error
+    # the chosen one are listed, not ranked (search.budget.best_per_budget).
+    from evaluators.iteration.uncertainty import validated_error
 
     model_error = validated_error(hardware)
+    picks = best_per_budget([(k, by_key[k][0], results[k][1].metrics["iteration_time_s"])
+                             for k in results], budgets, model_error)
     choices = []
-    for budget in budgets:
-        key = next((k for k in ranked if by_key[k][0] <= budget), None)
+    for budget, pick in zip(budgets, picks):
+        key = pick.best
         if key is None:
             c = min(results, key=lambda k: (by_key[k][0], k))
             m = results[c][1].metrics
@@ -401,21 +402,12 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         m = o.metrics
         per = tuple(json.loads(m["per_workload_json"]))
         strategies = {w["workload"]: w["strategy"] for w in per}
-        close: list[str] = []
+        close = [results[k][1].metrics["topology_spec"] for k in pick.close or ()]
         note = ""
-        if model_error is not None:
-            for k in ranked:
-                if k == key or by_key[k][0] > budget:
-                    continue
-                other = results[k][1].metrics
-                c = compare(m["iteration_time_s"], other["iteration_time_s"], model_error)
-                if c.significant:
-                    break    # ranked by time: every later fabric is slower still
-                close.append(other["topology_spec"])
-            if close:
-                note = (f"{len(close)} other affordable fabric(s) within the validated model "
-                        f"error of {model_error:.0%} (not ranked against it): "
-                        f"{', '.join(close[:3])}{' ...' if len(close) > 3 else ''}")
+        if close:
+            note = (f"{len(close)} other affordable fabric(s) within the validated model "
+                    f"error of {model_error:.0%} (not ranked against it): "
+                    f"{', '.join(close[:3])}{' ...' if len(close) > 3 else ''}")
         choices.append(WhatIfChoice(
             budget, p.family, p.degree, p.link_bandwidth_Bps, m["topology_spec"], m["cost_usd"],
             m["iteration_time_s"], 1.0 / m["iteration_time_s"],
