@@ -290,12 +290,19 @@ def route(topology, src: int, dst: int) -> tuple[int, ...]:
             raise invalid(f"route {name_}", node, f"a node id in 0..{topology.n_nodes - 1}")
     if src == dst:
         return ()
-    try:
-        _, links = shortest_paths(topology, [src], [dst])
-    except InfeasibleError:
+    # One pair: the walk of shortest_paths in plain Python (no array set-up per call).
+    row = all_pairs(topology)[1][src]
+    if row[dst] < 0:
         raise InfeasibleError(f"node {dst} is not reachable from node {src} in "
-                              f"{topology.name!r}", reason="connectivity") from None
-    return tuple(links.tolist())
+                              f"{topology.name!r}", reason="connectivity")
+    best = _best_links(topology)
+    links = []
+    v = int(dst)
+    while v != src:
+        u = int(row[v])
+        links.append(int(best[u, v]))
+        v = u
+    return tuple(reversed(links))
 
 
 def _in_neighbours(topology) -> np.ndarray:
