@@ -283,16 +283,9 @@ class Topology:
     def route(self, src: int, dst: int) -> tuple[int, ...]:
         """A minimum-hop path from ``src`` to ``dst`` as a tuple of link ids.
 
-        :func:`topologies.routing.route` (``"shortest"``): among parallel links the one
-        with the highest bandwidth (then the lowest id); ties between equal-hop paths
-        follow scipy's BFS order, so the result is deterministic.
-
-        Raises
-        ------
-        InvalidSpecError
-            If a node id is out of range.
-        InfeasibleError
-            If ``dst`` cannot be reached from ``src``.
+        :func:`topologies.routing.route` (``"shortest"``, its docstring states the rule
+        and the errors): among parallel links the one with the highest bandwidth, then the
+        lowest id; ties between equal-hop paths follow scipy's BFS order.
         """
         from topologies.routing import route
 

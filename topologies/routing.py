@@ -176,17 +176,20 @@ def _best_links(topology) -> np.ndarray:
     return tab.best
 
 
-def _check_nodes(topology, src, dst) -> tuple[np.ndarray, np.ndarray]:
+def _check_pairs(topology, src, dst, *, npus_only: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``src, dst`` as int64 arrays of one shape, every id a node (or an NPU) of ``topology``."""
     src = np.atleast_1d(np.asarray(src, dtype=np.int64))
     dst = np.atleast_1d(np.asarray(dst, dtype=np.int64))
     if src.shape != dst.shape:
         raise invalid("route pairs", f"{src.size} sources and {dst.size} destinations",
                       "as many sources as destinations")
-    for name_, arr in (("src", src), ("dst", dst)):
-        bad = (arr < 0) | (arr >= topology.n_nodes)
-        if np.any(bad):
-            raise invalid(f"route {name_}", int(arr[np.flatnonzero(bad)[0]]),
-                          f"a node id in 0..{topology.n_nodes - 1}")
+    limit = topology.npus if npus_only else topology.n_nodes
+    bad = (src < 0) | (src >= limit) | (dst < 0) | (dst >= limit)
+    if np.any(bad):
+        i = int(np.flatnonzero(bad)[0])
+        raise invalid("route endpoint", f"{src[i]}->{dst[i]}",
+                      f"{'NPU' if npus_only else 'node'} ids in 0..{limit - 1}")
     return src, dst
 
 
@@ -259,8 +262,7 @@ def shortest_paths(topology, src, dst) -> tuple[np.ndarray, np.ndarray]:
     Returns
     -------
     ptr, links : ndarray
-        Path of pair ``i`` is ``links[ptr[i]:ptr[i+1]]`` (link ids, source to
-        destination), the format of :class:`evaluators.netsim.Messages`.
+        CSR paths as :func:`clos_paths` returns them.
 
     Raises
     ------
@@ -269,7 +271,7 @@ def shortest_paths(topology, src, dst) -> tuple[np.ndarray, np.ndarray]:
     InfeasibleError
         A destination unreachable from its source.
     """
-    src, dst = _check_nodes(topology, src, dst)
+    src, dst = _check_pairs(topology, src, dst)
     pred = all_pairs(topology)[1]
     ptr, prev, nxt = predecessor_walk(src, dst, lambda a, cur: pred[src[a], cur])
     return _node_paths_to_links(topology, ptr, prev, nxt)
@@ -348,7 +350,7 @@ def ecmp_hashed_paths(topology, src, dst, *, seed: int = 0) -> tuple[np.ndarray,
     Same parameters, result and errors as :func:`shortest_paths`; ``seed`` picks the
     hash function.
     """
-    src, dst = _check_nodes(topology, src, dst)
+    src, dst = _check_pairs(topology, src, dst)
     ptr, prev, nxt = predecessor_walk(
         src, dst, lambda a, cur: _ecmp_prev(topology, src[a], dst[a], cur, seed))
     return _node_paths_to_links(topology, ptr, prev, nxt)
@@ -686,20 +688,6 @@ def _walk(topology, cs: ClosStructure, src: np.ndarray, dst: np.ndarray, method:
     return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), links[order]
 
 
-def _check_pairs(topology, src, dst) -> tuple[np.ndarray, np.ndarray]:
-    src = np.atleast_1d(np.asarray(src, dtype=np.int64))
-    dst = np.atleast_1d(np.asarray(dst, dtype=np.int64))
-    if src.shape != dst.shape:
-        raise invalid("route pairs", f"{src.size} sources and {dst.size} destinations",
-                      "as many sources as destinations")
-    bad = (src < 0) | (src >= topology.npus) | (dst < 0) | (dst >= topology.npus)
-    if np.any(bad):
-        i = int(np.flatnonzero(bad)[0])
-        raise invalid("route endpoint", f"{src[i]}->{dst[i]}",
-                      f"NPU ids in 0..{topology.npus - 1}")
-    return src, dst
-
-
 def _merge(k: int, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
            ) -> tuple[np.ndarray, np.ndarray]:
     """Merge CSR path sets over disjoint pair subsets ``(pair ids, ptr, links)``."""
@@ -744,7 +732,7 @@ def clos_paths(topology, src, dst, *, method: str = "dmodk", seed: int = 0
     """
     if method not in ROUTING_METHODS:
         raise invalid("routing method", method, f"one of {', '.join(ROUTING_METHODS)}")
-    src, dst = _check_pairs(topology, src, dst)
+    src, dst = _check_pairs(topology, src, dst, npus_only=True)
     cs = clos_structure(topology)
     k = src.size
     if cs.domain is None:
@@ -777,7 +765,7 @@ def spray_paths(topology, src, dst) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     >>> owner.tolist(), share.tolist()
     ([0, 0], [0.5, 0.5])
     """
-    src, dst = _check_pairs(topology, src, dst)
+    src, dst = _check_pairs(topology, src, dst, npus_only=True)
     cs = clos_structure(topology)
     local = np.zeros(src.size, dtype=bool) if cs.domain is None else \
         (cs.domain[src] == cs.domain[dst])

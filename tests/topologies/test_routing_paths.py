@@ -103,7 +103,7 @@ def test_predecessor_walk_and_errors():
     with pytest.raises(InfeasibleError, match="not reachable"):
         predecessor_walk(np.array([3]), np.array([0]), lambda a, cur: np.full(a.size, -1))
     t = from_spec("ring:4")
-    with pytest.raises(InvalidSpecError, match="route dst"):
+    with pytest.raises(InvalidSpecError, match="route endpoint"):
         shortest_paths(t, [0], [99])
     with pytest.raises(InvalidSpecError, match="routing"):
         pair_paths(t, [0], [1], method="spray")
