@@ -19,7 +19,7 @@ two speed-ups:
   and the number of recomputations is at most about ``log(T / t_first) / rtol``;
 * *coarse filling levels* (same ``rtol``): in progressive filling, every link whose
   fair share is within ``rtol`` x the current level of the smallest saturates at once
-  (:func:`_max_min_coarse`), leaving its small remainder unused.
+  (:func:`evaluators.netsim.flow.fair_rates`), leaving its small remainder unused.
 
 ``rtol = 0`` is exact (tested against :func:`evaluators.netsim.simulate`).  With the
 default ``rtol = 0.05`` the makespan of random phases on 16-node expander, fat-tree,
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from codesign.errors import invalid
-from evaluators.netsim.flow import coarse_max_min_rates, max_min_rates
+from evaluators.netsim.flow import fair_rates
 from topologies.routing import pair_paths
 
 __all__ = ["PhaseResult", "flow_phase", "DEFAULT_RTOL"]
@@ -137,8 +137,7 @@ def flow_phase(topology, src, dst, size, *, rtol: float = DEFAULT_RTOL,
         offsets = np.cumsum(counts) - counts
         hops = np.repeat(ptr[act] - offsets, counts) + np.arange(int(counts.sum()))
         local = np.repeat(np.arange(act.size), counts)
-        rate = (max_min_rates(topology.bandwidth, local, links[hops], act.size) if rtol == 0
-                else coarse_max_min_rates(topology.bandwidth, local, links[hops], act.size, rtol))
+        rate = fair_rates(topology.bandwidth, local, links[hops], act.size, rtol)
         left = rem[act] / rate
         t1 = t + float(left.min())
         horizon = max(t1 * (1 + rtol), t1)

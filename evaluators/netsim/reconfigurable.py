@@ -36,7 +36,7 @@ from scipy.sparse.csgraph import shortest_path
 
 from codesign.errors import InfeasibleError, invalid
 from codesign.specs import check_number
-from evaluators.netsim.flow import RTOL, coarse_max_min_rates, max_min_rates
+from evaluators.netsim.flow import RTOL, fair_rates
 from topologies.routing import predecessor_walk
 
 __all__ = ["ReconfigurableFabric", "Policy"]
@@ -231,8 +231,7 @@ class ReconfigurableFabric:
         flow_ids = ids[ok]
         counts = np.bincount(local, minlength=flow_ids.size)
         capacity = self.circuits.ravel().astype(np.float64) * self.bandwidth
-        rate = (max_min_rates(capacity, local, pair, flow_ids.size) if self.rtol == 0.0
-                else coarse_max_min_rates(capacity, local, pair, flow_ids.size, self.rtol))
+        rate = fair_rates(capacity, local, pair, flow_ids.size, self.rtol)
         rem = flows.rem[flow_ids]
         left = rem / rate
         dt_done = float(left.min())
