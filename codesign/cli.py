@@ -260,7 +260,8 @@ def _cmd_synth(args: argparse.Namespace) -> int:
         _emit(args, model_only_answer(topo, coll, args.algorithm, options))
         return 0
     t0 = time.perf_counter()
-    schedule = synthesize(topo, coll, args.algorithm, **options)
+    # Validated below, so that an invalid schedule is reported (valid: false), not raised.
+    schedule = synthesize(topo, coll, args.algorithm, validate=False, **options)
     synthesis_s = time.perf_counter() - t0
     report = validate_schedule(schedule, topo, schedule.collective)
     bound = lower_bound(topo, coll)

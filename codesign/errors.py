@@ -8,7 +8,13 @@ be satisfied raise :class:`InfeasibleError`.
 
 from __future__ import annotations
 
-__all__ = ["CodesignError", "InvalidSpecError", "InfeasibleError", "invalid", "shorten"]
+__all__ = ["CodesignError", "InvalidSpecError", "InfeasibleError", "INFEASIBLE_REASONS",
+           "invalid", "shorten"]
+
+#: Why a valid request cannot be satisfied (:attr:`InfeasibleError.reason`): the workload
+#: does not fit in GPU memory; no member of a family has the requested size or shape;
+#: a destination cannot be reached; a time limit ran out; anything else.
+INFEASIBLE_REASONS = ("memory", "shape", "connectivity", "time", "other")
 
 
 class CodesignError(Exception):
@@ -20,7 +26,30 @@ class InvalidSpecError(CodesignError, ValueError):
 
 
 class InfeasibleError(CodesignError):
-    """A valid request that cannot be satisfied (memory, budget, connectivity...)."""
+    """A valid request that cannot be satisfied (memory, budget, connectivity...).
+
+    Parameters
+    ----------
+    message : str
+        One line for the user.
+    reason : str, optional
+        One of :data:`INFEASIBLE_REASONS` (default ``"other"``), for code that reacts to
+        the kind of failure (e.g. a sweep records memory-pruned trials) instead of
+        matching message text.  Kept through pickling (Ray workers): it lives in the
+        instance ``__dict__``, which ``BaseException.__reduce__`` carries.
+
+    Examples
+    --------
+    >>> InfeasibleError("needs 90 GiB, has 80", reason="memory").reason
+    'memory'
+    """
+
+    def __init__(self, *args: object, reason: str = "other") -> None:
+        if reason not in INFEASIBLE_REASONS:
+            raise ValueError(f"InfeasibleError reason {reason!r} is not one of "
+                             f"{', '.join(INFEASIBLE_REASONS)}")
+        super().__init__(*args)
+        self.reason = reason
 
 
 def invalid(field: str, value: object, allowed: str) -> InvalidSpecError:

@@ -270,24 +270,26 @@ def best_per_budget(frame) -> list[dict[str, Any]]:
     budgets = set(float(b) for b in np.quantile(costs.to_numpy(), [0.25, 0.5, 0.75, 1.0]))
     if "budget_usd" in frame:
         budgets |= set(float(b) for b in frame["budget_usd"].dropna())
+    from search.budget import best_per_budget as pick
+
+    times = done["iteration_time_s"].astype(float)
+    trials = done["trial"].tolist() if "trial" in done else [None] * len(done)
+    # Key (trial, row position): ties in time and cost go to the smaller trial.
+    keys = list(zip(trials, range(len(done))))
+    designs = list(zip(keys, costs.tolist(), times.tolist()))
+    budgets = sorted(budgets)
     out = []
-    for budget in sorted(budgets):
-        fit = done[costs <= budget * (1 + 1e-12)]
-        if len(fit) == 0:
+    for budget, p in zip(budgets, pick(designs, budgets)):
+        if p.best is None:
             out.append({"budget_usd": budget})
             continue
-        ranked = fit.sort_values(["iteration_time_s", "cost_usd", "trial"])
-        best = ranked.iloc[0].to_dict()
+        best = done.iloc[p.best[1]].to_dict()
         err = _model_error(best.get("gpu"))
         close = None
         if err is not None:
             # Other designs within the model's validated error of the best are not ranked
-            # against it (evaluators.iteration.uncertainty.compare, issue 17).
-            from evaluators.iteration.uncertainty import compare
-
-            t0 = float(best["iteration_time_s"])
-            close = sum(1 for t in ranked["iteration_time_s"].iloc[1:].astype(float)
-                        if t > 0 and not compare(t0, t, err).significant)
+            # against it (search.budget, issue 17).
+            close = len(pick(designs, [budget], err)[0].close)
         out.append({**best, "budget_usd": budget, "model_error": err,
                     "within_model_error": close})
     return out

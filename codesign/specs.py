@@ -8,13 +8,16 @@ field, the value and what is allowed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
+from numbers import Integral, Real
 from pathlib import Path
 from typing import Any, TypeVar
 
 from codesign.errors import InvalidSpecError, invalid
 
-__all__ = ["load_yaml", "check_keys", "get_int", "get_float", "get_str", "get_bool"]
+__all__ = ["load_yaml", "check_keys", "get_int", "get_float", "get_str", "get_bool",
+           "check_int", "check_number"]
 
 T = TypeVar("T")
 
@@ -137,3 +140,60 @@ def get_bool(spec: Mapping[str, Any], key: str, default: Any = _REQUIRED, *,
             raise TypeError
         return v
     return _get(spec, key, default, where, conv, "true or false")
+
+
+# ------------------------------------------------------- argument validators
+# The one home of the checks every library entry point makes on its numeric arguments
+# (the one-line error names the field, the value and what is allowed).
+
+def check_int(field: str, value: Any, minimum: int | None = None,
+              maximum: int | None = None) -> int:
+    """``value`` as an ``int`` if it is an integer (Python or numpy, not a bool) in
+    ``[minimum, maximum]`` (either bound optional).
+
+    Raises
+    ------
+    InvalidSpecError
+        ``invalid <field> <value>: expected an integer [>= minimum | in [min, max]]``.
+
+    Examples
+    --------
+    >>> check_int("servers", 8, 1)
+    8
+    >>> check_int("servers", 0, 1)
+    Traceback (most recent call last):
+    ...
+    codesign.errors.InvalidSpecError: invalid servers 0: expected an integer >= 1
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral) \
+            or (minimum is not None and value < minimum) \
+            or (maximum is not None and value > maximum):
+        if maximum is not None:
+            rule = f"an integer in [{minimum}, {maximum}]" if minimum is not None \
+                else f"an integer <= {maximum}"
+        else:
+            rule = f"an integer >= {minimum}" if minimum is not None else "an integer"
+        raise invalid(field, value, rule)
+    return int(value)
+
+
+def check_number(field: str, value: Any, *, minimum: float = 0.0,
+                 inclusive: bool = False) -> float:
+    """``value`` as a ``float`` if it is a finite real number (not a bool) ``> minimum``
+    (``>= minimum`` with ``inclusive``).
+
+    Raises
+    ------
+    InvalidSpecError
+        ``invalid <field> <value>: expected a finite number > minimum``.
+
+    Examples
+    --------
+    >>> check_number("latency_s", 0, inclusive=True)
+    0.0
+    """
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) \
+            or value < minimum or (value == minimum and not inclusive):
+        bound = f"{minimum:g}"
+        raise invalid(field, value, f"a finite number {'>=' if inclusive else '>'} {bound}")
+    return float(value)

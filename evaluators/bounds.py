@@ -81,9 +81,11 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import InfeasibleError, invalid
+from codesign.specs import check_int
 from evaluators.collectives import Collective
 from evaluators.cuts import (CutNetwork, max_product_cut, max_ratio_cut, min_pair_cuts,
                              participant_orbits, twin_classes)
+from topologies.model import kl_bisections
 
 __all__ = ["Bound", "lower_bound", "KL_MAX_NODES", "CUT_FLOW_MAX_SIZE"]
 
@@ -154,14 +156,6 @@ class Bound:
         }
 
 
-def _check_int(name: str, value: Any, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low \
-            or (high is not None and value > high):
-        rule = f"an integer from {low} to {high}" if high is not None else f"an integer >= {low}"
-        raise invalid(name, value, rule)
-    return int(value)
-
-
 def lower_bound(topology, collective: Collective, *, exact_node_limit: int = 512,
                 alltoall_enum_nodes: int = 18, alltoall_enum_participants: int = 10,
                 seed: int = 0) -> Bound:
@@ -204,11 +198,11 @@ def lower_bound(topology, collective: Collective, *, exact_node_limit: int = 512
     >>> round(b.time_s, 6), b.binding, b.exact
     (1.5, 'ingress', True)
     """
-    exact_node_limit = _check_int("exact_node_limit", exact_node_limit, 1)
-    alltoall_enum_nodes = _check_int("alltoall_enum_nodes", alltoall_enum_nodes, 1, 24)
-    alltoall_enum_participants = _check_int("alltoall_enum_participants",
-                                            alltoall_enum_participants, 1, 20)
-    seed = _check_int("seed", seed, 0)
+    exact_node_limit = check_int("exact_node_limit", exact_node_limit, 1)
+    alltoall_enum_nodes = check_int("alltoall_enum_nodes", alltoall_enum_nodes, 1, 24)
+    alltoall_enum_participants = check_int("alltoall_enum_participants",
+                                           alltoall_enum_participants, 1, 20)
+    seed = check_int("seed", seed, 0)
     bad = [p for p in collective.npus if not 0 <= p < topology.npus]
     if bad:
         raise invalid("collective participant", bad[0], f"an NPU id in 0..{topology.npus - 1}")
@@ -528,30 +522,14 @@ def _alltoall_candidates(c: _Context) -> list[np.ndarray]:
                 mask[: topo.npus] = slab
                 cands.append(mask)
     if n <= KL_MAX_NODES:
-        cands += _kl_bisections(topo, c.seed)
+        # Kernighan-Lin halves of the whole network and their complements.
+        cands += [m for side in kl_bisections(topo, range(c.seed, c.seed + 4))
+                  for m in (side, ~side)]
     for net, flip in ((c.net, False), (c.rev, True)):
         r = max_ratio_cut(net, c.members, c.sinks(),
                           max_flows=max(1, c.max_flows // 2) if c.max_flows else 0)
         cands.append(~r.mask if flip else r.mask)
     return cands
-
-
-def _kl_bisections(topo, seed: int, tries: int = 4) -> list[np.ndarray]:
-    import networkx as nx
-    from networkx.algorithms.community import kernighan_lin_bisection
-
-    g = nx.Graph()
-    g.add_nodes_from(range(topo.n_nodes))
-    for u, v, b in zip(topo.src.tolist(), topo.dst.tolist(), topo.bandwidth.tolist()):
-        w = g.get_edge_data(u, v, {"weight": 0.0})["weight"]
-        g.add_edge(u, v, weight=w + b)
-    out = []
-    for k in range(tries):
-        side, _ = kernighan_lin_bisection(g, weight="weight", seed=seed + k)
-        mask = np.zeros(topo.n_nodes, dtype=bool)
-        mask[list(side)] = True
-        out += [mask, ~mask]
-    return out
 
 
 _KINDS = {

@@ -22,8 +22,8 @@ Chunk numbering (``chunk id -> meaning``):
   ``S`` is ``n`` (sharded kinds) or ``1`` (broadcast, reduce);
 * alltoall: ``chunk = (src_pos * n + dst_pos) * c + k``.
 
-algbw is ``size / time``; busbw applies nccl-tests' factors (allreduce
-``2(n-1)/n``; allgather, reducescatter, alltoall ``(n-1)/n``; others 1).
+The kinds and nccl-tests' bus-bandwidth factors are defined in
+:mod:`codesign.collective_kinds` (re-exported here).
 """
 
 from __future__ import annotations
@@ -33,30 +33,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from codesign.collective_kinds import KINDS, REDUCING_KINDS, ROOTED_KINDS, busbw_factor
 from codesign.errors import invalid
 
 __all__ = ["KINDS", "REDUCING_KINDS", "ROOTED_KINDS", "Collective", "busbw_factor"]
-
-KINDS = ("allgather", "reducescatter", "allreduce", "alltoall", "broadcast", "reduce",
-         "scatter", "gather")
-#: Kinds whose chunks are partial sums combined by reduce transfers.
-REDUCING_KINDS = frozenset({"reducescatter", "allreduce", "reduce"})
-#: Kinds with a root NPU.
-ROOTED_KINDS = frozenset({"broadcast", "reduce", "scatter", "gather"})
-
-
-def busbw_factor(kind: str, n: int) -> float:
-    """nccl-tests' bus-bandwidth factor: busbw = algbw * factor."""
-    if kind not in KINDS:
-        raise invalid("collective", kind, f"one of {', '.join(KINDS)}")
-    if n < 2:
-        return 1.0
-    if kind == "allreduce":
-        return 2.0 * (n - 1) / n
-    if kind in ("allgather", "reducescatter", "alltoall"):
-        return (n - 1) / n
-    return 1.0
-
 
 @dataclass(frozen=True)
 class Collective:

@@ -35,11 +35,9 @@ from codesign.errors import invalid
 
 __all__ = [
     "ALGORITHMS",
-    "bcube_cost",
     "check_cost_matrix",
     "check_order",
     "cost_function",
-    "double_binary_tree_cost",
     "halving_doubling_cost",
     "rank_cost",
     "ring_cost",
@@ -230,34 +228,6 @@ def _tree_cost(c: np.ndarray, o: np.ndarray, plan) -> float:
     return float(dist.max())
 
 
-def double_binary_tree_cost(costs: np.ndarray, order: np.ndarray) -> float:
-    """Double binary tree cost in seconds (paper Section 4.1, "Tree").
-
-    Tree 1 is ``T(0, N-1)`` over ranks (see :func:`_dbt_plan`); its cost is the max
-    over root-to-leaf paths of the summed parent->child one-way costs.  Tree 2 is the
-    paper's mirrored tree: the same structure with every rank decremented
-    (``r -> r-1 mod N``).  The result is the max of the two trees ("the total cost
-    is the maximum cost of all trees"); the printed formula only states tree 1.
-
-    Parameters
-    ----------
-    costs : numpy.ndarray
-        ``n x n`` one-way costs in seconds.
-    order : numpy.ndarray
-        Rank order, ``order[k]`` = node at rank ``k``.
-
-    Returns
-    -------
-    float
-        Cost in seconds.
-    """
-    c = np.asarray(costs, dtype=np.float64)
-    o = np.asarray(order)
-    plan = _dbt_plan(c.shape[0])
-    # Tree position r is played by rank r-1 in the mirror: node order[r-1] = roll(order, 1)[r].
-    return max(_tree_cost(c, o, plan), _tree_cost(c, np.roll(o, 1), plan))
-
-
 # ----------------------------------------------------------------------------- BCube
 
 
@@ -295,42 +265,11 @@ def _check_bcube(n: int, base: object) -> int:
     return int(base)
 
 
-def bcube_cost(costs: np.ndarray, order: np.ndarray, base: int = 2) -> float:
-    """BCube cost in seconds (paper Section 4.1, "BCube").
-
-    Sum over the ``log_B N`` rounds of the max one-way cost between a rank and any of
-    its ``B - 1`` peers of the round (see :func:`_bcube_plan` for the corrected
-    indices).  ``N`` must be a power of ``B``; with ``B = 2`` this equals
-    :func:`halving_doubling_cost`.
-
-    Parameters
-    ----------
-    costs : numpy.ndarray
-        ``n x n`` one-way costs in seconds.
-    order : numpy.ndarray
-        Rank order, ``order[k]`` = node at rank ``k``.
-    base : int
-        Group size ``B >= 2``.
-
-    Returns
-    -------
-    float
-        Cost in seconds.
-
-    Raises
-    ------
-    InvalidSpecError
-        If ``base < 2`` or ``n`` is not a power of ``base``.
-    """
-    c = np.asarray(costs, dtype=np.float64)
-    b = _check_bcube(c.shape[0], base)
-    return _rounds_cost(c, np.asarray(order), _bcube_plan(c.shape[0], b))
-
-
 # ------------------------------------------------------------------------- front door
 
 
-def _canonical(algorithm: str) -> str:
+def canonical_algorithm(algorithm: str) -> str:
+    """The registered name of a rank-cost ``algorithm`` (aliases resolved)."""
     name = _ALIASES.get(algorithm, algorithm)
     if name not in ALGORITHMS:
         raise invalid("algorithm", algorithm, "one of " + ", ".join(ALGORITHMS) + " (alias rhd = hd)")
@@ -352,15 +291,22 @@ def cost_function(n: int, algorithm: str, *, base: int = 2) -> Callable[[np.ndar
     base : int
         BCube group size (only for ``bcube``).
     """
-    name = _canonical(algorithm)
+    name = canonical_algorithm(algorithm)
     if name == "ring":
         return _ring
     if name == "hd":
         plan = _hd_plan(n)
         return lambda c, o: _rounds_cost(c, o, plan)
     if name == "dbt":
+        # Tree 1 is T(0, N-1) over ranks (_dbt_plan), its cost the max over root-to-leaf
+        # paths of the summed parent->child costs; tree 2 is the paper's mirrored tree, the
+        # same structure with every rank decremented (r -> r-1 mod N: node order[r-1] =
+        # roll(order, 1)[r]).  The cost is the max of the two trees ("the total cost is the
+        # maximum cost of all trees"); the printed formula only states tree 1.
         plan = _dbt_plan(n)
         return lambda c, o: max(_tree_cost(c, o, plan), _tree_cost(c, np.roll(o, 1), plan))
+    # BCube: sum over the log_B N rounds of the max cost between a rank and any of its
+    # B - 1 peers of the round (_bcube_plan); N must be a power of B; B = 2 is hd.
     plan = _bcube_plan(n, _check_bcube(n, base))
     return lambda c, o: _rounds_cost(c, o, plan)
 

@@ -2,7 +2,8 @@
 
 Every algorithm (baselines, TACOS, MCF, Themis...) registers a function
 ``fn(topology, collective, **options) -> Schedule`` with the collective kinds
-it supports and the options it accepts.  Unknown algorithm names, kinds and
+it supports, the options it accepts and, where its time has one, its closed form
+(:class:`ClosedForm`, which the contract test checks the algorithm against).  Unknown algorithm names, kinds and
 options raise :class:`~codesign.errors.InvalidSpecError` listing the valid
 ones (DESIGN.md section 2: "a family of interchangeable algorithms has a front
 door and a registry in the library").
@@ -16,9 +17,42 @@ from typing import Any
 
 from codesign.errors import invalid
 
-__all__ = ["Algorithm", "ALGORITHMS", "register_algorithm", "synthesize", "algorithm_names"]
+__all__ = ["Algorithm", "ALGORITHMS", "ClosedForm", "register_algorithm", "synthesize",
+           "algorithm_names", "closed_forms", "VALIDATE_MAX_HOPS"]
+
+#: :func:`synthesize` runs the independent validator by default on schedules of at most
+#: this many hops (transfer x link).  Measured on this machine (experiments/benchmarks
+#: are the record): about 0.7 us per hop, so at most ~0.15 s, and 15-40 % of the
+#: synthesis time of the baselines (ring on fattree:k=8, 683 k hops: 1.15 s synthesis,
+#: 0.46 s validation).
+VALIDATE_MAX_HOPS = 200_000
 
 SynthFn = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class ClosedForm:
+    """The closed-form completion time of an algorithm on the topologies it matches.
+
+    Attributes
+    ----------
+    fn : callable
+        ``fn(kind, n, size_bytes, bandwidth_Bps, latency_s, *, chunks=1, **params) -> s``
+        (:mod:`evaluators.algorithms.closed_form` states every formula).
+    kinds : tuple of str
+        Collective kinds the formula covers.
+    params : tuple of str
+        Extra formula parameters besides ``chunks`` (``topology``, ``dims``, ``rings``).
+    cases : callable
+        ``cases(bandwidth_Bps, latency_s) -> [(topology, params, options), ...]``: small
+        uniform topologies the formula holds on, with its ``params`` and the
+        :func:`synthesize` options; the contract test times the algorithm on each.
+    """
+
+    fn: Callable[..., float]
+    kinds: tuple[str, ...]
+    params: tuple[str, ...]
+    cases: Callable[[float, float], list]
 
 
 @dataclass(frozen=True)
@@ -37,6 +71,8 @@ class Algorithm:
         Keyword options it accepts (``seed``, ``generators``...).
     summary : str
         One line for help texts.
+    closed_form : ClosedForm or None
+        Its closed-form time, if it has one.
     """
 
     name: str
@@ -44,18 +80,21 @@ class Algorithm:
     kinds: frozenset[str]
     options: tuple[str, ...]
     summary: str
+    closed_form: ClosedForm | None = None
 
 
 ALGORITHMS: dict[str, Algorithm] = {}
 
 
 def register_algorithm(name: str, *, kinds: Iterable[str], options: Iterable[str] = (),
-                       summary: str = "") -> Callable[[SynthFn], SynthFn]:
-    """Decorator registering a synthesizer under ``name``."""
+                       summary: str = "", closed_form: ClosedForm | None = None
+                       ) -> Callable[[SynthFn], SynthFn]:
+    """Decorator registering a synthesizer under ``name`` (with its closed form, if any)."""
     def deco(fn: SynthFn) -> SynthFn:
         if name in ALGORITHMS:
             raise ValueError(f"algorithm {name!r} registered twice")
-        ALGORITHMS[name] = Algorithm(name, fn, frozenset(kinds), tuple(options), summary)
+        ALGORITHMS[name] = Algorithm(name, fn, frozenset(kinds), tuple(options), summary,
+                                     closed_form)
         return fn
     return deco
 
@@ -71,7 +110,14 @@ def algorithm_names() -> list[str]:
     return sorted(ALGORITHMS)
 
 
-def synthesize(topology, collective, method: str = "ring", **options: Any):
+def closed_forms() -> dict[str, ClosedForm]:
+    """``name -> closed form`` of every registered algorithm that has one."""
+    _ensure_loaded()
+    return {n: a.closed_form for n, a in sorted(ALGORITHMS.items()) if a.closed_form}
+
+
+def synthesize(topology, collective, method: str = "ring", *, validate: bool | None = None,
+               **options: Any):
     """Synthesize a schedule for ``collective`` on ``topology`` with ``method``.
 
     Parameters
@@ -82,6 +128,12 @@ def synthesize(topology, collective, method: str = "ring", **options: Any):
         What to run; its participants must be NPUs of ``topology``.
     method : str
         A registered algorithm name (see :func:`algorithm_names`).
+    validate : bool or None, optional
+        Check the schedule with the independent validator
+        (:func:`evaluators.validate.check_schedule`: data, postcondition, links, link
+        occupancy) and raise if it breaks a rule.  ``None`` (default): when it is cheap,
+        i.e. for schedules of at most :data:`VALIDATE_MAX_HOPS` hops; ``True``: always;
+        ``False``: never (callers that validate themselves).
     **options
         Algorithm options (keyword only); unknown options are errors.
 
@@ -89,6 +141,12 @@ def synthesize(topology, collective, method: str = "ring", **options: Any):
     -------
     evaluators.schedule.Schedule
         Timed under the algorithm's link model; ``metadata["algorithm"] == method``.
+
+    Raises
+    ------
+    InvalidSpecError
+        Unknown algorithm, kind, option or participant; or, when validated, a schedule
+        that breaks a rule (``"invalid schedule: <first error>"``).
 
     Examples
     --------
@@ -116,4 +174,9 @@ def synthesize(topology, collective, method: str = "ring", **options: Any):
     from evaluators.estimates import check_synthesis
 
     check_synthesis(topology, collective, method, options)
-    return alg.fn(topology, collective, **options)
+    schedule = alg.fn(topology, collective, **options)
+    if validate or (validate is None and schedule.path_links.size <= VALIDATE_MAX_HOPS):
+        from evaluators.validate import check_schedule
+
+        check_schedule(schedule, topology)
+    return schedule

@@ -137,12 +137,6 @@ class Schedule:
             yield Transfer(int(self.chunk[i]), int(self.src[i]), int(self.dst[i]), self.path(i),
                            float(self.start[i]), float(self.end[i]), int(self.op[i]))
 
-    def hop_starts(self, i: int) -> tuple[float, ...] | None:
-        """Start time of each hop of transfer ``i`` (None without hop timing)."""
-        if self.hop_start is None:
-            return None
-        return tuple(float(x) for x in self.hop_start[self.path_ptr[i]:self.path_ptr[i + 1]])
-
     def retimed(self, start: Any, end: Any, hop_start: Any = None, **metadata: Any) -> "Schedule":
         """A copy with new times (same transfers, same order) and extra metadata."""
         meta = {**self.metadata, **metadata}

@@ -454,7 +454,7 @@ def _alternate(spec: OptimizeSpec, pool) -> dict[str, Any]:
             "finder": finder, "rounds": tuple(logs)}
 
 
-def _baseline_topologies(spec: OptimizeSpec, topoopt_cost_usd: float) -> dict[str, tuple]:
+def baseline_topologies(spec: OptimizeSpec, topoopt_cost_usd: float) -> dict[str, tuple]:
     """``name -> (topology, cost breakdown, notes)`` for the requested static baselines."""
     from search.design_point import DesignPoint, topology_spec_for
     from topologies.cost import (cost_equivalent_fattree, expander_cost, fattree_cost,
@@ -490,7 +490,7 @@ def _baseline_topologies(spec: OptimizeSpec, topoopt_cost_usd: float) -> dict[st
     return out
 
 
-def _ocs_reconfig(spec: OptimizeSpec, workload: Workload, c: Candidate) -> BaselineResult:
+def ocs_reconfig_baseline(spec: OptimizeSpec, workload: Workload, c: Candidate) -> BaselineResult:
     """OCS-reconfig (Sec. 5.1, App. E.4) with TopoOpt's strategy: FlexFlow's search is
     not aware of reconfiguration within an iteration, so the strategy found for the
     static fabric is replayed on the reconfiguring one."""
@@ -524,7 +524,7 @@ def _run(spec: OptimizeSpec, pool, workers: int) -> OptimizeResult:
     loop = _alternate(spec, pool)
     cost = topoopt_cost(spec.servers, spec.degree, spec.bandwidth_Bps)
     baselines: dict[str, BaselineResult] = {}
-    fabrics = _baseline_topologies(spec, cost.total_usd)
+    fabrics = baseline_topologies(spec, cost.total_usd)
     # Every chain of every baseline is one independent job for the actor pool.
     names, jobs = [], []
     for i, (name, (topo, _, _)) in enumerate(fabrics.items()):
@@ -547,7 +547,7 @@ def _run(spec: OptimizeSpec, pool, workers: int) -> OptimizeResult:
         baselines[name] = BaselineResult(name, f.best_time_s, bcost.total_usd,
                                          str(f.best.strategy), topo.name, notes)
     if "ocs-reconfig" in spec.baselines:
-        baselines["ocs-reconfig"] = _ocs_reconfig(spec, workload, loop["candidate"])
+        baselines["ocs-reconfig"] = ocs_reconfig_baseline(spec, workload, loop["candidate"])
     finder = loop["finder"]
     return OptimizeResult(spec=spec, candidate=loop["candidate"],
                           iteration_time_s=loop["iteration_time_s"],

@@ -106,7 +106,7 @@ def _fattree(p: DesignPoint) -> str:
     if k < 2 or k ** 3 // 4 != p.servers or k ** 3 % 4:
         sizes = ", ".join(str(j ** 3 // 4) for j in range(2, 12, 2))
         raise InfeasibleError(f"fattree needs k^3/4 servers for an even k ({sizes}, ...), "
-                              f"not {p.servers}")
+                              f"not {p.servers}", reason="shape")
     return f"fattree:k={k},bw={_rate(p.degree * p.link_bandwidth_Bps)}"
 
 
@@ -117,7 +117,7 @@ def _leafspine(p: DesignPoint) -> str:
     if not per_leaf:
         raise InfeasibleError(f"leafspine of {p.servers} servers at oversub {p.oversub:g}: no "
                               f"leaf size <= {p.servers // 2} dividing {p.servers} is a multiple "
-                              f"of {num}")
+                              f"of {num}", reason="shape")
     return (f"leafspine:{p.servers},oversub={p.oversub:g},hosts_per_leaf={per_leaf[0]},"
             f"bw={_rate(p.degree * p.link_bandwidth_Bps)}")
 
@@ -144,11 +144,12 @@ def _factorisations(n: int, parts: int, minimum: int) -> list[tuple[int, ...]]:
 
 def _torus(p: DesignPoint) -> str:
     if p.degree % 2:
-        raise InfeasibleError(f"a torus has an even degree (2 per dimension), not {p.degree}")
+        raise InfeasibleError(f"a torus has an even degree (2 per dimension), not {p.degree}",
+                              reason="shape")
     shapes = _factorisations(p.servers, p.degree // 2, 3)
     if not shapes:
         raise InfeasibleError(f"no {p.degree // 2}-dimensional torus of {p.servers} servers with "
-                              f"every size >= 3 (degree {p.degree})")
+                              f"every size >= 3 (degree {p.degree})", reason="shape")
     # Most balanced shape: smallest largest/smallest ratio, then lexicographic.
     shape = min(shapes, key=lambda s: (s[-1] / s[0], s))
     return f"torus:{'x'.join(map(str, shape))},bw={_rate(p.link_bandwidth_Bps)}"
@@ -159,7 +160,8 @@ def _perms(p: DesignPoint) -> str:
     candidates = [g for g in range(1, n) if math.gcd(g, n) == 1]
     if p.degree > len(candidates):
         raise InfeasibleError(f"perms on {n} servers has only {len(candidates)} ring permutations "
-                              f"(generators coprime with {n}), fewer than degree {p.degree}")
+                              f"(generators coprime with {n}), fewer than degree {p.degree}",
+                              reason="shape")
     chosen: list[int] = []
     for i in range(p.degree):
         target = n ** (i / p.degree)

@@ -289,5 +289,6 @@ def feasible_start(workload: Workload, gpus: int, hardware: Hardware | str, *,
                               f"(batch {workload.batch_size}, {len(workload.layers)} layers)")
     short = (closest.total_bytes - closest.capacity_bytes) / _GIB
     raise InfeasibleError(f"no strategy of {workload.name} fits in {hw.name} memory on {gpus} "
-                          f"GPUs; closest: {closest.message()} (short by {short:.1f} GiB)")
+                          f"GPUs; closest: {closest.message()} (short by {short:.1f} GiB)",
+                          reason="memory")
 

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from codesign.errors import InfeasibleError, invalid
+from codesign.specs import check_int
 from search.ray_session import ray_session
 
 __all__ = ["ProbeResult", "probe_latencies", "round_robin_schedule", "save_cost_matrix",
@@ -192,25 +193,17 @@ class _EchoNode:
 # ------------------------------------------------------------------------- driver
 
 
-def _check_int(field: str, value: object, low: int, high: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low \
-            or (high is not None and value > high):
-        rule = f"an integer >= {low}" if high is None else f"an integer in [{low}, {high}]"
-        raise invalid(field, value, rule)
-    return int(value)
-
-
 def _targets(ray, nodes: int | None, local: bool) -> tuple[list[str], list[dict]]:
     """Names and actor options: ``nodes`` loopback actors, or one pinned actor per Ray node."""
     if local:
-        n = 4 if nodes is None else _check_int("nodes", nodes, 2)
+        n = 4 if nodes is None else check_int("nodes", nodes, 2)
         return [f"local-{k}" for k in range(n)], [{"host": "127.0.0.1"}] * n
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     alive = sorted((nd for nd in ray.nodes() if nd.get("Alive")),
                    key=lambda nd: (nd["NodeManagerAddress"], nd["NodeID"]))
     if nodes is not None:
-        n = _check_int("nodes", nodes, 2, max(2, len(alive)))
+        n = check_int("nodes", nodes, 2, max(2, len(alive)))
         alive = alive[:n]
     if len(alive) < 2:
         raise InfeasibleError(f"latency probe needs at least 2 alive Ray nodes, found {len(alive)}")
@@ -263,15 +256,15 @@ def probe_latencies(*, nodes: int | None = None, rounds: int = 20, payload_bytes
         Fewer than two nodes, every probe of some direction lost, or the time limit
         reached.
     """
-    rounds = _check_int("rounds", rounds, 1)
-    payload_bytes = _check_int("payload_bytes", payload_bytes, _HEADER.size, _MAX_PAYLOAD)
-    seed = _check_int("seed", seed, 0)
+    rounds = check_int("rounds", rounds, 1)
+    payload_bytes = check_int("payload_bytes", payload_bytes, _HEADER.size, _MAX_PAYLOAD)
+    seed = check_int("seed", seed, 0)
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) \
             or not np.isfinite(timeout_s) or timeout_s <= 0:
         raise invalid("timeout_s", timeout_s, "a positive number of seconds")
     local = not ray_address
     if local and nodes is not None:
-        _check_int("nodes", nodes, 2)
+        check_int("nodes", nodes, 2)
 
     import ray
 
@@ -316,11 +309,13 @@ def _run_schedule(ray, actors, addresses, rounds, payload_bytes, seed, deadline)
                 seq += rounds * (MAX_RETRIES + 1)
             left = deadline - time.monotonic()
             if left <= 0:
-                raise InfeasibleError("latency probe: time limit reached (raise timeout_s)")
+                raise InfeasibleError("latency probe: time limit reached (raise timeout_s)",
+                                      reason="time")
             try:
                 results = ray.get(refs, timeout=left)
             except ray.exceptions.GetTimeoutError as exc:
-                raise InfeasibleError("latency probe: time limit reached (raise timeout_s)") from exc
+                raise InfeasibleError("latency probe: time limit reached (raise timeout_s)",
+                                      reason="time") from exc
             for (i, j), rtt in zip(phase, results):
                 samples[(i, j)] = np.asarray(rtt, dtype=float)
     return samples

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codesign.errors import invalid
+from codesign.specs import check_int
 from search.sweep import SweepPoint, SweepResult, TrialOutcome, run_sweep
 from search.sweep_spec import SweepSpec, parse_sweep_spec
 
@@ -58,12 +58,6 @@ DEFAULT_FAMILIES = tuple(QUICKSTART_SPEC["space"]["families"])
 QuickstartResult = SweepResult
 
 
-def _int(value: Any, field_: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise invalid(f"quickstart {field_}", value, f"an integer >= {minimum}")
-    return value
-
-
 @dataclass(frozen=True)
 class QuickstartConfig:
     """Overrides of the embedded specification and where to run it.
@@ -94,7 +88,7 @@ class QuickstartConfig:
     def __post_init__(self) -> None:
         for name, minimum in (("servers", 2), ("trials", 1), ("seed", 0), ("num_cpus", 1)):
             if getattr(self, name) is not None:
-                _int(getattr(self, name), name, minimum)
+                check_int(f"quickstart {name}", getattr(self, name), minimum)
 
     def spec(self) -> SweepSpec:
         """The sweep specification: :data:`QUICKSTART_SPEC` with the overrides."""

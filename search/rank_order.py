@@ -61,7 +61,9 @@ from typing import NamedTuple
 import numpy as np
 
 from codesign.errors import invalid
-from evaluators.rank_cost import _canonical, check_cost_matrix, check_order, cost_function, ring_cost
+from codesign.specs import check_int, check_number
+from evaluators.rank_cost import (
+    canonical_algorithm, check_cost_matrix, check_order, cost_function, ring_cost)
 
 __all__ = ["CostMatrix", "ReorderResult", "RingImprovement", "load_cost_matrix", "reorder",
            "improve_ring_order", "HELD_KARP_MAX_N", "SOLVERS"]
@@ -532,22 +534,11 @@ def improve_ring_order(matrix: object, order: object, *, seed: int = 0, effort: 
     """
     c = check_cost_matrix(matrix)
     o = check_order(order, c.shape[0])
-    _check_seed(seed)
-    _check_positive("effort", effort)
-    _check_positive("time_limit_s", time_limit_s)
+    check_int("seed", seed)
+    check_number("effort", effort)
+    check_number("time_limit_s", time_limit_s)
     return _improve(c, o, seed=int(seed), effort=float(effort),
                     deadline=time.monotonic() + float(time_limit_s), rng=np.random.default_rng(seed))
-
-
-def _check_seed(seed: object) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise invalid("seed", seed, "an integer")
-
-
-def _check_positive(field: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(value) or not value > 0:
-        raise invalid(field, value, "a positive finite number")
 
 
 # ------------------------------------------------------------- any algorithm: anneal
@@ -665,13 +656,13 @@ def reorder(matrix: object, algorithm: str, *, seed: int = 0, time_limit_s: floa
     ('2opt+oropt+cp-sat:optimal', True)
     """
     c = check_cost_matrix(matrix)
-    name = _canonical(algorithm)
-    _check_seed(seed)
-    _check_positive("time_limit_s", time_limit_s)
+    name = canonical_algorithm(algorithm)
+    check_int("seed", seed)
+    check_number("time_limit_s", time_limit_s)
     if solver not in SOLVERS:
         raise invalid("solver", solver, "one of " + ", ".join(SOLVERS))
     if solver_effort is not None:
-        _check_positive("solver_effort", solver_effort)
+        check_number("solver_effort", solver_effort)
     n = c.shape[0]
     cost = cost_function(n, name, base=base)
     start = time.monotonic()

@@ -38,11 +38,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from codesign.errors import invalid
+from codesign.specs import check_int
 from codesign.workloads.model import Workload
 from search.strategy_space import MOVES, Candidate, propose
 
@@ -101,12 +101,6 @@ def accept_probability(t_new: float, t_cur: float, beta: float) -> float:
     return math.exp(-beta * (t_new - t_cur) / t_cur)
 
 
-def _check_count(field_: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise invalid(field_, value, f"an integer >= {minimum}")
-    return value
-
-
 def mcmc_search(workload: Workload, initial: Candidate, evaluate_many: EvaluateMany, *,
                 budget: int = 64, restarts: int = 1, batch: int = 4, beta: float = 20.0,
                 patience: int | None = None, gpus_per_server: int = 1,
@@ -153,11 +147,11 @@ def mcmc_search(workload: Workload, initial: Candidate, evaluate_many: EvaluateM
     >>> r.best.strategy.dp
     8
     """
-    _check_count("budget", budget, 1)
-    _check_count("restarts", restarts, 1)
-    _check_count("batch", batch, 1)
+    check_int("budget", budget, 1)
+    check_int("restarts", restarts, 1)
+    check_int("batch", batch, 1)
     if patience is not None:
-        _check_count("patience", patience, 1)
+        check_int("patience", patience, 1)
     if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not beta > 0 \
             or not math.isfinite(beta):
         raise invalid("beta", beta, "a positive number")

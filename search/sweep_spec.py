@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import invalid
-from codesign.specs import check_keys, load_yaml
+from codesign.specs import check_int, check_keys, load_yaml
 from search.per_fabric import SearchBudget
 
 __all__ = [
@@ -106,12 +106,6 @@ _MAX_INT = 1 << 40
 
 def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _int(value: Any, where: str, minimum: int, maximum: int = _MAX_INT) -> int:
-    if not _is_int(value) or not minimum <= value <= maximum:
-        raise invalid(where, value, f"an integer in [{minimum}, {maximum}]")
-    return value
 
 
 def _number(value: Any, where: str, *, positive: bool = True) -> float:
@@ -170,9 +164,9 @@ def _search_budget(value: Any, where: str) -> SearchBudget | None:
     if isinstance(value, dict):
         check_keys(value, allowed=("evaluations", "restarts", "batch"), where=where)
         return SearchBudget(
-            evaluations=_int(value.get("evaluations", 16), f"{where} evaluations", 1, 100000),
-            restarts=_int(value.get("restarts", 1), f"{where} restarts", 1, 1000),
-            batch=_int(value.get("batch", 4), f"{where} batch", 1, 1000))
+            evaluations=check_int(f"{where} evaluations", value.get("evaluations", 16), 1, 100000),
+            restarts=check_int(f"{where} restarts", value.get("restarts", 1), 1, 1000),
+            batch=check_int(f"{where} batch", value.get("batch", 4), 1, 1000))
     if isinstance(value, bool) or (isinstance(value, str) and value.lower() in (
             "on", "off", "true", "false")):
         return SearchBudget() if _bool(value, where) else None
@@ -356,14 +350,14 @@ def _workloads(value: Any) -> tuple[WorkloadItem, ...]:
 def _degrees(value: Any) -> tuple[tuple[int, ...], bool]:
     where = "sweep space degree"
     if _is_int(value):
-        return (_int(value, where, 1, 4096),), False
+        return (check_int(where, value, 1, 4096),), False
     if isinstance(value, dict):
         check_keys(value, allowed=("low", "high"), required=("low", "high"), where=where)
-        low = _int(value["low"], f"{where} low", 1, 4096)
-        high = _int(value["high"], f"{where} high", low, 4096)
+        low = check_int(f"{where} low", value["low"], 1, 4096)
+        high = check_int(f"{where} high", value["high"], low, 4096)
         return tuple(range(low, high + 1)), True
     if isinstance(value, list) and value:
-        ints = tuple(_int(v, where, 1, 4096) for v in value)
+        ints = tuple(check_int(where, v, 1, 4096) for v in value)
         if len(set(ints)) != len(ints):
             raise invalid(where, value, "distinct integers")
         return ints, False
@@ -413,7 +407,7 @@ def _space(value: Any) -> SweepSpace:
     servers_list = servers_raw if isinstance(servers_raw, list) else [servers_raw]
     if not servers_list:
         raise invalid(f"{where} servers", servers_raw, "an integer >= 2 or a list of them")
-    servers = tuple(_int(s, f"{where} servers", 2, 1 << 20) for s in servers_list)
+    servers = tuple(check_int(f"{where} servers", s, 2, 1 << 20) for s in servers_list)
     if len(set(servers)) != len(servers):
         raise invalid(f"{where} servers", servers_raw, "distinct integers")
     degrees, is_range = _degrees(value["degree"])
@@ -436,7 +430,7 @@ def _space(value: Any) -> SweepSpace:
     oversub = _number(value.get("leafspine_oversub", 2.0), f"{where} leafspine_oversub")
     per_server = value.get("gpus_per_server")
     if per_server is not None:
-        per_server = _int(per_server, f"{where} gpus_per_server", 1, 1024)
+        per_server = check_int(f"{where} gpus_per_server", per_server, 1, 1024)
     catalog = value.get("catalog")
     if catalog is not None:
         from topologies.cost import CATALOG_NAMES, load_catalog
@@ -485,7 +479,7 @@ def parse_sweep_spec(spec: Any, *, where: str = "sweep spec") -> SweepSpec:
     budget = None if budget is None else parse_usd(budget, "sweep constraints budget_usd")
     max_degree = constraints.get("max_degree")
     if max_degree is not None:
-        max_degree = _int(max_degree, "sweep constraints max_degree", 1, 4096)
+        max_degree = check_int("sweep constraints max_degree", max_degree, 1, 4096)
         kept = tuple(d for d in space.degrees if d <= max_degree)
         if not kept:
             raise invalid("sweep constraints max_degree", max_degree,
@@ -497,15 +491,15 @@ def parse_sweep_spec(spec: Any, *, where: str = "sweep spec") -> SweepSpec:
     sampler = spec.get("sampler", default_sampler)
     if not isinstance(sampler, str) or sampler not in SAMPLERS:
         raise invalid("sweep sampler", sampler, f"one of {', '.join(SAMPLERS)}")
-    population = _int(spec.get("population_size", 8), "sweep population_size", 2, 100000)
-    trials = _int(spec.get("trials", 24), "sweep trials", 1, 10_000_000)
-    in_flight = _int(spec.get("max_in_flight", 2), "sweep max_in_flight", 1, 100000)
-    seed = _int(spec.get("seed", 0), "sweep seed", 0, 2 ** 32 - 1)
+    population = check_int("sweep population_size", spec.get("population_size", 8), 2, 100000)
+    trials = check_int("sweep trials", spec.get("trials", 24), 1, 10_000_000)
+    in_flight = check_int("sweep max_in_flight", spec.get("max_in_flight", 2), 1, 100000)
+    seed = check_int("sweep seed", spec.get("seed", 0), 0, 2 ** 32 - 1)
     storage = spec.get("storage")
     if storage is not None and (not isinstance(storage, str) or "://" not in storage):
         raise invalid("sweep storage", storage,
                       "an Optuna storage URL such as sqlite:///study.db, or null (journal file)")
-    batch = _int(spec.get("batch_size", 8), "sweep batch_size", 1, 100000)
+    batch = check_int("sweep batch_size", spec.get("batch_size", 8), 1, 100000)
     timeout = spec.get("trial_timeout_s", 600.0)
     if timeout is not None:
         timeout = _number(timeout, "sweep trial_timeout_s")

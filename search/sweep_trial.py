@@ -261,8 +261,7 @@ def _collective_summary(topo) -> dict[str, Any]:
 
 
 def _infeasible_kind(exc: InfeasibleError) -> str:
-    # The memory check's message is "strategy ... needs X GiB per GPU ..., hardware H has Y".
-    return "memory" if "GiB per GPU" in str(exc) else "strategy"
+    return "memory" if exc.reason == "memory" else "strategy"
 
 
 def _one_line(exc: BaseException) -> str:

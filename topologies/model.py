@@ -25,7 +25,7 @@ import numpy as np
 
 from codesign.errors import InvalidSpecError, invalid
 
-__all__ = ["Dimension", "Topology", "EXACT_BISECTION_MAX_NPUS"]
+__all__ = ["Dimension", "Topology", "EXACT_BISECTION_MAX_NPUS", "kl_bisections"]
 
 #: Largest NPU count for which :meth:`Topology.bisection_bandwidth` enumerates
 #: every balanced bipartition (C(16, 8) / 2 = 6435 max-flow problems).
@@ -226,7 +226,7 @@ class Topology:
     def __getstate__(self) -> dict[str, Any]:
         # Cached derived data is dropped: it is cheap to rebuild and can be large.
         state = self.__dict__.copy()
-        for key in ("_paths", "diameter", "mean_path_length"):
+        for key in ("diameter", "mean_path_length"):
             state.pop(key, None)
         return state
 
@@ -258,26 +258,15 @@ class Topology:
         adj.data[:] = 1.0
         return adj
 
-    @cached_property
-    def _paths(self) -> tuple[np.ndarray, np.ndarray]:
-        from scipy.sparse.csgraph import shortest_path
-
-        from codesign.resources import check_memory
-
-        # float64 distances + int32 predecessors from scipy, then int32 copies of both.
-        n = self.n_nodes
-        check_memory("the all-pairs hop matrix (diameter, routes)", "nodes", n,
-                     24.0 * n * n, "use a smaller network, or commands that need no "
-                     "all-pairs routes (topology cost, synth --algorithm themis)")
-        dist, pred = shortest_path(self._adjacency(), method="D", unweighted=True,
-                                   return_predecessors=True)
-        hops = np.where(np.isinf(dist), -1, dist).astype(np.int32)
-        return hops, pred.astype(np.int32)
-
     @property
     def hop_matrix(self) -> np.ndarray:
-        """All-pairs hop counts over all nodes, shape ``(n_nodes, n_nodes)``; -1 if unreachable."""
-        return self._paths[0]
+        """All-pairs hop counts over all nodes, shape ``(n_nodes, n_nodes)``; -1 if unreachable.
+
+        Built once per topology by :func:`topologies.routing.all_pairs`.
+        """
+        from topologies.routing import all_pairs
+
+        return all_pairs(self)[0]
 
     def _check_connected(self) -> None:
         from scipy.sparse.csgraph import connected_components
@@ -294,36 +283,13 @@ class Topology:
     def route(self, src: int, dst: int) -> tuple[int, ...]:
         """A minimum-hop path from ``src`` to ``dst`` as a tuple of link ids.
 
-        Among parallel links the one with the highest bandwidth (then the lowest
-        id) is used; ties between equal-hop paths follow scipy's BFS order, so
-        the result is deterministic.
-
-        Raises
-        ------
-        InvalidSpecError
-            If a node id is out of range.
-        InfeasibleError
-            If ``dst`` cannot be reached from ``src``.
+        :func:`topologies.routing.route` (``"shortest"``, its docstring states the rule
+        and the errors): among parallel links the one with the highest bandwidth, then the
+        lowest id; ties between equal-hop paths follow scipy's BFS order.
         """
-        from codesign.errors import InfeasibleError
+        from topologies.routing import route
 
-        for name_, node in (("src", src), ("dst", dst)):
-            if not 0 <= node < self.n_nodes:
-                raise invalid(f"route {name_}", node, f"a node id in 0..{self.n_nodes - 1}")
-        if src == dst:
-            return ()
-        pred = self._paths[1]
-        if pred[src, dst] < 0:
-            raise InfeasibleError(f"node {dst} is not reachable from node {src} in {self.name!r}")
-        nodes = [dst]
-        while nodes[-1] != src:
-            nodes.append(int(pred[src, nodes[-1]]))
-        nodes.reverse()
-        return tuple(self._best_link(u, v) for u, v in zip(nodes, nodes[1:]))
-
-    def _best_link(self, u: int, v: int) -> int:
-        ids = self.links_between(u, v)
-        return int(ids[np.lexsort((ids, -self.bandwidth[ids]))[0]])
+        return route(self, src, dst)
 
     # ------------------------------------------------------------- summaries
     @cached_property
@@ -351,10 +317,6 @@ class Topology:
     def injection_bandwidth(self) -> np.ndarray:
         """Per-NPU injection bandwidth (sum of outgoing link bandwidths), bytes/s."""
         return np.bincount(self.src, weights=self.bandwidth, minlength=self.n_nodes)[: self.npus]
-
-    def ejection_bandwidth(self) -> np.ndarray:
-        """Per-NPU ejection bandwidth (sum of incoming link bandwidths), bytes/s."""
-        return np.bincount(self.dst, weights=self.bandwidth, minlength=self.n_nodes)[: self.npus]
 
     def bisection_bandwidth(self) -> tuple[float, str]:
         """Bisection bandwidth in bytes/s and how it was obtained.
@@ -442,21 +404,8 @@ class Topology:
         return float(best)
 
     def _bisection_kl(self, seeds: int = 4) -> float:
-        import networkx as nx
-        from networkx.algorithms.community import kernighan_lin_bisection
-
-        # Kernighan-Lin works on an undirected weighted graph of all nodes; we then
-        # evaluate the true directed cut of the NPU split it induces.
-        g = nx.Graph()
-        g.add_nodes_from(range(self.n_nodes))
-        for u, v, b in zip(self.src.tolist(), self.dst.tolist(), self.bandwidth.tolist()):
-            w = g.get_edge_data(u, v, {"weight": 0.0})["weight"]
-            g.add_edge(u, v, weight=w + b)
         best = np.inf
-        for seed in range(seeds):
-            a, _ = kernighan_lin_bisection(g, weight="weight", seed=seed)
-            side = np.zeros(self.n_nodes, dtype=bool)
-            side[list(a)] = True
+        for side in kl_bisections(self, range(seeds)):
             npu_side = side[: self.npus]
             # Rebalance the NPUs if switches made the halves uneven.
             k = int(npu_side.sum())
@@ -554,3 +503,42 @@ class Topology:
                 for u, v, b, l in zip(self.src, self.dst, self.bandwidth, self.latency)
             ],
         }
+
+
+def kl_bisections(topology: Topology, seeds) -> list[np.ndarray]:
+    """Kernighan-Lin bisections of all nodes, one per seed, as node masks (side A).
+
+    Kernighan & Lin, "An efficient heuristic procedure for partitioning graphs", Bell
+    System Technical Journal 49(2), 1970 (networkx ``kernighan_lin_bisection``) on the
+    undirected graph whose edge weight is the total bandwidth of the links between two
+    nodes, both directions.  A heuristic: callers evaluate the true directed cut of
+    each side (:meth:`Topology.bisection_bandwidth`, :mod:`evaluators.bounds`).
+
+    Parameters
+    ----------
+    topology : Topology
+        The network.
+    seeds : iterable of int
+        One bisection per seed (KL's random start).
+
+    Returns
+    -------
+    list of ndarray of bool, shape (n_nodes,)
+        ``True`` for the nodes of the first half.
+    """
+    import networkx as nx
+    from networkx.algorithms.community import kernighan_lin_bisection
+
+    g = nx.Graph()
+    g.add_nodes_from(range(topology.n_nodes))
+    for u, v, b in zip(topology.src.tolist(), topology.dst.tolist(),
+                       topology.bandwidth.tolist()):
+        w = g.get_edge_data(u, v, {"weight": 0.0})["weight"]
+        g.add_edge(u, v, weight=w + b)
+    out = []
+    for seed in seeds:
+        side, _ = kernighan_lin_bisection(g, weight="weight", seed=seed)
+        mask = np.zeros(topology.n_nodes, dtype=bool)
+        mask[list(side)] = True
+        out.append(mask)
+    return out

@@ -1,5 +1,28 @@
-"""Routing on Clos fabrics as deployed: up/down D-mod-k, hashed ECMP, plane spraying, rings.
+"""Routing: the one place that computes paths, on any topology and on Clos fabrics as deployed.
 
+Every evaluator that needs a path asks this module (DESIGN.md section 5's "minimum-hop
+routes"); the methods, named so that the two meanings of "ECMP" cannot be confused:
+
+Any topology (all-pairs BFS tables, :func:`all_pairs`, cached per topology)
+--------------------------------------------------------------------------
+* ``"shortest"`` (:func:`shortest_paths`, :func:`route`) -- one fixed minimum-hop path
+  per pair: scipy's BFS predecessors, and among parallel links the one with the highest
+  bandwidth, then the lowest id.  Deterministic; what :meth:`Topology.route` returns.
+* ``"ecmp_hashed"`` (:func:`ecmp_hashed_paths`; the iteration model's ``routing="ecmp"``)
+  -- one minimum-hop path per pair, chosen hop by hop by a seeded per-flow hash among all
+  minimum-hop predecessors: what switches' per-flow ECMP does (flows may collide).
+* ``"ecmp_split"`` (:func:`ecmp_split_loads`) -- every pair's bytes split evenly over
+  *all* its minimum-hop paths (ideal ECMP, a fluid split; the shared-cluster model):
+  link ``(u, v)`` carries ``sigma(s, u) sigma(v, t) / sigma(s, t)`` of pair ``(s, t)``
+  (Brandes, "A faster algorithm for betweenness centrality", J. Math. Sociol. 2001:
+  path counts ``sigma`` by BFS level).
+* k shortest simple paths (:func:`k_shortest_paths`, TopoOpt Algorithm 1 line 20: MP
+  traffic on "k-shortest paths" of the combined topology).
+* :func:`predecessor_walk`: the vectorised walk behind all of these, also used on
+  graphs that are not a :class:`Topology` (the circuits of a reconfigurable fabric).
+
+Clos fabrics (up/down)
+----------------------
 A Clos fabric (``params["switch_levels"]``: leaves, spines, cores ... as id ranges,
 recorded by every Clos builder of :mod:`topologies.families`) is routed *up/down*: a
 packet climbs from its source to the lowest level where its destination is below,
@@ -15,7 +38,7 @@ then descends.  What differs between deployments is which uplink each hop takes:
   uplinks and ``P_l = k_0 k_1 ... k_{l-1}``.  Destinations are spread evenly over
   uplinks, every destination has a single root switch, and a *shift permutation*
   (``i -> i + c``) is routed without two flows on one link on a full XGFT.
-* ``"ecmp"`` -- hashed equal-cost multipath, what Ethernet switches do by default:
+* ``"ecmp"`` -- hashed equal-cost multipath on the up/down paths (``clos_paths``):
   every flow (pair) takes a uniformly hashed uplink at each level (seeded, so a
   ``seed`` is a different hash function).  Flows collide: ``n`` flows on ``n``
   uplinks leave about ``n / e`` uplinks idle (balls into bins), which is why
@@ -35,8 +58,10 @@ rail (each server entered and left on the same rail: "snake" order inside the
 domains); same-rank GPUs (one rail) are ordered as the leaves hold them, so
 consecutive members share a leaf.
 
-Complexity: building the structure O(L log L) for L links; routing ``k`` pairs
-O(k x tiers) vectorised, no all-pairs tables (works for 100,000-server fabrics).
+Complexity: the all-pairs tables are O(n^2) memory (checked against the machine,
+:func:`codesign.resources.check_memory`); the Clos structure O(L log L) for L links,
+routing ``k`` pairs O(k x tiers) vectorised, no all-pairs tables (works for
+100,000-server fabrics).
 
 Examples
 --------
@@ -47,6 +72,8 @@ Examples
 >>> ptr, links = clos_paths(t, src, dst)
 >>> int(np.bincount(links).max())                          # no link carries two flows
 1
+>>> route(from_spec("ring:4"), 0, 2) == from_spec("ring:4").route(0, 2)
+True
 """
 
 from __future__ import annotations
@@ -58,15 +85,426 @@ import numpy as np
 
 from codesign.errors import InfeasibleError, invalid
 
-__all__ = ["ROUTING_METHODS", "ClosStructure", "clos_structure", "is_clos", "clos_paths",
-           "spray_paths", "ring_order", "max_link_flows"]
+__all__ = ["ROUTING_METHODS", "PAIR_PATH_METHODS", "all_pairs", "route", "predecessor_walk",
+           "shortest_paths", "ecmp_hashed_paths", "pair_paths", "path_counts",
+           "ecmp_split_loads", "neighbour_lists", "k_shortest_paths", "MAX_EXTRA_HOPS",
+           "ClosStructure", "clos_structure", "is_clos", "clos_paths", "spray_paths",
+           "ring_order", "max_link_flows"]
 
 #: Uplink choice rules of :func:`clos_paths`.
 ROUTING_METHODS = ("dmodk", "ecmp")
 
+#: One-path-per-pair methods of :func:`pair_paths` (``"ecmp"`` is ``"ecmp_hashed"``, the
+#: name the iteration model's ``routing`` option uses).
+PAIR_PATH_METHODS = ("shortest", "ecmp", "ecmp_hashed", "dmodk")
+
+#: k shortest paths: paths at most this many hops longer than the shortest are considered.
+MAX_EXTRA_HOPS = 2
+
 _CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_TABLES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
+# ------------------------------------------------------------------ any topology
+class _Tables:
+    """Per-topology routing tables, each built on first use."""
+
+    def __init__(self) -> None:
+        self.hops: np.ndarray | None = None
+        self.pred: np.ndarray | None = None
+        self.best: np.ndarray | None = None
+        self.in_nbrs: np.ndarray | None = None
+
+
+def _tables(topology) -> _Tables:
+    t = _TABLES.get(topology)
+    if t is None:
+        t = _TABLES[topology] = _Tables()
+    return t
+
+
+def all_pairs(topology) -> tuple[np.ndarray, np.ndarray]:
+    """All-pairs minimum-hop tables ``(hops, pred)`` over all nodes (cached per topology).
+
+    Returns
+    -------
+    hops : ndarray of int32, shape (n_nodes, n_nodes)
+        Hop counts, -1 where unreachable (:attr:`Topology.hop_matrix`).
+    pred : ndarray of int32, shape (n_nodes, n_nodes)
+        ``pred[s, v]``: the node before ``v`` on the BFS path from ``s`` (scipy's
+        unweighted Dijkstra, so ties follow its order; negative: none).
+
+    Raises
+    ------
+    InfeasibleError
+        If the tables (24 bytes per node pair while built) do not fit in memory.
+    """
+    tab = _tables(topology)
+    if tab.hops is None:
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import shortest_path
+
+        from codesign.resources import check_memory
+
+        # float64 distances + int32 predecessors from scipy, then int32 copies of both.
+        n = topology.n_nodes
+        check_memory("the all-pairs hop matrix (diameter, routes)", "nodes", n,
+                     24.0 * n * n, "use a smaller network, or commands that need no "
+                     "all-pairs routes (topology cost, synth --algorithm themis)")
+        adj = csr_matrix((np.ones(topology.n_links), (topology.src, topology.dst)),
+                         shape=(n, n))
+        adj.sum_duplicates()
+        adj.data[:] = 1.0
+        dist, pred = shortest_path(adj, method="D", unweighted=True,
+                                   return_predecessors=True)
+        tab.hops = np.where(np.isinf(dist), -1, dist).astype(np.int32)
+        tab.pred = pred.astype(np.int32)
+    return tab.hops, tab.pred
+
+
+def _best_links(topology) -> np.ndarray:
+    """Dense ``(n_nodes, n_nodes)`` table of the link used for hop ``u -> v`` (-1: none):
+    among parallel links the highest bandwidth, then the lowest id."""
+    tab = _tables(topology)
+    if tab.best is None:
+        n = topology.n_nodes
+        best = np.full((n, n), -1, dtype=np.int64)
+        order = np.lexsort((np.arange(topology.n_links), -topology.bandwidth))
+        rev = order[::-1]          # the last write wins: the preferred link is written last
+        best[topology.src[rev], topology.dst[rev]] = rev
+        tab.best = best
+    return tab.best
+
+
+def _check_pairs(topology, src, dst, *, npus_only: bool = False
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """``src, dst`` as int64 arrays of one shape, every id a node (or an NPU) of ``topology``."""
+    src = np.atleast_1d(np.asarray(src, dtype=np.int64))
+    dst = np.atleast_1d(np.asarray(dst, dtype=np.int64))
+    if src.shape != dst.shape:
+        raise invalid("route pairs", f"{src.size} sources and {dst.size} destinations",
+                      "as many sources as destinations")
+    limit = topology.npus if npus_only else topology.n_nodes
+    bad = (src < 0) | (src >= limit) | (dst < 0) | (dst >= limit)
+    if np.any(bad):
+        i = int(np.flatnonzero(bad)[0])
+        raise invalid("route endpoint", f"{src[i]}->{dst[i]}",
+                      f"{'NPU' if npus_only else 'node'} ids in 0..{limit - 1}")
+    return src, dst
+
+
+def predecessor_walk(src: np.ndarray, dst: np.ndarray, prev_of
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Walk every pair's path back from ``dst`` to ``src``, all pairs at once.
+
+    Parameters
+    ----------
+    src, dst : ndarray of int
+        Pair endpoints (equal ones have an empty path).
+    prev_of : callable
+        ``prev_of(active, cur) -> prev``: for the pairs ``active`` (indices) now at nodes
+        ``cur``, the node before ``cur`` on their path (negative: unreachable).
+
+    Returns
+    -------
+    ptr : ndarray of int
+        CSR pointer: pair ``i``'s hops are ``ptr[i]:ptr[i+1]``, source to destination.
+    prev, nxt : ndarray of int
+        The two nodes of every hop, in that order.
+
+    Raises
+    ------
+    InfeasibleError
+        If some pair's destination is not reachable from its source.
+    """
+    k = src.size
+    prevs: list[np.ndarray] = []
+    nxts: list[np.ndarray] = []
+    owners: list[np.ndarray] = []
+    cur = dst.copy()
+    active = np.flatnonzero(cur != src)
+    while active.size:
+        prev = np.asarray(prev_of(active, cur[active]), dtype=np.int64)
+        if np.any(prev < 0):
+            i = int(active[np.flatnonzero(prev < 0)[0]])
+            raise InfeasibleError(f"node {dst[i]} is not reachable from node {src[i]}",
+                                  reason="connectivity")
+        prevs.append(prev)
+        nxts.append(cur[active])
+        owners.append(active)
+        cur[active] = prev
+        active = active[prev != src[active]]
+    if not owners:
+        z = np.zeros(0, dtype=np.int64)
+        return np.zeros(k + 1, dtype=np.int64), z, z
+    owner = np.concatenate(owners)
+    step = np.concatenate([np.full(a.size, j) for j, a in enumerate(owners)])
+    # The walk went dst -> src: sort by owner, then by descending step.
+    order = np.lexsort((-step, owner))
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(owner, minlength=k))]).astype(np.int64)
+    return ptr, np.concatenate(prevs)[order], np.concatenate(nxts)[order]
+
+
+def _node_paths_to_links(topology, ptr, prev, nxt) -> tuple[np.ndarray, np.ndarray]:
+    return ptr, _best_links(topology)[prev, nxt] if prev.size else prev
+
+
+def shortest_paths(topology, src, dst) -> tuple[np.ndarray, np.ndarray]:
+    """One fixed minimum-hop path per pair (``"shortest"``, module docstring), CSR.
+
+    Parameters
+    ----------
+    topology : Topology
+        Any network (builds the all-pairs tables, :func:`all_pairs`).
+    src, dst : array_like of int
+        Node ids (NPUs or switches); ``src == dst`` gives an empty path.
+
+    Returns
+    -------
+    ptr, links : ndarray
+        CSR paths as :func:`clos_paths` returns them.
+
+    Raises
+    ------
+    InvalidSpecError
+        Node ids out of range.
+    InfeasibleError
+        A destination unreachable from its source.
+    """
+    src, dst = _check_pairs(topology, src, dst)
+    pred = all_pairs(topology)[1]
+    ptr, prev, nxt = predecessor_walk(src, dst, lambda a, cur: pred[src[a], cur])
+    return _node_paths_to_links(topology, ptr, prev, nxt)
+
+
+def route(topology, src: int, dst: int) -> tuple[int, ...]:
+    """The ``"shortest"`` path of one pair as a tuple of link ids (:meth:`Topology.route`).
+
+    Raises
+    ------
+    InvalidSpecError
+        If a node id is out of range.
+    InfeasibleError
+        If ``dst`` cannot be reached from ``src``.
+    """
+    for name_, node in (("src", src), ("dst", dst)):
+        if not 0 <= node < topology.n_nodes:
+            raise invalid(f"route {name_}", node, f"a node id in 0..{topology.n_nodes - 1}")
+    if src == dst:
+        return ()
+    # One pair: the walk of shortest_paths in plain Python (no array set-up per call).
+    row = all_pairs(topology)[1][src]
+    if row[dst] < 0:
+        raise InfeasibleError(f"node {dst} is not reachable from node {src} in "
+                              f"{topology.name!r}", reason="connectivity")
+    best = _best_links(topology)
+    links = []
+    v = int(dst)
+    while v != src:
+        u = int(row[v])
+        links.append(int(best[u, v]))
+        v = u
+    return tuple(reversed(links))
+
+
+def _in_neighbours(topology) -> np.ndarray:
+    """Padded matrix of distinct in-neighbours per node (-1 = none), cached."""
+    tab = _tables(topology)
+    if tab.in_nbrs is None:
+        t = topology
+        pairs = np.unique(np.stack([t.dst, t.src], axis=1), axis=0)
+        counts = np.bincount(pairs[:, 0], minlength=t.n_nodes)
+        width = int(counts.max()) if counts.size else 0
+        out = np.full((t.n_nodes, max(width, 1)), -1, dtype=np.int64)
+        start = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        col = np.arange(pairs.shape[0]) - start[pairs[:, 0]]
+        out[pairs[:, 0], col] = pairs[:, 1]
+        tab.in_nbrs = out
+    return tab.in_nbrs
+
+
+def _ecmp_prev(topology, src: np.ndarray, dst: np.ndarray, cur: np.ndarray,
+               seed: int) -> np.ndarray:
+    """A predecessor of ``cur`` on a minimum-hop path from ``src``, picked by a hash of
+    (src, dst, cur, seed) among all of them (per-flow hashing)."""
+    dist = all_pairs(topology)[0]
+    cand = _in_neighbours(topology)[cur]                     # (A, width)
+    safe = np.where(cand < 0, 0, cand)
+    ok = (cand >= 0) & (dist[src[:, None], safe] == (dist[src, cur] - 1)[:, None])
+    count = ok.sum(axis=1)
+    with np.errstate(over="ignore"):          # the products wrap modulo 2^64 on purpose
+        h = (src.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+             ^ dst.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
+             ^ cur.astype(np.uint64) * np.uint64(0x94D049BB133111EB)
+             ^ np.uint64(seed & 0xFFFFFFFF) * np.uint64(0xD6E8FEB86659FD93))
+    h ^= h >> np.uint64(31)
+    pick = (h % np.maximum(count, 1).astype(np.uint64)).astype(np.int64)
+    rank = np.cumsum(ok, axis=1) - 1
+    sel = ok & (rank == pick[:, None])
+    return np.where(count > 0, cand[np.arange(cand.shape[0]), sel.argmax(axis=1)], -1)
+
+
+def ecmp_hashed_paths(topology, src, dst, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """One hashed minimum-hop path per pair (``"ecmp_hashed"``, module docstring), CSR.
+
+    Same parameters, result and errors as :func:`shortest_paths`; ``seed`` picks the
+    hash function.
+    """
+    src, dst = _check_pairs(topology, src, dst)
+    ptr, prev, nxt = predecessor_walk(
+        src, dst, lambda a, cur: _ecmp_prev(topology, src[a], dst[a], cur, seed))
+    return _node_paths_to_links(topology, ptr, prev, nxt)
+
+
+def pair_paths(topology, src, dst, *, method: str = "shortest", seed: int = 0
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """One path per pair by ``method`` (:data:`PAIR_PATH_METHODS`), CSR ``(ptr, links)``.
+
+    ``"shortest"``: :func:`shortest_paths`; ``"ecmp"`` / ``"ecmp_hashed"``:
+    :func:`ecmp_hashed_paths`; ``"dmodk"``: :func:`clos_paths` (Clos fabrics only).
+    """
+    if method == "shortest":
+        return shortest_paths(topology, src, dst)
+    if method in ("ecmp", "ecmp_hashed"):
+        return ecmp_hashed_paths(topology, src, dst, seed=seed)
+    if method == "dmodk":
+        return clos_paths(topology, src, dst, method="dmodk", seed=seed)
+    raise invalid("routing", method, f"one of {', '.join(PAIR_PATH_METHODS)}")
+
+
+def path_counts(topology) -> tuple[np.ndarray, np.ndarray]:
+    """All-pairs hop matrix and number of minimum-hop paths ``sigma`` (parallel links
+    count once), by BFS level (Brandes 2001): ``sigma(s, v) = sum over in-neighbours u
+    with h(s, u) = h(s, v) - 1 of sigma(s, u)``."""
+    n = topology.n_nodes
+    hops = np.asarray(all_pairs(topology)[0], dtype=np.int64)
+    adj = np.zeros((n, n))
+    adj[topology.src, topology.dst] = 1.0
+    sigma = np.eye(n)
+    for d in range(1, int(hops[np.isfinite(hops)].max()) + 1 if hops.size else 1):
+        nxt = (sigma * (hops == d - 1)) @ adj
+        sigma += nxt * (hops == d)
+    return hops, sigma
+
+
+def ecmp_split_loads(topology, pairs, counts=None) -> np.ndarray:
+    """Bytes per link when every pair's bytes are split evenly over all its minimum-hop
+    paths (``"ecmp_split"``, module docstring).
+
+    Parameters
+    ----------
+    topology : Topology
+        The network.
+    pairs : iterable of (src node, dst node, bytes)
+        Traffic.
+    counts : tuple, optional
+        Cached :func:`path_counts` of ``topology``.
+
+    Returns
+    -------
+    numpy.ndarray, shape (n_links,)
+        Load of every directed link, bytes.  Link ``(u, v)`` carries the fraction
+        ``sigma(s, u) sigma(v, t) / sigma(s, t)`` of pair ``(s, t)`` when it lies on a
+        minimum-hop path (``h(s, u) + 1 + h(v, t) = h(s, t)``); parallel links share
+        their hop's fraction in proportion to their bandwidth.
+
+    Examples
+    --------
+    >>> from topologies.registry import from_spec
+    >>> load = ecmp_split_loads(from_spec("ring:4,bw=1GB/s"), [(0, 2, 8.0)])
+    >>> sorted(load.tolist())                      # two 2-hop paths, 4 bytes each
+    [0.0, 0.0, 0.0, 0.0, 4.0, 4.0, 4.0, 4.0]
+    """
+    hops, sigma = counts if counts is not None else path_counts(topology)
+    src, dst = topology.src, topology.dst
+    bw = np.asarray(topology.bandwidth, dtype=float)
+    # Parallel links between the same (u, v) split their hop's share by bandwidth.
+    key = src.astype(np.int64) * topology.n_nodes + dst
+    _, inverse = np.unique(key, return_inverse=True)
+    share = bw / np.bincount(inverse, weights=bw)[inverse]
+    load = np.zeros(len(src))
+    for s, t, b in pairs:
+        if s == t or b <= 0:
+            continue
+        on = hops[s, src] + 1 + hops[dst, t] == hops[s, t]
+        frac = np.where(on, sigma[s, src] * sigma[dst, t], 0.0) / sigma[s, t]
+        load += b * frac * share
+    return load
+
+
+def neighbour_lists(n: int, src: np.ndarray, dst: np.ndarray) -> list[list[int]]:
+    """Distinct out-neighbours of every node, ascending (parallel links collapse)."""
+    keys = np.unique(src.astype(np.int64) * n + dst)
+    out: list[list[int]] = [[] for _ in range(n)]
+    for u, v in zip((keys // n).tolist(), (keys % n).tolist()):
+        out[u].append(v)
+    return out
+
+
+# k shortest simple paths by hop count (TopoOpt Algorithm 1 line 20, MP routing): for
+# L = h(s, t), h(s, t) + 1, ... (h the BFS hop matrix) a depth-first search extends a path
+# s .. u of l hops to a neighbour v only when l + 1 + h(v, t) <= L and keeps the paths of
+# exactly L hops, neighbours in ascending id order.  This yields the same path lengths as
+# Yen's algorithm (networkx ``shortest_simple_paths``, the oracle in the tests) at a
+# fraction of the cost, because the hop matrix is computed once for the whole topology.
+def k_shortest_paths(nbrs: list[list[int]], hops: np.ndarray, s: int, t: int, k: int, *,
+                     max_extra_hops: int = MAX_EXTRA_HOPS) -> list[list[int]]:
+    """Up to ``k`` simple paths ``[s, ..., t]`` with the fewest hops.
+
+    Parameters
+    ----------
+    nbrs : list of list of int
+        Out-neighbours (:func:`neighbour_lists`).
+    hops : numpy.ndarray
+        All-pairs hop counts (``-1`` unreachable), e.g. ``Topology.hop_matrix``.
+    s, t : int
+        Distinct endpoints.
+    k : int
+        Paths wanted (>= 1).
+    max_extra_hops : int, optional
+        Longest detour considered beyond the shortest path.
+
+    Returns
+    -------
+    list of list of int
+        Paths sorted by hop count; fewer than ``k`` if no more exist within
+        ``h(s, t) + max_extra_hops`` hops; empty if ``t`` is unreachable.
+    """
+    h0 = int(hops[s, t])
+    if h0 < 0 or s == t:
+        return [] if s != t else [[s]]
+    col = hops[:, t].tolist()
+    found: list[list[int]] = []
+    for limit in range(h0, h0 + max_extra_hops + 1):
+        path = [s]
+        on_path = {s}
+
+        def dfs(u: int, length: int) -> None:
+            budget = limit - length - 1      # hops left after the next one
+            nb = nbrs[u]
+            if budget == 0:
+                if t in nb:
+                    found.append(path + [t])
+                return
+            for v in nb:
+                if len(found) >= k:
+                    return
+                hv = col[v]
+                if v == t or v in on_path or hv < 0 or hv > budget:
+                    continue
+                path.append(v)
+                on_path.add(v)
+                dfs(v, length + 1)
+                path.pop()
+                on_path.discard(v)
+
+        dfs(s, 0)
+        if len(found) >= k:
+            break
+    return found
+
+
+# ------------------------------------------------------------------ Clos fabrics
 @dataclass(frozen=True)
 class ClosStructure:
     """What up/down routing needs to know about a Clos topology.
@@ -182,7 +620,6 @@ def clos_structure(topology) -> ClosStructure:
     _CACHE[topology] = out
     return out
 
-
 def _hash(src: np.ndarray, dst: np.ndarray, level: int, seed: int) -> np.ndarray:
     """A 64-bit mix of (src, dst, level, seed): per-flow ECMP hash (splitmix64 finaliser)."""
     h = (src.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
@@ -211,14 +648,14 @@ def _walk(topology, cs: ClosStructure, src: np.ndarray, dst: np.ndarray, method:
         if lvl >= cs.stride.size:
             i = int(active[0])
             raise InfeasibleError(f"{topology.name}: up/down climbs from {src[i]} and {dst[i]} "
-                                  "do not meet at the top of the Clos")
+                                  "do not meet at the top of the Clos", reason="connectivity")
         xa, ya = x[active], y[active]
         nx = cs.up_ptr[xa + 1] - cs.up_ptr[xa]
         ny = cs.up_ptr[ya + 1] - cs.up_ptr[ya]
         if np.any(nx == 0) or np.any(ny == 0):
             i = int(active[np.flatnonzero((nx == 0) | (ny == 0))[0]])
             raise InfeasibleError(f"{topology.name}: no uplink above node {x[i]} or {y[i]} on "
-                                  f"the way from {src[i]} to {dst[i]}")
+                                  f"the way from {src[i]} to {dst[i]}", reason="connectivity")
         if lvl == 0 and first_choice is not None:
             pick = first_choice[active]
         elif method == "dmodk":
@@ -249,20 +686,6 @@ def _walk(topology, cs: ClosStructure, src: np.ndarray, dst: np.ndarray, method:
     order = np.lexsort((pos, owner))
     counts = np.bincount(owner, minlength=k)
     return np.concatenate([[0], np.cumsum(counts)]).astype(np.int64), links[order]
-
-
-def _check_pairs(topology, src, dst) -> tuple[np.ndarray, np.ndarray]:
-    src = np.atleast_1d(np.asarray(src, dtype=np.int64))
-    dst = np.atleast_1d(np.asarray(dst, dtype=np.int64))
-    if src.shape != dst.shape:
-        raise invalid("route pairs", f"{src.size} sources and {dst.size} destinations",
-                      "as many sources as destinations")
-    bad = (src < 0) | (src >= topology.npus) | (dst < 0) | (dst >= topology.npus)
-    if np.any(bad):
-        i = int(np.flatnonzero(bad)[0])
-        raise invalid("route endpoint", f"{src[i]}->{dst[i]}",
-                      f"NPU ids in 0..{topology.npus - 1}")
-    return src, dst
 
 
 def _merge(k: int, parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -309,7 +732,7 @@ def clos_paths(topology, src, dst, *, method: str = "dmodk", seed: int = 0
     """
     if method not in ROUTING_METHODS:
         raise invalid("routing method", method, f"one of {', '.join(ROUTING_METHODS)}")
-    src, dst = _check_pairs(topology, src, dst)
+    src, dst = _check_pairs(topology, src, dst, npus_only=True)
     cs = clos_structure(topology)
     k = src.size
     if cs.domain is None:
@@ -342,7 +765,7 @@ def spray_paths(topology, src, dst) -> tuple[np.ndarray, np.ndarray, np.ndarray,
     >>> owner.tolist(), share.tolist()
     ([0, 0], [0.5, 0.5])
     """
-    src, dst = _check_pairs(topology, src, dst)
+    src, dst = _check_pairs(topology, src, dst, npus_only=True)
     cs = clos_structure(topology)
     local = np.zeros(src.size, dtype=bool) if cs.domain is None else \
         (cs.domain[src] == cs.domain[dst])

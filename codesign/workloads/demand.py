@@ -70,6 +70,7 @@ from typing import Any, Union
 
 import numpy as np
 
+from codesign.collective_kinds import RING_KINDS, ring_bytes_per_member
 from codesign.errors import invalid
 from codesign.workloads.compute import layer_time, resolve_precision
 from codesign.workloads.hardware import Hardware, get_hardware
@@ -85,24 +86,7 @@ __all__ = ["Compute", "CollectiveOp", "Transfer", "Demand", "demand_for",
 
 #: PyTorch DDP's ``bucket_cap_mb=25`` (MiB).
 DEFAULT_BUCKET_BYTES = 25.0 * 2**20
-#: Collectives that TopoOpt treats as mutable AllReduce traffic (ring-permutable).
-RING_KINDS = ("allreduce", "reducescatter", "allgather")
-_KINDS = (*RING_KINDS, "alltoall")
 _PHASES = ("forward", "backward", "gradient", "optimizer")
-
-
-def ring_bytes_per_member(kind: str, size: float, n: int) -> float:
-    """Bytes each member sends its ring successor for a collective of ``size`` bytes.
-
-    ``allreduce``: ``2 (n-1)/n size``; ``reducescatter`` / ``allgather``:
-    ``(n-1)/n size`` (nccl-tests sizes: input buffer / output buffer).
-    """
-    if kind not in RING_KINDS:
-        raise invalid("ring collective kind", kind, f"one of {', '.join(RING_KINDS)}")
-    if n <= 1:
-        return 0.0
-    factor = 2.0 if kind == "allreduce" else 1.0
-    return factor * (n - 1) / n * size
 
 
 @dataclass(frozen=True)

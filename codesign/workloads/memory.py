@@ -257,5 +257,5 @@ def check_memory(workload: Workload, strategy: Strategy | str, hardware: Hardwar
     """
     breakdown = memory_per_gpu(workload, strategy, hardware, placement)
     if not breakdown.fits:
-        raise InfeasibleError(breakdown.message())
+        raise InfeasibleError(breakdown.message(), reason="memory")
     return breakdown

@@ -37,7 +37,8 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import InvalidSpecError, invalid
-from codesign.workloads.strategy import Strategy, positive_int
+from codesign.specs import check_int
+from codesign.workloads.strategy import Strategy
 
 __all__ = ["Placement", "AXES", "DEFAULT_ORDER"]
 
@@ -47,7 +48,7 @@ _MAX = 10**7
 
 
 def _count(name: str, value: Any) -> int:
-    return positive_int(f"placement {name}", value, _MAX)
+    return check_int(f"placement {name}", value, 1, _MAX)
 
 
 @dataclass(frozen=True)

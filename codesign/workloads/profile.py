@@ -49,6 +49,7 @@ from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_keys
+from codesign.specs import check_number
 from codesign.units import parse_time
 from codesign.workloads.model import Layer
 
@@ -114,13 +115,6 @@ def profile_from_measurements(rows: list[tuple[str, float, float, float]], *,
     return Profile(tuple(points), source=source, format=format, skipped=skipped)
 
 
-def _positive(value: Any, field: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value <= 0:
-        raise invalid(field, value, "a number > 0")
-    return float(value)
-
-
 def _seconds(value: Any, field: str) -> float:
     if isinstance(value, str):
         return parse_time(value, field=field)
@@ -168,7 +162,7 @@ def profile_from_json(data: Any, *, source: str = "") -> Profile:
         mw = f"{where} measurements[{i}]"
         check_keys(m, allowed=("layer", "batch", "fwd_s", "bwd_s"),
                    required=("layer", "batch", "fwd_s", "bwd_s"), where=mw)
-        rows.append((_key(m["layer"], f"{mw} layer"), _positive(m["batch"], f"{mw} batch"),
+        rows.append((_key(m["layer"], f"{mw} layer"), check_number(f"{mw} batch", m["batch"]),
                      _seconds(m["fwd_s"], f"{mw} fwd_s"), _seconds(m["bwd_s"], f"{mw} bwd_s")))
     return profile_from_measurements(rows, source=source, format="json")
 
@@ -176,7 +170,7 @@ def profile_from_json(data: Any, *, source: str = "") -> Profile:
 def _from_flexflow(data: Mapping[str, Any], where: str, source: str) -> Profile:
     check_keys(data, allowed=("batch_size", "ngpus", "measurements"),
                required=("batch_size", "measurements"), where=where)
-    batch = _positive(data["batch_size"], f"{where} batch_size")
+    batch = check_number(f"{where} batch_size", data["batch_size"])
     rows, skipped = [], 0
     for i, m in enumerate(data["measurements"]):
         mw = f"{where} measurements[{i}]"
@@ -228,7 +222,7 @@ def _from_csv(text: str, source: str) -> Profile:
             batch = float(cell["batch"])
         except ValueError:
             raise invalid(f"{rw} batch", cell["batch"], "a number > 0") from None
-        rows.append((_key(cell["layer"], f"{rw} layer"), _positive(batch, f"{rw} batch"),
+        rows.append((_key(cell["layer"], f"{rw} layer"), check_number(f"{rw} batch", batch),
                      parse_time(cell["fwd_s"], field=f"{rw} fwd_s"),
                      parse_time(cell["bwd_s"], field=f"{rw} bwd_s")))
     return profile_from_measurements(rows, source=source, format="csv")

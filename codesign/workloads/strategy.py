@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
+from codesign.specs import check_int
 
 __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRATEGY_KEYS",
            "pipeline_stages", "bubble_fraction", "is_table", "layer_params_per_gpu",
@@ -81,15 +82,8 @@ _CHOICES = {"embedding": _EMBEDDING, "recompute": RECOMPUTE, "schedule": SCHEDUL
             "precision": PRECISIONS}
 
 
-def positive_int(field: str, value: Any, maximum: int) -> int:
-    """``value`` if it is an int in ``1..maximum``, else the one-line InvalidSpecError."""
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
-        raise invalid(field, value, f"an integer in 1..{maximum}")
-    return value
-
-
 def _degree(name: str, value: Any, maximum: int = _MAX_DEGREE) -> int:
-    return positive_int(f"strategy {name}", value, maximum)
+    return check_int(f"strategy {name}", value, 1, maximum)
 
 
 @dataclass(frozen=True)

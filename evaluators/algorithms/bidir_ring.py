@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from evaluators.algorithms.closed_form import BIDIR_RING
 from evaluators.algorithms.plan import Plan, concurrent, ordered_members
 from evaluators.algorithms.ring import ring_steps
 from evaluators.collectives import Collective
@@ -26,7 +27,8 @@ __all__ = ["bidir_ring"]
 
 @register_algorithm("bidir-ring", kinds=("allgather", "reducescatter", "allreduce", "broadcast",
                                          "reduce"), options=("order",),
-                    summary="two rings in opposite directions, half of the chunks each")
+                    summary="two rings in opposite directions, half of the chunks each",
+                    closed_form=BIDIR_RING)
 def bidir_ring(topology, collective: Collective, *, order=None) -> Schedule:
     """Bidirectional ring schedule.
 

@@ -49,8 +49,10 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import invalid
+from evaluators.registry import ClosedForm, closed_forms
 
-__all__ = ["closed_form_time", "CLOSED_FORMS", "hierarchical_terms"]
+__all__ = ["closed_form_time", "hierarchical_terms", "RING", "BIDIR_RING", "DIRECT", "RHD",
+           "DBT", "HIERARCHICAL", "MULTIRING"]
 
 
 def _hop(size_bytes: float, bandwidth: float, latency: float) -> float:
@@ -252,18 +254,68 @@ def _multiring(kind: str, n: int, S: float, B: float, a: float, *, chunks: int =
     return _ring(kind, n, S / rings, B, a, chunks=chunks)
 
 
-#: ``name -> (function, kinds, extra parameters)``.
-CLOSED_FORMS: dict[str, tuple[Callable[..., float], tuple[str, ...], tuple[str, ...]]] = {
-    "ring": (_ring, ("allgather", "reducescatter", "allreduce", "broadcast", "reduce"), ()),
-    "bidir-ring": (_bidir_ring, ("allgather", "reducescatter", "allreduce", "broadcast",
-                                 "reduce"), ()),
-    "direct": (_direct, ("allgather", "reducescatter", "allreduce", "alltoall", "broadcast",
-                         "reduce", "scatter", "gather"), ()),
-    "rhd": (_rhd, ("allgather", "reducescatter", "allreduce"), ("topology",)),
-    "dbt": (_dbt, ("allreduce", "broadcast", "reduce"), ()),
-    "hierarchical": (_hierarchical, ("allgather", "reducescatter", "allreduce"), ("dims",)),
-    "multiring": (_multiring, ("allgather", "reducescatter", "allreduce"), ("rings",)),
-}
+# ------------------------------------------------------------------ registration
+# Each algorithm registers its closed form (``register_algorithm(..., closed_form=...)``);
+# ``cases`` are the small uniform topologies the contract test times it on.
+def _multidim():
+    from topologies.families import multidim
+
+    return multidim
+
+
+def _spec(spec: str, bw: float, lat: float):
+    from topologies.registry import from_spec
+
+    return from_spec(f"{spec},bw={bw!r}B/s,lat={lat!r}s")
+
+
+def _ring_cases(bw: float, lat: float) -> list:
+    m = _multidim()
+    return [(build(n, bandwidth=bw, latency=lat), {}, {})
+            for build in (m.ring, m.uniring) for n in (2, 3, 5)]
+
+
+def _bidir_cases(bw: float, lat: float) -> list:
+    return [(_multidim().ring(n, bandwidth=bw, latency=lat), {}, {}) for n in (2, 3, 4)]
+
+
+def _fc_cases(sizes):
+    def cases(bw: float, lat: float) -> list:
+        return [(_multidim().fully_connected(n, bandwidth=bw, latency=lat), {}, {})
+                for n in sizes]
+    return cases
+
+
+def _rhd_cases(bw: float, lat: float) -> list:
+    m = _multidim()
+    return [(m.hypercube(k, bandwidth=bw, latency=lat), {"topology": "hypercube"}, {})
+            for k in (1, 2, 3)] + \
+        [(m.switch(2 ** k, bandwidth=bw, latency=lat), {"topology": "switch"}, {})
+         for k in (1, 2, 3)]
+
+
+def _hierarchical_cases(bw: float, lat: float) -> list:
+    out = []
+    for spec in ("torus:3x3", "torus:2x4", "hier:ring4_fc2_switch4", "hier:uniring3_fc4"):
+        t = _spec(spec, bw, lat)
+        out.append((t, {"dims": [(d.kind, d.size) for d in t.dims]}, {}))
+    return out
+
+
+def _multiring_cases(bw: float, lat: float) -> list:
+    return [(_spec("perms:7,p=1:2:3", bw, lat), {"rings": 3}, {}),
+            (_spec("perms:12,p=1:5", bw, lat), {"rings": 2}, {"generators": [5, 1]})]
+
+
+_SHARDED = ("allgather", "reducescatter", "allreduce")
+RING = ClosedForm(_ring, _SHARDED + ("broadcast", "reduce"), (), _ring_cases)
+BIDIR_RING = ClosedForm(_bidir_ring, _SHARDED + ("broadcast", "reduce"), (), _bidir_cases)
+DIRECT = ClosedForm(_direct, _SHARDED + ("alltoall", "broadcast", "reduce", "scatter",
+                                         "gather"), (), _fc_cases((2, 3, 6)))
+RHD = ClosedForm(_rhd, _SHARDED, ("topology",), _rhd_cases)
+DBT = ClosedForm(_dbt, ("allreduce", "broadcast", "reduce"), (), _fc_cases((2, 3, 6, 9)))
+HIERARCHICAL = ClosedForm(_hierarchical, _SHARDED, ("dims",), _hierarchical_cases)
+MULTIRING = ClosedForm(_multiring, _SHARDED, ("rings",), _multiring_cases)
 
 
 def closed_form_time(name: str, kind: str, n: int, size_bytes: float, bandwidth_Bps: float,
@@ -309,10 +361,11 @@ def closed_form_time(name: str, kind: str, n: int, size_bytes: float, bandwidth_
     >>> closed_form_time("ring", "allreduce", 8, 8e6, 1e9, 1e-6, chunks=2)
     0.014028
     """
-    entry = CLOSED_FORMS.get(name)
+    forms = closed_forms()
+    entry = forms.get(name)
     if entry is None:
-        raise invalid("closed-form algorithm", name, f"one of {', '.join(CLOSED_FORMS)}")
-    fn, kinds, extra = entry
+        raise invalid("closed-form algorithm", name, f"one of {', '.join(forms)}")
+    fn, kinds, extra = entry.fn, entry.kinds, entry.params
     if kind not in kinds:
         raise invalid(f"collective for the {name} closed form", kind, f"one of {', '.join(kinds)}")
     allowed = ("chunks",) + extra

@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from evaluators.algorithms.patterns import tree_broadcast, tree_reduce
+from evaluators.algorithms.closed_form import DBT
 from evaluators.algorithms.plan import Plan, shard_chunks
 from evaluators.collectives import Collective
 from evaluators.registry import register_algorithm
@@ -79,7 +80,8 @@ def tree_height(m: int) -> int:
 
 
 @register_algorithm("dbt", kinds=("allreduce", "broadcast", "reduce"),
-                    summary="double binary tree (two complementary trees, half the chunks each)")
+                    summary="double binary tree (two complementary trees, half the chunks each)",
+                    closed_form=DBT)
 def dbt(topology, collective: Collective) -> Schedule:
     """Double-binary-tree schedule.
 

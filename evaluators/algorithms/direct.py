@@ -24,6 +24,7 @@ import numpy as np
 from evaluators.algorithms.patterns import (
     direct_all_gather, direct_all_reduce, direct_reduce_scatter,
 )
+from evaluators.algorithms.closed_form import DIRECT
 from evaluators.algorithms.plan import COPY, REDUCE, Plan, shard_chunks
 from evaluators.collectives import KINDS, Collective
 from evaluators.registry import register_algorithm
@@ -58,7 +59,8 @@ def direct_steps(collective: Collective) -> list:
 
 
 @register_algorithm("direct", kinds=KINDS,
-                    summary="one transfer per (sender, receiver, chunk) over shortest paths")
+                    summary="one transfer per (sender, receiver, chunk) over shortest paths",
+                    closed_form=DIRECT)
 def direct(topology, collective: Collective) -> Schedule:
     """Direct schedule for any collective kind.
 

@@ -39,6 +39,7 @@ from evaluators.algorithms.patterns import (
     direct_all_gather, direct_reduce_scatter, hd_all_gather, hd_reduce_scatter,
     ring_all_gather, ring_reduce_scatter,
 )
+from evaluators.algorithms.closed_form import HIERARCHICAL
 from evaluators.algorithms.plan import Plan, concurrent, sequence
 from evaluators.collectives import Collective
 from evaluators.registry import register_algorithm
@@ -49,8 +50,10 @@ __all__ = ["hierarchical", "DIMENSION_ALGORITHMS"]
 #: Per-dimension algorithm (Themis Table 1), by ``Dimension.kind``.
 DIMENSION_ALGORITHMS = {"ring": "ring", "uniring": "ring", "mesh": "ring", "fc": "direct",
                         "switch": "rhd"}
-_RS = {"ring": ring_reduce_scatter, "direct": direct_reduce_scatter, "rhd": hd_reduce_scatter}
-_AG = {"ring": ring_all_gather, "direct": direct_all_gather, "rhd": hd_all_gather}
+#: Per-dimension reduce-scatter and all-gather step builders by algorithm (also Themis's).
+REDUCE_SCATTER_PHASES = {"ring": ring_reduce_scatter, "direct": direct_reduce_scatter,
+                         "rhd": hd_reduce_scatter}
+ALL_GATHER_PHASES = {"ring": ring_all_gather, "direct": direct_all_gather, "rhd": hd_all_gather}
 
 
 def npu_coordinates(topology) -> np.ndarray:
@@ -76,7 +79,7 @@ def _stage(collective: Collective, coords: np.ndarray, shard_xy: np.ndarray, k: 
     for npu in np.lexsort(np.column_stack([coords[:, k], key]).T[::-1]):
         lines.setdefault(tuple(key[npu].tolist()), []).append(int(npu))
     done = list(range(k))            # dimensions reduced before this stage
-    fn = (_RS if phase == "rs" else _AG)[algorithm]
+    fn = (REDUCE_SCATTER_PHASES if phase == "rs" else ALL_GATHER_PHASES)[algorithm]
     per_line = []
     for members in lines.values():
         ref = coords[members[0]]
@@ -92,7 +95,8 @@ def _stage(collective: Collective, coords: np.ndarray, shard_xy: np.ndarray, k: 
 
 
 @register_algorithm("hierarchical", kinds=("allreduce", "reducescatter", "allgather"),
-                    summary="Themis' static multi-dimensional baseline (RS up the dims, AG down)")
+                    summary="Themis' static multi-dimensional baseline (RS up the dims, AG down)",
+                    closed_form=HIERARCHICAL)
 def hierarchical(topology, collective: Collective) -> Schedule:
     """Static hierarchical schedule on a multi-dimensional network.
 

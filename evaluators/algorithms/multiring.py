@@ -32,6 +32,7 @@ from math import gcd
 import numpy as np
 
 from codesign.errors import invalid
+from evaluators.algorithms.closed_form import MULTIRING
 from evaluators.algorithms.plan import Plan, concurrent
 from evaluators.algorithms.ring import ring_steps
 from evaluators.collectives import Collective
@@ -120,7 +121,8 @@ def _generators(topology, collective: Collective, generators, rings) -> list[int
 
 @register_algorithm("multiring", kinds=("allreduce", "allgather", "reducescatter"),
                     options=("generators", "rings"),
-                    summary="TotientPerms rings sharing the load (TopoOpt; generators=, rings=)")
+                    summary="TotientPerms rings sharing the load (TopoOpt; generators=, rings=)",
+                    closed_form=MULTIRING)
 def multiring(topology, collective: Collective, *, generators=None, rings=None) -> Schedule:
     """Multi-ring schedule over regular rings ``S_i -> S_(i+p)``.
 

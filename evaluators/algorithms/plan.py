@@ -40,6 +40,7 @@ import numpy as np
 from codesign.errors import CodesignError, invalid
 from evaluators.collectives import Collective
 from evaluators.schedule import COPY, REDUCE, Schedule
+from topologies.routing import shortest_paths
 
 __all__ = ["Send", "Step", "Plan", "concurrent", "sequence", "as_chunks", "shard_chunks",
            "ordered_members", "prune_above", "Pruned", "COPY", "REDUCE"]
@@ -180,17 +181,16 @@ class Plan:
                 np.repeat(np.asarray(self._op, dtype=np.int8), counts))
 
     def _paths(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """CSR paths (``path_ptr``, ``path_links``) from one route per distinct NPU pair."""
+        """CSR paths (``path_ptr``, ``path_links``) from one route per distinct NPU pair
+        (:func:`topologies.routing.shortest_paths`, the path of ``topology.route``)."""
         if src.size == 0:
             return np.zeros(1, np.int64), np.zeros(0, np.int64)
         n_nodes = self.topology.n_nodes
         keys = src * n_nodes + dst
         pairs, inverse = np.unique(keys, return_inverse=True)
-        routes = [self.topology.route(int(k // n_nodes), int(k % n_nodes)) for k in pairs]
-        pair_len = np.array([len(r) for r in routes], dtype=np.int64)
-        pair_off = np.concatenate([[0], np.cumsum(pair_len)[:-1]])
-        flat = np.fromiter((l for r in routes for l in r), dtype=np.int64,
-                           count=int(pair_len.sum()))
+        pair_ptr, flat = shortest_paths(self.topology, pairs // n_nodes, pairs % n_nodes)
+        pair_len = np.diff(pair_ptr)
+        pair_off = pair_ptr[:-1]
         lengths = pair_len[inverse]
         ptr = np.concatenate([[0], np.cumsum(lengths)])
         # Gather each transfer's route: offset of its pair plus the position in the route.

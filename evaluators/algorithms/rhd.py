@@ -27,6 +27,7 @@ dimension's link; on a switch every exchange crosses the switch.
 from __future__ import annotations
 
 from evaluators.algorithms.patterns import hd_all_gather, hd_all_reduce, hd_reduce_scatter
+from evaluators.algorithms.closed_form import RHD
 from evaluators.algorithms.plan import Plan, shard_chunks
 from evaluators.collectives import Collective
 from evaluators.registry import register_algorithm
@@ -39,7 +40,8 @@ _PATTERNS = {"allgather": hd_all_gather, "reducescatter": hd_reduce_scatter,
 
 
 @register_algorithm("rhd", kinds=tuple(_PATTERNS),
-                    summary="recursive halving-doubling (Rabenseifner; fold for non-powers of two)")
+                    summary="recursive halving-doubling (Rabenseifner; fold for non-powers of two)",
+                    closed_form=RHD)
 def rhd(topology, collective: Collective) -> Schedule:
     """Recursive halving-doubling schedule.
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 from evaluators.algorithms.patterns import (
     chain_broadcast, chain_reduce, ring_all_gather, ring_all_reduce, ring_reduce_scatter,
 )
+from evaluators.algorithms.closed_form import RING
 from evaluators.algorithms.plan import Plan, ordered_members, shard_chunks
 from evaluators.collectives import Collective
 from evaluators.registry import register_algorithm
@@ -53,7 +54,8 @@ def ring_steps(collective: Collective, members: list[int], pieces=None) -> list:
 
 @register_algorithm("ring", kinds=("allgather", "reducescatter", "allreduce", "broadcast",
                                    "reduce"), options=("order",),
-                    summary="unidirectional ring over the participants (order=...)")
+                    summary="unidirectional ring over the participants (order=...)",
+                    closed_form=RING)
 def ring(topology, collective: Collective, *, order=None) -> Schedule:
     """Ring schedule for ``collective`` on ``topology``.
 

@@ -68,6 +68,7 @@ from itertools import chain
 import numpy as np
 
 from codesign.errors import InfeasibleError, invalid
+from codesign.specs import check_int
 from evaluators.algorithms.unwind import LogicalLinks, parse_degree, unwind
 from evaluators.algorithms.tacos_unicast import UNICAST_KINDS, tacos_unicast_match
 from evaluators.collectives import Collective
@@ -451,7 +452,7 @@ def greedy_match(links: LogicalLinks, n_nodes: int, holders: np.ndarray, need: n
 
 
 # ---------------------------------------------------------------- collectives
-def _holders_need(collective: Collective, n_nodes: int, spread: str):
+def holders_need(collective: Collective, n_nodes: int, spread: str):
     """Bool matrices (node x chunk) for an all-gather-like spread of every chunk.
 
     ``spread`` is ``"allgather"`` (chunk of shard ``s`` starts at participant
@@ -473,7 +474,7 @@ def _holders_need(collective: Collective, n_nodes: int, spread: str):
 
 def _synth(links: LogicalLinks, topology, collective: Collective, spread: str, rng,
            replacement: bool):
-    holders, need = _holders_need(collective, topology.n_nodes, spread)
+    holders, need = holders_need(collective, topology.n_nodes, spread)
     return greedy_match(links, topology.n_nodes, holders, need, collective.chunk_bytes, rng,
                         replacement=replacement)
 
@@ -491,7 +492,7 @@ def _reversed(links: LogicalLinks, topology, collective, spread, rng, replacemen
     return (chunk[order], lid[order], new_start[order], new_end[order]), total
 
 
-def _schedule(collective: Collective, links: LogicalLinks, parts, metadata) -> Schedule:
+def build_schedule(collective: Collective, links: LogicalLinks, parts, metadata) -> Schedule:
     """A :class:`Schedule` from ``(chunk, link, start, end, op)`` arrays on logical links."""
     chunk, lid, start, end, op = (a[0] if len(a) == 1 else np.concatenate(a)
                                   for a in zip(*parts))
@@ -537,7 +538,7 @@ def _one_instance(topology, collective: Collective, seed: int, degree, replaceme
         rs, t_rs = _reversed(links, topology, collective, "allgather", rng, replacement)
         ag = _synth(links, topology, collective, "allgather", rng, replacement)
         parts = [tagged(rs, REDUCE), tagged(ag, COPY, t_rs)]
-    sched = _schedule(collective, links, parts,
+    sched = build_schedule(collective, links, parts,
                       dict(algorithm="tacos", link_model=links.link_model, seed=seed,
                            switch_degree=degree, replacement=bool(replacement)))
     return _physical_times(sched, topology)
@@ -569,12 +570,6 @@ def _physical_times(sched: Schedule, topology) -> Schedule:
     meta = {k: v for k, v in timed.metadata.items() if k != "network_model"}
     meta["logical_time_s"] = float(sched.time_s)
     return timed.retimed(timed.start, timed.end, timed.hop_start, **meta)
-
-
-def _positive_int(name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise invalid(name, value, "an integer >= 1")
-    return int(value)
 
 
 @register_algorithm("tacos", kinds=("allgather", "reducescatter", "allreduce", "broadcast",
@@ -650,8 +645,8 @@ def tacos(topology, collective: Collective, *, seed: int = 0, switch_degree="max
     """
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
         raise invalid("seed", seed, "an integer")
-    instances = _positive_int("instances", instances)
-    workers = _positive_int("workers", workers)
+    instances = check_int("instances", instances, 1)
+    workers = check_int("workers", workers, 1)
     if not isinstance(replacement, (bool, np.bool_)):
         raise invalid("replacement", replacement, "True or False")
     if not isinstance(exact, (bool, np.bool_)):

@@ -100,7 +100,8 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse.csgraph import shortest_path
 
 from codesign.errors import CodesignError, InfeasibleError, invalid
-from evaluators.algorithms.tacos import _holders_need, _schedule, greedy_match
+from codesign.specs import check_number
+from evaluators.algorithms.tacos import holders_need, build_schedule, greedy_match
 from evaluators.algorithms.unwind import LogicalLinks, parse_degree, unwind
 from evaluators.collectives import Collective
 from evaluators.schedule import COPY, REDUCE, Schedule
@@ -189,13 +190,6 @@ class IlpResult:
 
 
 # ----------------------------------------------------------------- arguments
-def _positive_float(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(value) or value <= 0:
-        raise invalid(name, value, "a finite number > 0")
-    return float(value)
-
-
 def _check_inputs(links: LogicalLinks, n_nodes, holders, need, chunk_bytes):
     if isinstance(n_nodes, bool) or not isinstance(n_nodes, (int, np.integer)) or n_nodes < 1:
         raise invalid("n_nodes", n_nodes, "an integer >= 1")
@@ -207,7 +201,7 @@ def _check_inputs(links: LogicalLinks, n_nodes, holders, need, chunk_bytes):
     if len(links) and (links.src.min() < 0 or max(links.src.max(), links.dst.max()) >= n_nodes):
         raise invalid("logical link endpoints", (int(links.src.max()), int(links.dst.max())),
                       f"node ids in 0..{n_nodes - 1}")
-    chunk_bytes = _positive_float("chunk_bytes", chunk_bytes)
+    chunk_bytes = check_number("chunk_bytes", chunk_bytes)
     return int(n_nodes), holders, need, chunk_bytes
 
 
@@ -576,12 +570,12 @@ def ilp_solve(links: LogicalLinks, n_nodes: int, holders, need, chunk_bytes: flo
     t0 = _time.perf_counter()
     n_nodes, holders, need, chunk_bytes = _check_inputs(links, n_nodes, holders, need,
                                                         chunk_bytes)
-    time_limit_s = _positive_float("time_limit_s", time_limit_s)
+    time_limit_s = check_number("time_limit_s", time_limit_s)
     if horizon is not None and (isinstance(horizon, bool) or
                                 not isinstance(horizon, (int, np.integer)) or horizon < 1):
         raise invalid("horizon", horizon, "None or an integer number of TEN steps >= 1")
     if step_s is not None:
-        step_s = _positive_float("step_s", step_s)
+        step_s = check_number("step_s", step_s)
     src, dst = np.asarray(links.src, np.int64), np.asarray(links.dst, np.int64)
     dur = np.asarray(links.latency, np.float64) + chunk_bytes / np.asarray(links.bandwidth,
                                                                            np.float64)
@@ -672,7 +666,7 @@ def ilp_match(links: LogicalLinks, n_nodes: int, holders, need, chunk_bytes: flo
 
 # -------------------------------------------------------------- collectives
 def _phase(links, topology, collective, spread, time_limit_s, step_s) -> IlpResult:
-    holders, need = _holders_need(collective, topology.n_nodes, spread)
+    holders, need = holders_need(collective, topology.n_nodes, spread)
     return ilp_solve(links, topology.n_nodes, holders, need, collective.chunk_bytes,
                      time_limit_s=time_limit_s, step_s=step_s)
 
@@ -733,7 +727,7 @@ def tacos_exact(topology, collective: Collective, *, time_limit_s: float = 60.0,
     >>> round(s.time_s, 9), s.metadata["exact"]
     (1.0, True)
     """
-    time_limit_s = _positive_float("time_limit_s", time_limit_s)
+    time_limit_s = check_number("time_limit_s", time_limit_s)
     degree = parse_degree(switch_degree)
     kind = collective.kind
     if kind not in ("allgather", "broadcast", "reducescatter", "reduce", "allreduce"):
@@ -767,4 +761,4 @@ def tacos_exact(topology, collective: Collective, *, time_limit_s: float = 60.0,
                 ilp_source="+".join(r.source for r in results),
                 solve_time_s=float(sum(r.solve_time_s for r in results)),
                 time_limit_s=time_limit_s)
-    return _schedule(collective, links, parts, meta)
+    return build_schedule(collective, links, parts, meta)

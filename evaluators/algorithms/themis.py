@@ -69,7 +69,9 @@ from dataclasses import replace
 import numpy as np
 
 from codesign.errors import invalid
-from evaluators.algorithms.hierarchical import DIMENSION_ALGORITHMS, _AG, _RS, npu_coordinates
+from codesign.specs import check_int
+from evaluators.algorithms.hierarchical import (
+    ALL_GATHER_PHASES, DIMENSION_ALGORITHMS, REDUCE_SCATTER_PHASES, npu_coordinates)
 from evaluators.algorithms.plan import Plan, concurrent, sequence
 from evaluators.collectives import Collective
 from evaluators.registry import register_algorithm
@@ -468,7 +470,7 @@ def themis_model(topology_or_dims, kind: str, size_bytes: float, *, chunks: int 
     if isinstance(size_bytes, bool) or not isinstance(size_bytes, (int, float, np.number)) \
             or not math.isfinite(size_bytes) or size_bytes <= 0:
         raise invalid("themis collective size", size_bytes, "a finite number of bytes > 0")
-    chunks = _check_int(chunks, "themis chunks", 1)
+    chunks = check_int("themis chunks", chunks, 1)
     if policy not in POLICIES:
         raise invalid("themis policy", policy, "fifo or scf")
     if not isinstance(baseline, (bool, np.bool_)):
@@ -510,7 +512,7 @@ def _stage_steps(lines, coords, shard_xy, c: int, pieces: np.ndarray, k: int, si
     As :func:`hierarchical._stage`, with the dimensions already reduced
     (still to be gathered) given by ``done`` instead of ``0..k-1``.
     """
-    fn = (_RS if phase == "rs" else _AG)[alg]
+    fn = (REDUCE_SCATTER_PHASES if phase == "rs" else ALL_GATHER_PHASES)[alg]
     per_line = []
     for members in lines:
         ref = coords[members[0]]
@@ -522,12 +524,6 @@ def _stage_steps(lines, coords, shard_xy, c: int, pieces: np.ndarray, k: int, si
             blocks.append((pieces[:, None] + (shards * c)[None, :]).ravel())
         per_line.append(fn(members, blocks))
     return concurrent(*per_line)
-
-
-def _check_int(value, field: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise invalid(field, value, f"an integer >= {minimum}")
-    return int(value)
 
 
 LINK_ORDERS = ("fifo", "model")
@@ -591,7 +587,7 @@ def themis(topology, collective: Collective, *, chunks: int = 64, policy: str = 
         raise invalid("participants for algorithm 'themis'", list(collective.npus),
                       f"every NPU 0..{topology.npus - 1} of {topology.name!r} (any order)")
     _check_kind(collective.kind)
-    chunks = _check_int(chunks, "themis chunks", 1)
+    chunks = check_int("themis chunks", chunks, 1)
     if link_order not in LINK_ORDERS:
         raise invalid("themis link_order", link_order, "fifo or model")
     c0 = collective.chunks_per_npu

@@ -85,14 +85,15 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import CodesignError, InvalidSpecError, invalid
-from evaluators.iteration.phase import DEFAULT_RTOL, flow_phase, route_table
+from evaluators.iteration.phase import DEFAULT_RTOL, flow_phase
+from topologies.routing import pair_paths
 
 __all__ = ["System", "CommCost", "CommTimer", "intra_ring_time", "SIZE_FREE", "ROUTINGS",
            "BEST", "BEST_TIME_LIMIT_S", "BestChoice", "best_candidates", "best_choices"]
 
-#: Routing of MP phases (:meth:`evaluators.iteration.phase._Routes.paths`; ``dmodk``:
-#: deterministic up/down routing on Clos fabrics, :func:`topologies.routing.clos_paths`;
-#: ``spray``: every pair split evenly over its endpoint's planes,
+#: Routing of MP phases (:func:`topologies.routing.pair_paths`: ``shortest``, ``ecmp`` =
+#: one hashed minimum-hop path per pair, ``dmodk`` = deterministic up/down routing on Clos
+#: fabrics; ``spray``: every pair split evenly over its endpoint's planes,
 #: :func:`topologies.routing.spray_paths`, for collectives too).
 ROUTINGS = ("shortest", "ecmp", "dmodk", "spray")
 
@@ -593,8 +594,8 @@ class CommTimer:
                 # link alone cannot beat the best so far (plan.prune_above).
                 with prune_above(best[1] if best is not None and not self._spray
                                  else None):
-                    sched = synthesize(self.topology, coll, method=name,
-                                       **_ring_options(self.topology, name, nodes))
+                    sched = synthesize(self.topology, coll, method=name, validate=False,
+                                       **_ring_options(self.topology, name, nodes))  # below
             except Pruned as exc:
                 skipped[name] = f"slower: {exc} ({best[0]}'s time)"
                 continue
@@ -707,17 +708,13 @@ class CommTimer:
         psize = np.bincount(inv, weights=size[far])
         ps, pd = uniq // n, uniq % n
         fs, fd, fsize = ps, pd, psize      # the flows: one per pair, or its plane shares
-        if self.routing == "dmodk":
-            from topologies.routing import clos_paths
-
-            ptr, links = clos_paths(topo, ps, pd, method="dmodk")
-        elif self.routing == "spray":
+        if self.routing == "spray":
             from topologies.routing import spray_paths
 
             ptr, links, owner, share = spray_paths(topo, ps, pd)
             fs, fd, fsize = ps[owner], pd[owner], psize[owner] * share
         else:
-            ptr, links = route_table(topo).paths(ps, pd, routing=self.routing)
+            ptr, links = pair_paths(topo, ps, pd, method=self.routing)
         if self.model == "flow":
             res = flow_phase(topo, fs, fd, fsize, rtol=self.rtol, paths=(ptr, links))
             t_net, link_bytes, fw = res.makespan_s, res.link_bytes, res.forwards

@@ -10,9 +10,8 @@ fluid model (DESIGN.md section 5: max-min fair sharing, progressive filling via
 :func:`evaluators.netsim.flow.max_min_rates`, finish = drain time + path latency) with
 two speed-ups:
 
-* routes of many pairs are built at once from the topology's shortest-path
-  predecessors (the same path :meth:`topologies.model.Topology.route` returns) and
-  cached per topology;
+* routes of many pairs are built at once (:func:`topologies.routing.pair_paths`: the
+  same path :meth:`topologies.model.Topology.route` returns, tables cached per topology);
 * *event batching* (``rtol``): when the next flow drains at time ``t1`` (from the
   start of the phase), every flow that would drain by ``t1 (1 + rtol)`` at the current
   rates drains at its own time before rates are recomputed.  Capacity they free inside
@@ -20,7 +19,7 @@ two speed-ups:
   and the number of recomputations is at most about ``log(T / t_first) / rtol``;
 * *coarse filling levels* (same ``rtol``): in progressive filling, every link whose
   fair share is within ``rtol`` x the current level of the smallest saturates at once
-  (:func:`_max_min_coarse`), leaving its small remainder unused.
+  (:func:`evaluators.netsim.flow.fair_rates`), leaving its small remainder unused.
 
 ``rtol = 0`` is exact (tested against :func:`evaluators.netsim.simulate`).  With the
 default ``rtol = 0.05`` the makespan of random phases on 16-node expander, fat-tree,
@@ -31,21 +30,18 @@ messages may finish up to about 1 % early.  A 16 k-flow all-to-all over 128 serv
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from codesign.errors import invalid
-from evaluators.netsim.flow import coarse_max_min_rates, max_min_rates
+from evaluators.netsim.flow import fair_rates
+from topologies.routing import pair_paths
 
-__all__ = ["PhaseResult", "flow_phase", "route_table", "DEFAULT_RTOL"]
+__all__ = ["PhaseResult", "flow_phase", "DEFAULT_RTOL"]
 
 #: Default event-batching tolerance (relative to the phase's elapsed time).
 DEFAULT_RTOL = 0.05
-
-_ROUTES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
 
 @dataclass(frozen=True)
 class PhaseResult:
@@ -72,103 +68,6 @@ class PhaseResult:
     forwards: np.ndarray
 
 
-class _Routes:
-    """All-pairs minimum-hop routes of one topology as dense lookup tables."""
-
-    def __init__(self, topology) -> None:
-        n = topology.n_nodes
-        self.pred = topology._paths[1]          # scipy predecessors, as Topology.route
-        best = np.full((n, n), -1, dtype=np.int64)
-        # Among parallel links the highest bandwidth, then the lowest id (Topology.route).
-        order = np.lexsort((np.arange(topology.n_links), -topology.bandwidth))
-        rev = order[::-1]
-        best[topology.src[rev], topology.dst[rev]] = rev
-        self.best = best
-        self.topology = topology
-        self._innb: np.ndarray | None = None
-
-    def _in_neighbours(self) -> np.ndarray:
-        """Padded matrix of distinct in-neighbours per node (-1 = none)."""
-        if self._innb is None:
-            t = self.topology
-            pairs = np.unique(np.stack([t.dst, t.src], axis=1), axis=0)
-            counts = np.bincount(pairs[:, 0], minlength=t.n_nodes)
-            width = int(counts.max()) if counts.size else 0
-            out = np.full((t.n_nodes, max(width, 1)), -1, dtype=np.int64)
-            start = np.concatenate([[0], np.cumsum(counts)[:-1]])
-            col = np.arange(pairs.shape[0]) - start[pairs[:, 0]]
-            out[pairs[:, 0], col] = pairs[:, 1]
-            self._innb = out
-        return self._innb
-
-    def _ecmp_prev(self, src: np.ndarray, dst: np.ndarray, cur: np.ndarray,
-                   seed: int) -> np.ndarray:
-        """ECMP: a predecessor of ``cur`` on a minimum-hop path from ``src``, picked by a
-        hash of (src, dst, cur, seed) among all of them (per-flow hashing)."""
-        dist = self.topology.hop_matrix
-        cand = self._in_neighbours()[cur]                       # (A, width)
-        safe = np.where(cand < 0, 0, cand)
-        ok = (cand >= 0) & (dist[src[:, None], safe] == (dist[src, cur] - 1)[:, None])
-        count = ok.sum(axis=1)
-        h = (src.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-             ^ dst.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
-             ^ cur.astype(np.uint64) * np.uint64(0x94D049BB133111EB)
-             ^ np.uint64(seed & 0xFFFFFFFF) * np.uint64(0xD6E8FEB86659FD93))
-        h ^= h >> np.uint64(31)
-        pick = (h % np.maximum(count, 1).astype(np.uint64)).astype(np.int64)
-        rank = np.cumsum(ok, axis=1) - 1
-        sel = ok & (rank == pick[:, None])
-        return np.where(count > 0, cand[np.arange(cand.shape[0]), sel.argmax(axis=1)], -1)
-
-    def paths(self, src: np.ndarray, dst: np.ndarray, *, routing: str = "shortest",
-              seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """CSR paths (ptr, links) of the pairs ``src[i] -> dst[i]`` (vectorised walk).
-
-        ``routing="shortest"``: the path of :meth:`Topology.route`; ``"ecmp"``: one of
-        the minimum-hop paths per pair, chosen hop by hop by a hash (seeded).
-        """
-        if routing not in ("shortest", "ecmp"):
-            raise invalid("routing", routing, "shortest or ecmp")
-        src = np.asarray(src, dtype=np.int64)
-        dst = np.asarray(dst, dtype=np.int64)
-        k = src.size
-        rev_links: list[np.ndarray] = []
-        rev_owner: list[np.ndarray] = []
-        cur = dst.copy()
-        active = np.flatnonzero(cur != src)
-        while active.size:
-            if routing == "ecmp":
-                prev = self._ecmp_prev(src[active], dst[active], cur[active], seed)
-            else:
-                prev = self.pred[src[active], cur[active]].astype(np.int64)
-            if np.any(prev < 0):
-                from codesign.errors import InfeasibleError
-                i = int(active[np.flatnonzero(prev < 0)[0]])
-                raise InfeasibleError(f"node {dst[i]} is not reachable from node {src[i]}")
-            rev_links.append(self.best[prev, cur[active]])
-            rev_owner.append(active)
-            cur[active] = prev
-            active = active[prev != src[active]]
-        if not rev_links:
-            return np.zeros(k + 1, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        links = np.concatenate(rev_links)
-        owner = np.concatenate(rev_owner)
-        step = np.concatenate([np.full(a.size, j) for j, a in enumerate(rev_owner)])
-        # Walk went dst -> src: sort by owner, then by descending step.
-        order = np.lexsort((-step, owner))
-        counts = np.bincount(owner, minlength=k)
-        ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        return ptr, links[order]
-
-
-def route_table(topology) -> _Routes:
-    """The cached :class:`_Routes` of ``topology`` (built on first use)."""
-    r = _ROUTES.get(topology)
-    if r is None:
-        r = _ROUTES[topology] = _Routes(topology)
-    return r
-
-
 def flow_phase(topology, src, dst, size, *, rtol: float = DEFAULT_RTOL,
                paths: tuple[np.ndarray, np.ndarray] | None = None,
                routing: str = "shortest") -> PhaseResult:
@@ -189,8 +88,9 @@ def flow_phase(topology, src, dst, size, *, rtol: float = DEFAULT_RTOL,
         Explicit paths in CSR form (as :class:`evaluators.netsim.Messages`); default
         the topology's minimum-hop routes.
     routing : str, optional
-        Without ``paths``: ``"shortest"`` (:meth:`Topology.route`) or ``"ecmp"`` (one
-        hashed minimum-hop path per pair, as switches' per-flow ECMP).
+        Without ``paths``: a method of :func:`topologies.routing.pair_paths`
+        (``"shortest"``: :meth:`Topology.route`; ``"ecmp"``: one hashed minimum-hop path
+        per pair, as switches' per-flow ECMP; ``"dmodk"`` on Clos fabrics).
 
     Returns
     -------
@@ -214,7 +114,7 @@ def flow_phase(topology, src, dst, size, *, rtol: float = DEFAULT_RTOL,
         return PhaseResult(0.0, z, np.zeros(topology.n_links), z.astype(np.int64),
                            z.astype(np.int64))
     if paths is None:
-        ptr, links = route_table(topology).paths(src, dst, routing=routing)
+        ptr, links = pair_paths(topology, src, dst, method=routing)
     else:
         ptr, links = (np.asarray(a, dtype=np.int64) for a in paths)
     n_hops = np.diff(ptr)
@@ -237,8 +137,7 @@ def flow_phase(topology, src, dst, size, *, rtol: float = DEFAULT_RTOL,
         offsets = np.cumsum(counts) - counts
         hops = np.repeat(ptr[act] - offsets, counts) + np.arange(int(counts.sum()))
         local = np.repeat(np.arange(act.size), counts)
-        rate = (max_min_rates(topology.bandwidth, local, links[hops], act.size) if rtol == 0
-                else coarse_max_min_rates(topology.bandwidth, local, links[hops], act.size, rtol))
+        rate = fair_rates(topology.bandwidth, local, links[hops], act.size, rtol)
         left = rem[act] / rate
         t1 = t + float(left.min())
         horizon = max(t1 * (1 + rtol), t1)

@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import invalid
-from codesign.workloads.demand import RING_KINDS, Compute, Transfer, ring_bytes_per_member
+from codesign.collective_kinds import RING_KINDS, ring_bytes_per_member
+from codesign.workloads.demand import Compute, Transfer
 from evaluators.iteration.comm import intra_ring_time
 from evaluators.netsim.reconfigurable import ReconfigurableFabric
 

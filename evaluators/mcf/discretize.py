@@ -158,7 +158,7 @@ class DiscretePlan:
 
 
 # ------------------------------------------------------------------- widest paths
-def _layers(net: Network) -> list[np.ndarray]:
+def hold_layers(net: Network) -> list[np.ndarray]:
     """Edge ids grouped by the step of their tail (a topological order of the DAG)."""
     et = net.node_time[net.tail]
     order = np.argsort(et, kind="stable")
@@ -238,7 +238,7 @@ def _segments(net: Network, path: list[int], free: np.ndarray) -> list[_Tx]:
     return out
 
 
-def _free_holds(net: Network) -> np.ndarray:
+def free_holds(net: Network) -> np.ndarray:
     """Hold-over edges at copying nodes: they carry no capacity (data just stays)."""
     return (net.link == HOLD) & net.copy[net.tail]
 
@@ -273,8 +273,8 @@ def copy_trees(net: Network, w: np.ndarray, f: np.ndarray) -> list[tuple[float, 
     cannot be joined within the residual usage, the cheapest overuse is
     taken and shows up in the discrete loads.
     """
-    layers = _layers(net)
-    free = _free_holds(net)
+    layers = hold_layers(net)
+    free = free_holds(net)
     k = np.arange(net.destinations.size)
     best = None
     # A few destination orders; keep the decomposition with the least overuse.
@@ -287,7 +287,7 @@ def copy_trees(net: Network, w: np.ndarray, f: np.ndarray) -> list[tuple[float, 
     return _merge(_pack(net, layers, free, w, f, best[0]))
 
 
-def _tree_of(net: Network, layers, free, cost: np.ndarray, order) -> list[_Tx]:
+def tree_of(net: Network, layers, free, cost: np.ndarray, order) -> list[_Tx]:
     """Cheapest-path tree: each destination joined to the tree by its cheapest path."""
     dests = net.destinations
     phys, time, copy_node = net.node_phys, net.node_time, net.copy
@@ -328,7 +328,7 @@ def _pack(net: Network, layers, free, w, f, greedy, rounds: int = 60):
 
     Master: maximise the total weight of trees with ``sum_j lam_j m_j <= w``
     and ``sum_j lam_j <= 1``; pricing: the cheapest tree under the master's
-    edge duals (:func:`_tree_of`, a heuristic for the Steiner arborescence).
+    edge duals (:func:`tree_of`, a heuristic for the Steiner arborescence).
     Starts from the greedy trees; what the packing cannot place (the LP
     relaxation's gap, or the heuristic's) goes on the greedy trees pro rata,
     overusing edges, as the discrete loads then show.
@@ -354,7 +354,7 @@ def _pack(net: Network, layers, free, w, f, greedy, rounds: int = 60):
         cost[cap_rows] = y[:-1] + 1e-9
         found = False
         for order in (k, k[::-1]):
-            txs = _tree_of(net, layers, free, cost, order)
+            txs = tree_of(net, layers, free, cost, order)
             m = _uses(net, txs)[cap_rows]
             if 1.0 - float(y[:-1] @ m) - float(y[-1]) > 1e-9:
                 cols.append(txs)
@@ -462,8 +462,8 @@ def flow_paths(net: Network, f_row: np.ndarray, sink: int) -> list[tuple[float, 
     Widest path first, subtract its bottleneck, repeat: each round zeroes one
     edge, so at most ``edges`` paths.  Returns ``[(weight, transmissions)]``.
     """
-    layers = _layers(net)
-    free = _free_holds(net)
+    layers = hold_layers(net)
+    free = free_holds(net)
     fr = f_row.astype(float).copy()
     sources = np.array([net.source])
     forbidden = np.zeros(net.n_nodes, dtype=bool)

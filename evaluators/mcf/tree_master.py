@@ -208,10 +208,10 @@ def _cheapest_trees(net, cost_link: np.ndarray):
     w, f = edge_values(blk, res.x)
     out = [txs for _, txs in copy_trees(net, np.round(w), f)]
     # Also the cheapest-path tree under the same edge costs (a heuristic column).
-    from evaluators.mcf.discretize import _free_holds, _layers, _tree_of
+    from evaluators.mcf.discretize import free_holds, hold_layers, tree_of
     from evaluators.mcf.ten import HOLD
 
     edge_cost = np.where(net.link == HOLD, 0.0, cost_link[np.maximum(net.link, 0)] / top)
     k = np.arange(net.destinations.size)
-    out.append(_tree_of(net, _layers(net), _free_holds(net), edge_cost + 1e-9, k))
+    out.append(tree_of(net, hold_layers(net), free_holds(net), edge_cost + 1e-9, k))
     return lower, out

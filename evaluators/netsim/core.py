@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import invalid
+from topologies.routing import shortest_paths
 
 __all__ = ["Message", "Messages", "SimResult"]
 
@@ -169,7 +170,8 @@ class Messages:
         """Build a batch from :class:`Message` objects or tuples
         ``(src, dst, size_bytes[, ready_s[, path[, deps]]])``.
 
-        Missing paths are routed with ``topology.route`` (cached per pair).
+        Missing paths are routed as ``topology.route`` does
+        (:func:`topologies.routing.shortest_paths`, once per distinct pair).
         """
         rows = []
         for i, m in enumerate(messages):
@@ -201,17 +203,21 @@ class Messages:
                 if isinstance(value, bool) or not np.isfinite(x) or x < 0:
                     raise invalid(f"message {i} {name}", value, "a finite number >= 0")
                 out.append(x)
-        routes: dict[tuple[int, int], tuple[int, ...]] = {}
+        # Missing paths: one batch of distinct pairs (topologies.routing, as topology.route).
+        unrouted = sorted({(src[i], dst[i]) for i, m in enumerate(rows) if m.path is None})
+        routes: dict[tuple[int, int], list[int]] = {}
+        if unrouted:
+            r_ptr, r_links = shortest_paths(topology, [p[0] for p in unrouted],
+                                            [p[1] for p in unrouted])
+            r_links = r_links.tolist()
+            routes = {p: r_links[r_ptr[j]:r_ptr[j + 1]] for j, p in enumerate(unrouted)}
         lengths = np.zeros(n, dtype=np.int64)
         hop_list: list[int] = []
         dep_lengths = np.zeros(n, dtype=np.int64)
         dep_list: list[int] = []
         for i, m in enumerate(rows):
             if m.path is None:
-                key = (src[i], dst[i])
-                path = routes.get(key)
-                if path is None:
-                    path = routes[key] = topology.route(*key)
+                path = routes[(src[i], dst[i])]
             else:
                 if isinstance(m.path, (str, bytes)) or not isinstance(m.path, Iterable):
                     raise invalid(f"message {i} path", m.path, "a sequence of link ids")

@@ -43,7 +43,7 @@ import numpy as np
 from codesign.errors import invalid
 from evaluators.netsim.core import Messages, SimResult, unfinished_error
 
-__all__ = ["max_min_rates", "coarse_max_min_rates", "run"]
+__all__ = ["max_min_rates", "coarse_max_min_rates", "fair_rates", "run"]
 
 NAME = "flow"
 
@@ -145,6 +145,17 @@ def coarse_max_min_rates(capacity: np.ndarray, hop_flow: np.ndarray, hop_link: n
         keep = ~frozen[hf]
         hf, hl = hf[keep], hl[keep]
     return rates
+
+
+def fair_rates(capacity: np.ndarray, hop_flow: np.ndarray, hop_link: np.ndarray,
+               n_flows: int, rtol: float = 0.0) -> np.ndarray:
+    """Max-min fair rates, exact (``rtol = 0``, :func:`max_min_rates`) or with coarse
+    filling levels (:func:`coarse_max_min_rates`): the one rate rule of every fluid loop
+    (:func:`run`, :func:`evaluators.iteration.phase.flow_phase`, the reconfigurable
+    fabric)."""
+    if rtol == 0:
+        return max_min_rates(capacity, hop_flow, hop_link, n_flows)
+    return coarse_max_min_rates(capacity, hop_flow, hop_link, n_flows, rtol)
 
 
 RateObserver = Callable[[float, np.ndarray, np.ndarray], None]

@@ -35,7 +35,9 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import shortest_path
 
 from codesign.errors import InfeasibleError, invalid
-from evaluators.netsim.flow import RTOL, coarse_max_min_rates, max_min_rates
+from codesign.specs import check_number
+from evaluators.netsim.flow import RTOL, fair_rates
+from topologies.routing import predecessor_walk
 
 __all__ = ["ReconfigurableFabric", "Policy"]
 
@@ -54,13 +56,6 @@ class _Flows:
     release: np.ndarray
     finish: np.ndarray
     hops: np.ndarray
-
-
-def _positive(field: str, value: float, *, zero: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or value < 0 or (value == 0 and not zero):
-        raise invalid(field, value, "a finite number " + (">= 0" if zero else "> 0"))
-    return float(value)
 
 
 class ReconfigurableFabric:
@@ -99,10 +94,10 @@ class ReconfigurableFabric:
         if not callable(policy):
             raise invalid("policy", policy, "a callable (demand, degree) -> circuits")
         self.n, self.degree = n, degree
-        self.bandwidth = _positive("bandwidth_Bps", bandwidth_Bps)
-        self.epoch = _positive("epoch_s", epoch_s)
-        self.delay = _positive("delay_s", delay_s, zero=True)
-        self.latency = _positive("latency_s", latency_s, zero=True)
+        self.bandwidth = check_number("bandwidth_Bps", bandwidth_Bps)
+        self.epoch = check_number("epoch_s", epoch_s)
+        self.delay = check_number("delay_s", delay_s, inclusive=True)
+        self.latency = check_number("latency_s", latency_s, inclusive=True)
         self.forwarding = bool(forwarding)
         if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not 0 <= rtol < 1:
             raise invalid("rtol", rtol, "a number in [0, 1) (0 = exact max-min events)")
@@ -148,31 +143,19 @@ class ReconfigurableFabric:
 
     def _paths(self, src: np.ndarray, dst: np.ndarray
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Circuit paths of flows ``src -> dst`` (vectorised over flows, one hop level at a
-        time): ``(ok, local, pair)`` -- which flows have a path now, and the incidence list
-        (flow position among the ``ok`` ones, pair id ``u * n + v`` of each hop)."""
+        """Circuit paths of flows ``src -> dst``: ``(ok, local, pair)`` -- which flows have
+        a path now, and the incidence list (flow position among the ``ok`` ones, pair id
+        ``u * n + v`` of each hop).  With forwarding: minimum-hop paths over the circuit
+        graph (:func:`topologies.routing.predecessor_walk`)."""
         n = self.n
         if not self.forwarding:
             ok = self.circuits[src, dst] > 0
             return ok, np.arange(int(ok.sum())), src[ok] * n + dst[ok]
         pred = self._predecessors()
         ok = pred[src, dst] >= 0
-        s, v = src[ok], dst[ok].copy()
-        idx = np.arange(s.size)
-        hops_flow, hops_pair = [], []
-        walking = v != s
-        while walking.any():   # at most the diameter of the circuit graph
-            f = idx[walking]
-            u = pred[s[f], v[f]]
-            hops_flow.append(f)
-            hops_pair.append(u * n + v[f])
-            v[f] = u
-            walking = v != s
-        if not hops_flow:
-            return ok, np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-        local = np.concatenate(hops_flow)
-        order = np.argsort(local, kind="stable")
-        return ok, local[order], np.concatenate(hops_pair)[order]
+        s, d = src[ok], dst[ok]
+        ptr, prev, nxt = predecessor_walk(s, d, lambda a, cur: pred[s[a], cur])
+        return ok, np.repeat(np.arange(s.size), np.diff(ptr)), prev * n + nxt
 
     # ------------------------------------------------------------------ simulation
     def transfer(self, src, dst, size_bytes, release_s=None) -> np.ndarray:
@@ -242,14 +225,13 @@ class ReconfigurableFabric:
                     or horizon == math.inf:
                 raise InfeasibleError("flows cannot be delivered: no circuit path and no "
                                       "future reconfiguration (the policy left them "
-                                      "unconnected)")
+                                      "unconnected)", reason="connectivity")
             self.t = horizon
             return
         flow_ids = ids[ok]
         counts = np.bincount(local, minlength=flow_ids.size)
         capacity = self.circuits.ravel().astype(np.float64) * self.bandwidth
-        rate = (max_min_rates(capacity, local, pair, flow_ids.size) if self.rtol == 0.0
-                else coarse_max_min_rates(capacity, local, pair, flow_ids.size, self.rtol))
+        rate = fair_rates(capacity, local, pair, flow_ids.size, self.rtol)
         rem = flows.rem[flow_ids]
         left = rem / rate
         dt_done = float(left.min())

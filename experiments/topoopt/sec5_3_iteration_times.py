@@ -80,7 +80,7 @@ def run_one(model: str, d: int, gbps: float, *, rounds: int, budget: int, seed: 
     baselines and each baseline is timed with TopoOpt's strategy and placement, on the
     topology and with the evaluator :func:`optimize` uses (same helpers).
     """
-    from search.alternating import (OptimizeSpec, _baseline_topologies, _ocs_reconfig,
+    from search.alternating import (OptimizeSpec, baseline_topologies, ocs_reconfig_baseline,
                                     evaluate_candidates, optimize)
 
     extra = ("ocs-reconfig",) if ocs else ()
@@ -93,7 +93,7 @@ def run_one(model: str, d: int, gbps: float, *, rounds: int, budget: int, seed: 
     rec["loop_s"] = time.perf_counter() - t0
     if not search_baselines:
         w = spec.load_workload()
-        for name, (topo, bcost, notes) in _baseline_topologies(
+        for name, (topo, bcost, notes) in baseline_topologies(
                 replace(spec, baselines=STATIC), res.cost_usd).items():
             t = evaluate_candidates(spec, w, topo, [res.candidate])[0] if topo else math.inf
             rec["baselines"][name] = {
@@ -101,7 +101,7 @@ def run_one(model: str, d: int, gbps: float, *, rounds: int, budget: int, seed: 
                 "strategy": rec["strategy"], "topology": topo.name if topo else "",
                 "notes": notes}
         if ocs:
-            b = _ocs_reconfig(spec, w, res.candidate)
+            b = ocs_reconfig_baseline(spec, w, res.candidate)
             rec["baselines"]["ocs-reconfig"] = {
                 "iteration_time_s": b.iteration_time_s, "cost_usd": b.cost_usd,
                 "strategy": b.strategy, "topology": b.topology, "notes": b.notes}

@@ -14,7 +14,7 @@ For each (d, batch):
   (:func:`search.alternating.topoopt_topology`), the iteration model on it (multiring
   AllReduce, minimum-hop host forwarding of the MP transfers);
 * the cost-equivalent Fat-tree and the Ideal Switch of :func:`search.alternating.optimize`
-  (same construction: :func:`search.alternating._baseline_topologies`);
+  (same construction: :func:`search.alternating.baseline_topologies`);
 * Fig. 12 top axis: all-to-all / AllReduce bytes (:meth:`Demand.split_totals`);
 * Fig. 13: bandwidth tax of the iteration (all inter-server traffic, forwarded bytes
   counted again: :attr:`IterationResult.bandwidth_tax`) and of the all-to-all alone
@@ -80,7 +80,7 @@ def run_one(d: int, b: int, cdf: bool) -> dict:
     from codesign.workloads.demand import demand_for
     from evaluators.iteration import evaluate
     from evaluators.iteration.comm import CommTimer, System
-    from search.alternating import _baseline_topologies, topoopt_topology
+    from search.alternating import baseline_topologies, topoopt_topology
     from search.strategy_space import initial_candidate
     from topologies.cost import topoopt_cost
 
@@ -97,7 +97,7 @@ def run_one(d: int, b: int, cdf: bool) -> dict:
     cost = topoopt_cost(SERVERS, d, spec.bandwidth_Bps).total_usd
     topos = {"topoopt": finder.topology}
     notes = {}
-    for name, (topo, bcost, note) in _baseline_topologies(spec, cost).items():
+    for name, (topo, bcost, note) in baseline_topologies(spec, cost).items():
         topos[name], notes[name] = topo, note
     rec = {"degree": d, "batch_per_gpu": b, "strategy": STRATEGY, "allreduce_bytes":
            allreduce_bytes, "alltoall_bytes": alltoall_bytes, "finder_s": finder_s,

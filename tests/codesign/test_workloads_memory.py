@@ -90,10 +90,10 @@ def test_gpt3_175b_default_microbatches_does_not_fit() -> None:
     w = get_workload("gpt3-175b")
     with pytest.raises(InfeasibleError) as err:
         check_memory(w, "dp=1,tp=8,pp=16,zero=1", "A100-80")
+    assert err.value.reason == "memory"
     msg = str(err.value)
     assert "\n" not in msg
     assert msg.startswith("strategy dp=1,tp=8,pp=16,zero=1 needs ")
-    assert "GiB per GPU" in msg and "hardware A100-80 has 80.0 GiB" in msg
     need = float(msg.split(" needs ")[1].split(" GiB")[0])
     assert need > 3000  # ~3100 GiB: 16 x 96 sequences x 2.0 GiB each
 
@@ -146,3 +146,17 @@ def test_strategy_must_apply(strategy: str, field: str) -> None:
 def test_tp_must_divide_heads() -> None:
     with pytest.raises(InvalidSpecError, match="attention heads"):
         memory_per_gpu(get_workload("gpt3-175b"), "dp=1,tp=7", "A100-80")
+
+
+def test_infeasible_reason_is_typed_and_survives_pickling() -> None:
+    import pickle
+
+    from codesign.errors import INFEASIBLE_REASONS
+
+    with pytest.raises(InfeasibleError) as err:
+        check_memory(get_workload("gpt3-175b"), "dp=8", "H100")
+    back = pickle.loads(pickle.dumps(err.value))
+    assert back.reason == "memory" and str(back) == str(err.value)
+    assert InfeasibleError("x").reason == "other" and "memory" in INFEASIBLE_REASONS
+    with pytest.raises(ValueError, match="reason"):
+        InfeasibleError("x", reason="oom")

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from codesign.errors import InvalidSpecError
-from evaluators.algorithms.closed_form import CLOSED_FORMS, closed_form_time
+from evaluators.algorithms.closed_form import closed_form_time
 from evaluators.collectives import Collective
-from evaluators.registry import synthesize
+from evaluators.registry import closed_forms, synthesize
 from topologies.families.multidim import fully_connected, hypercube, ring, switch, uniring
 from topologies.registry import from_spec
 
@@ -67,7 +67,7 @@ def test_bidir_ring_on_ring(n, chunks):
 def test_direct_on_fc(n, chunks):
     bw, lat, size = _params(200 + n * 10 + chunks)
     topo = fully_connected(n, bandwidth=bw, latency=lat)
-    for kind in CLOSED_FORMS["direct"][1]:
+    for kind in closed_forms()["direct"].kinds:
         _agree(topo, kind, "direct", size, chunks,
                closed_form_time("direct", kind, n, size, bw, lat, chunks=chunks))
 
@@ -132,16 +132,14 @@ def test_multiring_on_perms(spec, gens, chunks):
 
 # ------------------------------------------------- closed forms vs hand values
 def test_closed_forms_against_textbook_alpha_beta():
-    from evaluators.alpha_beta import ring_allgather_time, ring_allreduce_time
-
     n, S, B, a = 8, 1e9, 50e9, 2e-6
     # c = 1: the classic ring formulas (Patarasuk & Yuan), independently coded.
     assert closed_form_time("ring", "allreduce", n, S, B, a) == pytest.approx(
         2 * (n - 1) * a + 2 * (n - 1) / n * S / B, rel=1e-12)
-    assert closed_form_time("ring", "allreduce", n, S, B, a) == pytest.approx(
-        ring_allreduce_time(n, S, B, a), rel=1e-12)
     assert closed_form_time("ring", "allgather", n, S, B, a) == pytest.approx(
-        ring_allgather_time(n, S, B, a), rel=1e-12)
+        (n - 1) * (a + S / (n * B)), rel=1e-12)
+    assert closed_form_time("ring", "reducescatter", n, S, B, a) == pytest.approx(
+        (n - 1) * (a + S / (n * B)), rel=1e-12)
     # Hand values: direct allgather on fc:4, 4 GB, 1 GB/s, no latency -> one 1 GB hop.
     assert closed_form_time("direct", "allgather", 4, 4e9, 1e9, 0.0) == pytest.approx(1.0)
     # rhd on a switch of 4, c = 1: 3 chunk sends through the uplink + 1 more hop.
@@ -163,7 +161,7 @@ def test_closed_forms_against_textbook_alpha_beta():
 def test_closed_form_errors_name_what_is_valid():
     with pytest.raises(InvalidSpecError) as err:
         closed_form_time("tree", "allreduce", 4, 1e6, 1e9, 1e-6)
-    assert all(name in str(err.value) for name in CLOSED_FORMS)
+    assert all(name in str(err.value) for name in closed_forms())
     with pytest.raises(InvalidSpecError, match="allgather, reducescatter, allreduce"):
         closed_form_time("rhd", "broadcast", 4, 1e6, 1e9, 1e-6)
     with pytest.raises(InvalidSpecError, match="chunks, topology"):

@@ -18,7 +18,8 @@ import pytest
 
 from codesign.errors import InvalidSpecError
 from evaluators.collectives import KINDS, Collective
-from evaluators.registry import ALGORITHMS, algorithm_names, synthesize
+from evaluators.algorithms.closed_form import closed_form_time
+from evaluators.registry import ALGORITHMS, algorithm_names, closed_forms, synthesize
 from evaluators.validate import validate_schedule
 from topology_cases import cached_topology
 
@@ -120,3 +121,70 @@ def test_unknown_algorithm_and_option_list_valid_ones():
         synthesize(topo, coll, "rhd", seed=1)
     with pytest.raises(InvalidSpecError, match="allreduce, broadcast, reduce"):
         synthesize(topo, Collective.on("alltoall", 4, 1e6), "dbt")
+
+
+# ------------------------------------------------------------- closed forms
+def test_every_baseline_registers_its_closed_form():
+    assert BASELINES <= set(closed_forms())
+
+
+@pytest.mark.parametrize("alg", sorted(closed_forms()))
+def test_algorithm_matches_its_registered_closed_form(alg):
+    """Each algorithm, timed by the congestion model on the topologies its closed form
+    names (ClosedForm.cases), against that formula, for every kind it covers."""
+    form = ALGORITHMS[alg].closed_form
+    bw, lat, size = 7.3e9, 1.7e-6, 3.1e6
+    checked = 0
+    for topo, params, options in form.cases(bw, lat):
+        for kind in form.kinds:
+            for chunks in (1, 2, 4):
+                try:
+                    want = closed_form_time(alg, kind, topo.npus, size, bw, lat,
+                                            chunks=chunks, **params)
+                except InvalidSpecError:
+                    # The one case without a formula: a hierarchical all-reduce with too
+                    # few pieces to hide the reduce-scatter tail (closed_form docstring).
+                    assert (alg, kind) == ("hierarchical", "allreduce") and chunks < 4
+                    continue
+                coll = Collective.on(kind, topo.npus, size, chunks_per_npu=chunks)
+                got = synthesize(topo, coll, alg, **options).time_s
+                assert got == pytest.approx(want, rel=1e-9), (alg, kind, topo.name, chunks)
+                checked += 1
+    assert checked >= len(form.kinds)
+
+
+# ---------------------------------------------------------- validate=True
+def test_synthesize_validates_small_schedules_by_default():
+    """A synthesizer that forgets a transfer: caught by the default validation (the
+    schedule is far below VALIDATE_MAX_HOPS), returned as is with validate=False."""
+    from evaluators.registry import VALIDATE_MAX_HOPS, register_algorithm
+
+    name = "_test_broken_ring"
+
+    @register_algorithm(name, kinds=("allgather",))
+    def broken(topology, collective):
+        return _drop_first(ALGORITHMS["ring"].fn(topology, collective))
+
+    try:
+        topo, coll = cached_topology("ring:4"), Collective.on("allgather", 4, 4e6)
+        with pytest.raises(InvalidSpecError, match="invalid schedule"):
+            synthesize(topo, coll, name)
+        sched = synthesize(topo, coll, name, validate=False)
+        assert sched.path_links.size < VALIDATE_MAX_HOPS
+        assert not validate_schedule(sched, topo).valid
+        assert validate_schedule(synthesize(topo, coll, "ring"), topo).valid
+    finally:
+        del ALGORITHMS[name]
+
+
+def _drop_first(s):
+    from evaluators.schedule import Schedule
+
+    keep = np.arange(1, len(s))
+    lens = np.diff(s.path_ptr)[keep]
+    ptr = np.concatenate([[0], np.cumsum(lens)])
+    links = np.concatenate([s.path_links[s.path_ptr[i]:s.path_ptr[i + 1]] for i in keep])
+    hop = None if s.hop_start is None else np.concatenate(
+        [s.hop_start[s.path_ptr[i]:s.path_ptr[i + 1]] for i in keep])
+    return Schedule(s.collective, s.chunk[keep], s.src[keep], s.dst[keep], ptr, links,
+                    s.start[keep], s.end[keep], s.op[keep], dict(s.metadata), hop)

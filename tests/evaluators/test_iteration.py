@@ -192,14 +192,14 @@ def test_zero1_moves_the_same_bytes_as_dp_allreduce():
 
 
 def test_ecmp_paths_are_minimum_hop_walks_and_spread_load():
-    from evaluators.iteration.phase import route_table
+    from topologies.routing import pair_paths
 
     topo = from_spec("fattree:k=4")
     n = topo.npus
     s, d = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
     off = s != d
     s, d = s[off], d[off]
-    ptr, links = route_table(topo).paths(s, d, routing="ecmp")
+    ptr, links = pair_paths(topo, s, d, method="ecmp")
     np.testing.assert_array_equal(np.diff(ptr), topo.hop_matrix[s, d])
     first, last = links[ptr[:-1]], links[ptr[1:] - 1]
     np.testing.assert_array_equal(topo.src[first], s)
@@ -213,7 +213,7 @@ def test_ecmp_paths_are_minimum_hop_walks_and_spread_load():
     assert many.link_bytes.max() < one.link_bytes.max()
     assert many.makespan_s < one.makespan_s
     with pytest.raises(InvalidSpecError, match="routing"):
-        route_table(topo).paths(s, d, routing="spray")
+        pair_paths(topo, s, d, method="spray")
 
 
 # ---------------------------------------------------------------- flow phase oracle

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codesign.errors import InfeasibleError, InvalidSpecError
-from evaluators.algorithms.tacos import _holders_need, greedy_match
+from evaluators.algorithms.tacos import holders_need, greedy_match
 from evaluators.algorithms import tacos_ilp
 from evaluators.algorithms.tacos_ilp import discretise, ilp_match, ilp_solve, tacos_exact
 from evaluators.algorithms.unwind import LogicalLinks, unwind
@@ -282,7 +282,7 @@ def test_heterogeneous_mesh_slow_links_span_steps():
     t = from_spec("mesh:2x3,bw=2GB/s:1GB/s,lat=0")
     coll = Collective.on("allgather", 6, 6 * GB, chunks_per_npu=2)
     links = unwind(t)
-    holders, need = _holders_need(coll, t.n_nodes, "allgather")
+    holders, need = holders_need(coll, t.n_nodes, "allgather")
     res = ilp_solve(links, t.n_nodes, holders, need, coll.chunk_bytes)
     assert res.step_s == pytest.approx(0.25) and res.commensurate and res.optimal
     assert res.time_s == pytest.approx(res.steps * 0.25)
@@ -306,7 +306,7 @@ def _bcast_mesh():
     so the ILP has to prove a horizon infeasible."""
     t = from_spec("mesh:2x3,bw=1GB/s,lat=0")
     coll = Collective.on("broadcast", 6, 6 * GB, chunks_per_npu=6)
-    holders, need = _holders_need(coll, t.n_nodes, "broadcast")
+    holders, need = holders_need(coll, t.n_nodes, "broadcast")
     return unwind(t), t.n_nodes, holders, need, coll.chunk_bytes
 
 

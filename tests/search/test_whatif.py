@@ -100,23 +100,6 @@ def test_cli_json_and_bad_input(capsys):
     assert "multiple of 8" in capsys.readouterr().err
 
 
-def test_ecmp_split_on_small_cases():
-    import numpy as np
-
-    from search.whatif import ecmp_link_loads
-    from topologies.registry import from_spec
-
-    ring = from_spec("ring:4")  # 0 -> 2 has two minimum-hop paths (via 1 and via 3)
-    load = ecmp_link_loads(ring, [(0, 2, 8.0)])
-    on = {(int(ring.src[i]), int(ring.dst[i])): load[i] for i in range(ring.n_links)}
-    assert on[(0, 1)] == on[(1, 2)] == on[(0, 3)] == on[(3, 2)] == pytest.approx(4.0)
-    assert load.sum() == pytest.approx(16.0)  # bytes x hops
-    ft = from_spec("fattree:k=4")  # 16 hosts: host 0 -> host 15 crosses the core, 4 paths
-    load = ecmp_link_loads(ft, [(0, 15, 4.0)])
-    assert load.sum() == pytest.approx(4.0 * 6)  # six hops on every path
-    assert np.isclose(load, 1.0).sum() == 8  # agg-core and core-agg hops split four ways
-
-
 def test_shared_cluster_properties():
     from search.whatif import shared_cluster
 

@@ -20,7 +20,7 @@ from topologies.topoopt import (
     coin_change_mod, coin_change_table, ocs_reconfig, ring_targets,
     select_permutations, theorem1_diameter_bound, topology_finder, totient_perms)
 from topologies.topoopt.matching import mp_matching
-from topologies.topoopt.paths import k_shortest_paths, neighbour_lists
+from topologies.routing import k_shortest_paths, neighbour_lists
 
 
 def _phi(n: int) -> int:

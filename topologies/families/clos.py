@@ -26,6 +26,7 @@ from fractions import Fraction
 import numpy as np
 
 from codesign.errors import invalid
+from codesign.specs import check_int
 from topologies.builder import LinkBuilder
 from topologies.families.options import (
     DEFAULT_BW, DEFAULT_LAT, bandwidth_option, latency_option, no_shape, parse_float, parse_int,
@@ -33,7 +34,8 @@ from topologies.families.options import (
 from topologies.model import Topology
 from topologies.registry import register_family
 
-__all__ = ["fattree", "leafspine", "ideal", "dragonfly", "spec_name", "oversub_ratio", "MAX_NODES"]
+__all__ = ["fattree", "leafspine", "ideal", "dragonfly", "spec_name", "oversub_ratio", "MAX_NODES",
+           "check_link"]
 
 #: Largest node count (NPUs + switches) a builder accepts; beyond it the
 #: all-pairs hop matrix alone would not fit in memory.
@@ -42,12 +44,6 @@ MAX_NODES = 1 << 20
 #: Default leaf size of :func:`leafspine` when neither ``hosts_per_leaf`` nor
 #: ``radix`` is given (a 32-port leaf at oversubscription 1).
 DEFAULT_HOSTS_PER_LEAF = 16
-
-
-def _check_int(value: object, field: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise invalid(field, value, f"an integer >= {minimum}")
-    return int(value)
 
 
 def _check_nodes(total: int, family: str) -> None:
@@ -61,8 +57,11 @@ def spec_name(family: str, shape: str, options) -> str:
     return f"{family}:{','.join(items)}" if items else family
 
 
-def _check_link(bandwidth: float, latency: float, family: str) -> tuple[float, float]:
-    # Validate here so the message names the family option, not "link 0".
+def check_link(bandwidth: float, latency: float, family: str) -> tuple[float, float]:
+    """A family builder's link bandwidth (bytes/s, finite > 0) and latency (s, finite >= 0).
+
+    Validated here so that the message names the family option, not "link 0".
+    """
     try:
         bw, lat = float(bandwidth), float(latency)
     except (TypeError, ValueError):
@@ -116,10 +115,10 @@ def fattree(k: int, *, bandwidth: float = DEFAULT_BW, latency: float = DEFAULT_L
     >>> t.npus, t.switches, t.n_links, t.diameter
     (16, 20, 96, 6)
     """
-    k = _check_int(k, "fattree k", 2)
+    k = check_int("fattree k", k, 2)
     if k % 2:
         raise invalid("fattree k", k, "an even integer >= 2")
-    bw, lat = _check_link(bandwidth, latency, "fattree")
+    bw, lat = check_link(bandwidth, latency, "fattree")
     half = k // 2
     n_hosts = k ** 3 // 4
     n_edge = n_agg = k * half
@@ -224,21 +223,21 @@ def leafspine(hosts: int, *, oversub: float = 1.0, hosts_per_leaf: int | None = 
     >>> t.params["leaves"], t.params["spines"], t.params["bisection_Bps"] / 25e9
     (8, 8, 32.0)
     """
-    hosts = _check_int(hosts, "leafspine hosts", 2)
+    hosts = check_int("leafspine hosts", hosts, 2)
     ratio = oversub_ratio(oversub)
-    bw, lat = _check_link(bandwidth, latency, "leafspine")
+    bw, lat = check_link(bandwidth, latency, "leafspine")
     p, q = ratio.numerator, ratio.denominator
     if hosts_per_leaf is not None and radix is not None:
         raise invalid("leafspine sizing", "hosts_per_leaf and radix", "at most one of them")
     if hosts_per_leaf is not None:
-        m = _check_int(hosts_per_leaf, "leafspine hosts_per_leaf", 1)
+        m = check_int("leafspine hosts_per_leaf", hosts_per_leaf, 1)
         if (m * q) % p:
             raise invalid("leafspine hosts_per_leaf", m,
                           f"a multiple of {p} so that hosts_per_leaf / oversub ({float(ratio):g}) "
                           "uplinks is a whole number")
         u = m * q // p
     elif radix is not None:
-        r = _check_int(radix, "leafspine radix", 2)
+        r = check_int("leafspine radix", radix, 2)
         if (r * q) % (p + q):
             raise invalid("leafspine radix", r,
                           f"a multiple of {p + q} so that radix / (1 + oversub) uplinks is a "
@@ -316,9 +315,9 @@ def ideal(servers: int, *, degree: int = 1, bandwidth: float = DEFAULT_BW,
     >>> t.npus, t.switches, float(t.bandwidth[0])
     (8, 1, 50000000000.0)
     """
-    n = _check_int(servers, "ideal servers", 1)
-    d = _check_int(degree, "ideal degree", 1)
-    bw, lat = _check_link(bandwidth, latency, "ideal")
+    n = check_int("ideal servers", servers, 1)
+    d = check_int("ideal degree", degree, 1)
+    bw, lat = check_link(bandwidth, latency, "ideal")
     _check_nodes(n + 1, "ideal")
     b = LinkBuilder(n, 1)
     b.cable(np.arange(n), n, d * bw, lat)
@@ -374,16 +373,16 @@ def dragonfly(a: int, p: int, h: int, g: int | None = None, *, bandwidth: float 
     >>> t.npus, t.switches, t.n_links, t.diameter
     (72, 36, 324, 5)
     """
-    a = _check_int(a, "dragonfly a (routers per group)", 1)
-    p = _check_int(p, "dragonfly p (terminals per router)", 1)
-    h = _check_int(h, "dragonfly h (global links per router)", 0)
+    a = check_int("dragonfly a (routers per group)", a, 1)
+    p = check_int("dragonfly p (terminals per router)", p, 1)
+    h = check_int("dragonfly h (global links per router)", h, 0)
     g_max = a * h + 1
-    g = g_max if g is None else _check_int(g, "dragonfly g (groups)", 1)
+    g = g_max if g is None else check_int("dragonfly g (groups)", g, 1)
     if g > g_max:
         raise invalid("dragonfly g (groups)", g,
                       f"at most a*h+1 = {g_max} so that every pair of groups has a global link")
-    bw, lat = _check_link(bandwidth, latency, "dragonfly")
-    gbw, glat = _check_link(bw if global_bandwidth is None else global_bandwidth,
+    bw, lat = check_link(bandwidth, latency, "dragonfly")
+    gbw, glat = check_link(bw if global_bandwidth is None else global_bandwidth,
                             lat if global_latency is None else global_latency, "dragonfly global")
     n_routers = a * g
     n = n_routers * p

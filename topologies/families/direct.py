@@ -38,8 +38,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from codesign.errors import InfeasibleError, invalid
+from codesign.specs import check_int
 from topologies.builder import LinkBuilder
-from topologies.families.clos import MAX_NODES, _check_int, _check_link, spec_name
+from topologies.families.clos import MAX_NODES, check_link, spec_name
 from topologies.families.options import (
     DEFAULT_BW, DEFAULT_LAT, bandwidth_option, latency_option, parse_int,
 )
@@ -101,8 +102,8 @@ def expander(n: int, *, degree: int, seed: int = 0, bandwidth: float = DEFAULT_B
     """
     import networkx as nx
 
-    n = _check_int(n, "expander servers", 2)
-    d = _check_int(degree, "expander degree", 1)
+    n = check_int("expander servers", n, 2)
+    d = check_int("expander degree", degree, 1)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise invalid("expander seed", seed, "an integer >= 0")
     if d >= n:
@@ -114,7 +115,7 @@ def expander(n: int, *, degree: int, seed: int = 0, bandwidth: float = DEFAULT_B
                       "disconnected for more than 2 servers)")
     if n > MAX_NODES:
         raise invalid("expander servers", n, f"at most {MAX_NODES}")
-    bw, lat = _check_link(bandwidth, latency, "expander")
+    bw, lat = check_link(bandwidth, latency, "expander")
     rng = np.random.default_rng(int(seed))
     attempts = 1
     if d == 1:
@@ -129,7 +130,8 @@ def expander(n: int, *, degree: int, seed: int = 0, bandwidth: float = DEFAULT_B
                 break
         else:
             raise InfeasibleError(f"no connected {d}-regular graph on {n} servers found in "
-                                  f"{EXPANDER_MAX_TRIES} draws (seed {seed}); raise the degree")
+                                  f"{EXPANDER_MAX_TRIES} draws (seed {seed}); raise the degree",
+                                  reason="shape")
         edges = np.array(sorted(tuple(sorted(e)) for e in g.edges()), dtype=np.int64)
     b = LinkBuilder(n)
     b.cable(edges[:, 0], edges[:, 1], bw, lat)
@@ -223,12 +225,12 @@ def direct_connect(n: int, *, permutations: Sequence[object] = (),
     >>> t.n_links, t.diameter
     (24, 5)
     """
-    n = _check_int(n, "direct_connect servers", 2)
+    n = check_int("direct_connect servers", n, 2)
     if n > MAX_NODES:
         raise invalid("direct_connect servers", n, f"at most {MAX_NODES}")
     if not isinstance(bidirectional, bool):
         raise invalid("direct_connect bidirectional", bidirectional, "true or false")
-    bw, lat = _check_link(bandwidth, latency, "direct_connect")
+    bw, lat = check_link(bandwidth, latency, "direct_connect")
     if isinstance(permutations, (str, bytes)) or isinstance(matchings, (str, bytes)):
         raise invalid("direct_connect permutations/matchings", (permutations, matchings),
                       "lists of generators, permutations or pairs")

@@ -62,9 +62,10 @@ from __future__ import annotations
 import numpy as np
 
 from codesign.errors import invalid
+from codesign.specs import check_int
 from codesign.units import parse_bandwidth, parse_time
 from topologies.builder import LinkBuilder
-from topologies.families.clos import MAX_NODES, _check_int, _check_link, spec_name
+from topologies.families.clos import MAX_NODES, check_link, spec_name
 from topologies.families.options import no_shape, parse_int
 from topologies.model import Topology
 from topologies.registry import register_family
@@ -127,7 +128,7 @@ def dgx1(*, nvlink_bandwidth: float = V100_NVLINK_BW, latency: float = DEFAULT_L
     >>> t.n_links, t.diameter, float(t.injection_bandwidth()[0]) / 25e9
     (48, 2, 6.0)
     """
-    bw, lat = _check_link(nvlink_bandwidth, latency, "dgx1")
+    bw, lat = check_link(nvlink_bandwidth, latency, "dgx1")
     b = LinkBuilder(GPUS_PER_NODE)
     pairs = np.array(DGX1_NVLINKS, dtype=np.int64)
     for count in (1, 2):
@@ -206,13 +207,13 @@ def rail_bisection_bandwidth(nodes: int, nvlink_bandwidth: float, nic_bandwidth:
 def _rail_nodes(nodes: int, nvlink_bandwidth: float, nic_bandwidth: float, latency: float,
                 nic_latency: float | None, family: str, name: str, links: str = "nvlink",
                 pcie_bandwidth: float = A100_PCIE_BW) -> Topology:
-    nodes = _check_int(nodes, f"{family} nodes", 1)
+    nodes = check_int(f"{family} nodes", nodes, 1)
     if links not in LINK_SETS:
         raise invalid(f"{family} links", links, f"one of {', '.join(LINK_SETS)}")
-    nv_bw, nv_lat = _check_link(nvlink_bandwidth, latency, f"{family} nvlink")
-    nic_bw, nic_lat = _check_link(nic_bandwidth, latency if nic_latency is None else nic_latency,
+    nv_bw, nv_lat = check_link(nvlink_bandwidth, latency, f"{family} nvlink")
+    nic_bw, nic_lat = check_link(nic_bandwidth, latency if nic_latency is None else nic_latency,
                                   f"{family} nic")
-    pcie_bw, pcie_lat = _check_link(pcie_bandwidth, latency, f"{family} pcie")
+    pcie_bw, pcie_lat = check_link(pcie_bandwidth, latency, f"{family} pcie")
     n = nodes * GPUS_PER_NODE
     rails = GPUS_PER_NODE if nodes > 1 else 0
     nvs = nodes if links != "nic" else 0

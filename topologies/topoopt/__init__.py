@@ -7,7 +7,7 @@
   lines 12-17, App. E.4 Eq. 2);
 * :mod:`~topologies.topoopt.repair` -- filling free interfaces, OWAN two-edge
   replacement for connectivity;
-* :mod:`~topologies.topoopt.paths` -- k shortest paths for MP routing;
+* k shortest paths for MP routing: :func:`topologies.routing.k_shortest_paths`;
 * :mod:`~topologies.topoopt.finder` -- :func:`topology_finder` (Algorithm 1);
 * :mod:`~topologies.topoopt.ocs` -- :func:`ocs_reconfig` (Algorithm 5; the epoch loop
   around it is :class:`evaluators.netsim.reconfigurable.ReconfigurableFabric`).

@@ -29,7 +29,7 @@ Steps (Algorithm 1 line numbers)
    pieces (:mod:`topologies.topoopt.repair`).
 5. *Routing* (lines 19-20): CoinChangeMod (Algorithm 4) over each group's
    generators for the AllReduce pairs (each member to its successor in the group's
-   order), ``k_paths`` shortest paths for the MP pairs (:mod:`topologies.topoopt.paths`).
+   order), ``k_paths`` shortest paths for the MP pairs (:func:`topologies.routing.k_shortest_paths`).
 
 Degree
 ------
@@ -55,7 +55,7 @@ from topologies.families.options import DEFAULT_BW, DEFAULT_LAT
 from topologies.model import Topology
 from topologies.topoopt.coin_change import CoinTable, coin_change_table
 from topologies.topoopt.matching import discount_function, mp_matching
-from topologies.topoopt.paths import k_shortest_paths, neighbour_lists
+from topologies.routing import k_shortest_paths, neighbour_lists
 from topologies.topoopt.perms import ring_targets, select_permutations, totient_perms
 from topologies.topoopt.repair import (
     KIND_NAMES, MP, RING, LinkSet, connect_pieces, fill_interfaces)

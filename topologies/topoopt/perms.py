@@ -16,18 +16,13 @@ from math import gcd, isqrt
 import numpy as np
 
 from codesign.errors import invalid
+from codesign.specs import check_int
 
 __all__ = ["totient_perms", "ring_order", "ring_targets", "select_permutations",
            "theorem1_diameter_bound", "THEOREM1_CONSTANT"]
 
 #: Constant ``C`` of :func:`theorem1_diameter_bound` (see its docstring).
 THEOREM1_CONSTANT = 1.0
-
-
-def _int(value: object, field: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise invalid(field, value, f"an integer >= {minimum}")
-    return int(value)
 
 
 def _is_prime(p: int) -> bool:
@@ -65,7 +60,7 @@ def totient_perms(n: int, *, primes_only: bool = False) -> list[int]:
     >>> totient_perms(16, primes_only=True)
     [1, 3, 5, 7, 11, 13]
     """
-    n = _int(n, "totient_perms n", 2)
+    n = check_int("totient_perms n", n, 2)
     gens = [p for p in range(1, n) if gcd(p, n) == 1]
     if primes_only:
         gens = [p for p in gens if p == 1 or _is_prime(p)]
@@ -164,8 +159,8 @@ def theorem1_diameter_bound(n: int, d: int, *, constant: float = THEOREM1_CONSTA
     >>> round(theorem1_diameter_bound(1000, 3), 6)      # 3 * 10
     30.0
     """
-    n = _int(n, "theorem1 n", 2)
-    d = _int(d, "theorem1 d", 1)
+    n = check_int("theorem1 n", n, 2)
+    d = check_int("theorem1 d", d, 1)
     d_eff = min(d, max(1, int(np.ceil(np.log2(n)))))
     x = max(2.0, float(n) ** (1.0 / d_eff))
     return constant * d_eff * x

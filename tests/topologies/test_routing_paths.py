@@ -1,0 +1,112 @@
+"""Paths on any topology (topologies.routing): shortest, hashed ECMP, split ECMP, walks.
+
+Oracles: networkx (minimum-hop lengths, the enumeration of all minimum-hop paths for the
+split), the path walk checked link by link, Topology.route for the batched form.
+"""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from codesign.errors import InfeasibleError, InvalidSpecError
+from topologies.registry import from_spec
+from topologies.routing import (
+    all_pairs, ecmp_hashed_paths, ecmp_split_loads, pair_paths, predecessor_walk, route,
+    shortest_paths,
+)
+
+SPECS = ["ring:6", "torus:3x4", "fattree:k=4", "expander:12,degree=3,seed=1", "switch:5"]
+
+
+def _walks(t, src, dst, ptr, links):
+    for i, (s, d) in enumerate(zip(src, dst)):
+        p = links[ptr[i]:ptr[i + 1]]
+        nodes = [s] + t.dst[p].tolist()
+        assert t.src[p].tolist() == nodes[:-1] and nodes[-1] == d
+
+
+@pytest.mark.parametrize("spec", SPECS)
+def test_shortest_and_hashed_paths_are_minimum_hop_walks(spec):
+    t = from_spec(spec)
+    g = nx.DiGraph(list(zip(t.src.tolist(), t.dst.tolist())))
+    n = t.n_nodes
+    s, d = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    hops = dict(nx.all_pairs_shortest_path_length(g))
+    want = np.array([hops[a][b] for a, b in zip(s.tolist(), d.tolist())])
+    assert np.array_equal(all_pairs(t)[0][s, d], want)
+    for method in ("shortest", "ecmp_hashed", "ecmp"):
+        ptr, links = pair_paths(t, s, d, method=method, seed=3)
+        assert np.array_equal(np.diff(ptr), want)
+        _walks(t, s.tolist(), d.tolist(), ptr, links)
+    if "fattree" in spec:                     # up/down on the NPUs: minimum hop too
+        npu = (s < t.npus) & (d < t.npus)
+        ptr, links = pair_paths(t, s[npu], d[npu], method="dmodk")
+        assert np.array_equal(np.diff(ptr), want[npu])
+        _walks(t, s[npu].tolist(), d[npu].tolist(), ptr, links)
+    # The batch gives Topology.route's path for every pair.
+    ptr, links = shortest_paths(t, s, d)
+    for i in range(0, s.size, 7):
+        assert tuple(links[ptr[i]:ptr[i + 1]].tolist()) == t.route(int(s[i]), int(d[i])) \
+            == route(t, int(s[i]), int(d[i]))
+
+
+def test_hashed_ecmp_uses_several_paths_and_the_seed_changes_it():
+    t = from_spec("fattree:k=4")
+    src = np.repeat(np.arange(16), 15)
+    dst = np.array([d for s in range(16) for d in range(16) if d != s])
+    a = ecmp_hashed_paths(t, src, dst, seed=1)[1]
+    assert np.array_equal(a, ecmp_hashed_paths(t, src, dst, seed=1)[1])
+    assert not np.array_equal(a, ecmp_hashed_paths(t, src, dst, seed=0)[1])
+    fixed = np.bincount(shortest_paths(t, src, dst)[1], minlength=t.n_links).max()
+    assert np.bincount(a, minlength=t.n_links).max() < fixed
+
+
+@pytest.mark.parametrize("spec", ["ring:6", "torus:3x4", "fattree:k=4",
+                                  "expander:10,degree=3,seed=2"])
+def test_split_ecmp_equals_brute_force_enumeration(spec):
+    t = from_spec(spec)
+    g = nx.DiGraph(list(zip(t.src.tolist(), t.dst.tolist())))
+    rng = np.random.default_rng(0)
+    pairs = [(int(a), int(b), float(rng.uniform(1, 9)))
+             for a, b in rng.integers(0, t.npus, size=(12, 2))]
+    want = np.zeros(t.n_links)
+    for s, d, b in pairs:
+        if s == d:
+            continue
+        paths = list(nx.all_shortest_paths(g, s, d))
+        for p in paths:
+            for u, v in zip(p, p[1:]):
+                ids = t.links_between(u, v)
+                want[ids] += b / len(paths) * t.bandwidth[ids] / t.bandwidth[ids].sum()
+    np.testing.assert_allclose(ecmp_split_loads(t, pairs), want, rtol=1e-12, atol=1e-12)
+
+
+def test_split_ecmp_on_small_cases():
+    ring = from_spec("ring:4")  # 0 -> 2 has two minimum-hop paths (via 1 and via 3)
+    load = ecmp_split_loads(ring, [(0, 2, 8.0)])
+    on = {(int(ring.src[i]), int(ring.dst[i])): load[i] for i in range(ring.n_links)}
+    assert on[(0, 1)] == on[(1, 2)] == on[(0, 3)] == on[(3, 2)] == pytest.approx(4.0)
+    assert load.sum() == pytest.approx(16.0)  # bytes x hops
+    ft = from_spec("fattree:k=4")  # 16 hosts: host 0 -> host 15 crosses the core, 4 paths
+    load = ecmp_split_loads(ft, [(0, 15, 4.0)])
+    assert load.sum() == pytest.approx(4.0 * 6)  # six hops on every path
+    assert np.isclose(load, 1.0).sum() == 8  # agg-core and core-agg hops split four ways
+
+
+def test_predecessor_walk_and_errors():
+    # A chain 0 -> 1 -> 2 -> 3 given by predecessors; 3 -> 0 unreachable.
+    pred = np.array([[-1, 0, 1, 2]] * 4)
+    ptr, prev, nxt = predecessor_walk(np.array([0, 0, 2]), np.array([3, 0, 3]),
+                                      lambda a, cur: pred[0, cur])
+    assert ptr.tolist() == [0, 3, 3, 4]
+    assert list(zip(prev.tolist(), nxt.tolist())) == [(0, 1), (1, 2), (2, 3), (2, 3)]
+    with pytest.raises(InfeasibleError, match="not reachable"):
+        predecessor_walk(np.array([3]), np.array([0]), lambda a, cur: np.full(a.size, -1))
+    t = from_spec("ring:4")
+    with pytest.raises(InvalidSpecError, match="route endpoint"):
+        shortest_paths(t, [0], [99])
+    with pytest.raises(InvalidSpecError, match="routing"):
+        pair_paths(t, [0], [1], method="spray")
+    with pytest.raises(InvalidSpecError, match="route src"):
+        route(t, -1, 2)
+    assert route(t, 2, 2) == ()
