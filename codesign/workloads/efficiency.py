@@ -32,18 +32,30 @@ Fused (flash) attention
     two, the scores recomputed; FlashAttention-2 Sec. 3.1.2).
 
 Memory-bound work
-    Normalisation, activation, dropout, residual adds, bias adds and (unfused) softmax
-    read and write the layer's activations at HBM bandwidth: ``io_bytes /
-    (bandwidth x memory_efficiency)`` forward, twice that backward (the traffic model of
-    :mod:`codesign.workloads.model`).  Kernels of a layer run in sequence, so the times
-    add.
+    Normalisation, activation, dropout, residual adds, (unfused) softmax, batch norm and
+    the cross-entropy loss over the vocabulary are listed per layer with the HBM bytes
+    each kernel reads and writes (``Layer.memory_ops``, counted in
+    :mod:`codesign.workloads.layers` from the operators Megatron-LM runs) and take
+    ``bytes / (bandwidth x memory_efficiency)``.  ``memory_efficiency`` is a measured
+    property of the memory system, not a fitted one: copy and STREAM-like kernels
+    sustain about 88-90 % of the datasheet HBM bandwidth on A100 and H100, framework
+    element-wise kernels a little less (sources in ``compute_profiles.yaml``).  Layers
+    that list no operators fall back to their forward ``io_bytes`` and twice that
+    backward.  Kernels of a layer run in sequence, so the times add.
+
+Convolutions and mixture-of-experts
+    A convolution is an implicit GEMM (``M = h_out w_out`` per sample, ``N = c_out``,
+    ``K = c_in k^2``); a mixture-of-experts layer runs a grouped GEMM per expert with
+    the tokens routed to it (``M = s top_k capacity / experts`` per sample, times the
+    expert-parallel degree), so many experts and small micro-batches give skinny,
+    weight-bound products (:func:`codesign.workloads.layers.moe`).
 
 Parameters are per GPU in ``codesign/workloads/data/compute_profiles.yaml`` with their
 sources; ``codesign calibrate`` fits ``gemm_efficiency``, ``attention_efficiency`` and
 ``memory_efficiency`` to measured runs.  The model applies to 2-byte and 1-byte formats
 (bf16, fp16, fp8: the tensor-core formats the profiles were measured in); other formats,
-layers without GEMM shapes (convolutions, embeddings, mixture-of-experts) and GPUs
-without a profile keep the constant roofline.
+layers without GEMM shapes (embeddings, pooling, LSTM cells) and GPUs without a profile
+keep the constant roofline.
 """
 
 from __future__ import annotations
