@@ -207,8 +207,8 @@ def test_results_carry_the_validated_error():
 @pytest.mark.parametrize("run_id", ["korthikanti-22B", "korthikanti-175B", "sc21-1.7B",
                                     "sc21-7.5B", "sc21-18B", "megatron-h100-16B"])
 def test_catalog_predicts_published_runs_within_the_validated_fit(run_id):
-    # The built-in (calibrated) profiles reproduce cheap published runs within the worst
-    # fit error of experiments/validation/validation.md (13.7 %), rounded up to 15 %.
+    # The built-in (calibrated) profiles reproduce these cheap published runs as
+    # experiments/validation/validation.md reports (fit errors at most 11.5 %), within 15 %.
     run = next(r for r in load_runs(VALIDATION) if r.id == run_id)
     hw = get_hardware(run.hardware)
     assert hw.compute.validated_error is not None
