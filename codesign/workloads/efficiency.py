@@ -12,9 +12,14 @@ GEMMs (tile and wave quantisation)
     full (NVIDIA, *Matrix Multiplication Background User's Guide*, Deep Learning
     Performance documentation, sections "Tile quantization" and "Wave quantization").
     Each tile also pays a fixed prologue/epilogue, ``k_overhead`` in units of K, so a
-    skinny-K product (attention scores, ``K = head_dim``) runs below peak::
+    skinny-K product (attention scores, ``K = head_dim``) runs below peak.  With fewer
+    tiles than SMs (weight gradients of narrow layers, whose K is every token or pixel
+    of the batch) the kernel splits K over ``SMs // tiles`` CTAs per tile (split-K /
+    stream-K of cuBLAS and CUTLASS, NVIDIA CUTLASS documentation "Efficient GEMM in
+    CUDA", section "Parallelized Reductions"), when that is faster::
 
         t_compute = waves x 2 tile_m tile_n (K + k_overhead) / (peak x gemm_efficiency / SMs)
+                    (split-K: min of that and 2 tile_m tile_n (K / split + k_overhead) / ...)
         t_memory  = (M K + K N + M N) x dtype_bytes / (HBM bandwidth x memory_efficiency)
         t_gemm    = max(t_compute, t_memory)
 
@@ -188,9 +193,18 @@ def gemm_time(m: float, n: float, k: float, *, peak_flops: float, bandwidth_Bps:
     tiles = count * math.ceil(m / p.tile_m - 1e-9) * math.ceil(n / p.tile_n - 1e-9)
     waves = math.ceil(tiles / p.sms - 1e-9)
     per_sm = peak_flops * p.gemm_efficiency / p.sms
-    t_compute = waves * 2.0 * p.tile_m * p.tile_n * (k + p.k_overhead) / per_sm
-    t_memory = count * (m * k + k * n + m * n) * dtype_bytes \
-        / (bandwidth_Bps * p.memory_efficiency)
+    hbm = bandwidth_Bps * p.memory_efficiency
+    tile_flops = 2.0 * p.tile_m * p.tile_n
+    t_compute = waves * tile_flops * (k + p.k_overhead) / per_sm
+    split = p.sms // tiles if tiles else 1
+    if split > 1:
+        # Split-K: fewer output tiles than SMs (a weight gradient of a narrow layer,
+        # K = all the batch's tokens or pixels) -- the libraries cut K into ``split``
+        # slices, one wave of ``tiles x split`` CTAs, each paying the prologue.  The
+        # fix-up of the partial tiles is neglected (stream-K keeps it to the tiles that
+        # straddle slices, Osama et al. PPoPP'23), which keeps the time monotone.
+        t_compute = min(t_compute, tile_flops * (k / split + p.k_overhead) / per_sm)
+    t_memory = count * (m * k + k * n + m * n) * dtype_bytes / hbm
     return max(t_compute, t_memory)
 
 

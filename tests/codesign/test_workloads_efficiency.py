@@ -310,3 +310,16 @@ def test_bad_memory_ops(ops, needle):
 
     with pytest.raises(InvalidSpecError, match=needle):
         Layer("x", "dense", 0, 0.0, 0.0, 1.0, memory_ops=ops)
+
+
+def test_split_k_for_fewer_tiles_than_sms_by_hand():
+    # A weight gradient of ResNet's first convolution at batch 32: (147, 64) output, one
+    # tile, K = 32 x 112 x 112 pixels.  Split over all 108 SMs, each slice K / 108;
+    # without the split one SM would run the whole K.
+    m, n, k = 147, 64, 32 * 112 * 112
+    split = 2 * 256 * 128 * (k / 108) / (PEAK / 108)
+    memory = (m * k + k * n + m * n) * 2 / BW
+    assert g(m, n, k) == pytest.approx(max(split, memory), rel=1e-12)
+    assert g(m, n, k) < 0.02 * (2 * 256 * 128 * k / (PEAK / 108))
+    # With a full wave of tiles there is nothing to split.
+    assert g(256 * 12, 128 * 9, 4096) == pytest.approx(2 * 256 * 128 * 4096 / (PEAK / 108))
