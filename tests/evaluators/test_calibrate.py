@@ -235,3 +235,12 @@ def test_any_cell_parses_or_fails_with_a_named_row(tmp_path_factory, field, text
         assert "row 1" in str(exc) or "runs.csv" in str(exc)
     else:
         assert len(runs) == 1 and runs[0].measured_s > 0
+
+
+def test_samples_per_second_converts_to_iteration_time(tmp_path):
+    # NVIDIA's ResNet-50 table: 2470 images/s on one A100 at batch 256 -> 0.1036 s.
+    row = {"id": "r", "gpu": "A100-80", "gpus": 1, "workload": "resnet50",
+           "options": "dtype_bytes=2 batch_size=256", "strategy": "dp=1",
+           "measured": "samples_per_s", "value": "2470"}
+    run = load_runs(_write(tmp_path / "r.csv", [row]))[0]
+    assert run.measured_s == pytest.approx(256 / 2470)
