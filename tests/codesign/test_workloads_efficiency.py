@@ -323,3 +323,26 @@ def test_split_k_for_fewer_tiles_than_sms_by_hand():
     assert g(m, n, k) < 0.02 * (2 * 256 * 128 * k / (PEAK / 108))
     # With a full wave of tiles there is nothing to split.
     assert g(256 * 12, 128 * 9, 4096) == pytest.approx(2 * 256 * 128 * 4096 / (PEAK / 108))
+
+
+def test_expert_parallelism_feeds_local_experts_by_hand():
+    # Mixtral-style MoE block under ep=8 on 8 GPUs: each GPU keeps 8 / 8 = 1 expert and
+    # receives the tokens the 8 ranks route to it (M x 8); the router GEMM and the
+    # memory-bound operators stay per rank.  The forward compute op equals the sum by hand.
+    from codesign.workloads import demand_for
+
+    w = get_workload("mixtral-8x7b", layers=1, seq_len=1024, batch_size=8)
+    layer = w.layer("block0.mlp")
+    d = demand_for(w, "dp=8,ep=8,microbatches=1", A100, check=False)
+    op = next(o for o in d.compute() if o.name == "block0.mlp" and o.phase == "forward")
+    b = d.microbatch_size
+    prof = A100.compute
+    kw = dict(peak_flops=PEAK, bandwidth_Bps=BW, dtype_bytes=2, profile=prof)
+    expected = 0.0
+    for m, n, k, count, shard in layer.gemms:
+        if shard in ("en", "ek"):
+            expected += gemm_time(m * 8 * b, n, k, count=count / 8, **kw)
+        else:
+            expected += gemm_time(m * b, n, k, count=count, **kw)
+    expected += b * sum(f for _, f, _, _ in layer.memory_ops) / (BW * prof.memory_efficiency)
+    assert op.seconds == pytest.approx(expected, rel=1e-12)
