@@ -42,9 +42,10 @@ Memory-bound work
     each kernel reads and writes (``Layer.memory_ops``, counted in
     :mod:`codesign.workloads.layers` from the operators Megatron-LM runs) and take
     ``bytes / (bandwidth x memory_efficiency)``.  ``memory_efficiency`` is a measured
-    property of the memory system, not a fitted one: copy and STREAM-like kernels
-    sustain about 88-90 % of the datasheet HBM bandwidth on A100 and H100, framework
-    element-wise kernels a little less (sources in ``compute_profiles.yaml``).  Layers
+    property of the memory system, not a fitted one: a streaming kernel sustains 88 %
+    of the A100's datasheet HBM bandwidth and about 90 % is the most any kernel reaches;
+    framework element-wise kernels run a little below a pure copy: 0.85 (sources in
+    ``compute_profiles.yaml``).  Layers
     that list no operators fall back to their forward ``io_bytes`` and twice that
     backward.  Kernels of a layer run in sequence, so the times add.
 
@@ -56,8 +57,9 @@ Convolutions and mixture-of-experts
     weight-bound products (:func:`codesign.workloads.layers.moe`).
 
 Parameters are per GPU in ``codesign/workloads/data/compute_profiles.yaml`` with their
-sources; ``codesign calibrate`` fits ``gemm_efficiency``, ``attention_efficiency`` and
-``memory_efficiency`` to measured runs.  The model applies to 2-byte and 1-byte formats
+sources; ``codesign calibrate`` fits any of ``gemm_efficiency``, ``attention_efficiency``
+and ``memory_efficiency`` to measured runs (the built-in profiles fit the GEMM efficiency
+only; the other two are the kernels' measured figures).  The model applies to 2-byte and 1-byte formats
 (bf16, fp16, fp8: the tensor-core formats the profiles were measured in); other formats,
 layers without GEMM shapes (embeddings, pooling, LSTM cells) and GPUs without a profile
 keep the constant roofline.
