@@ -150,7 +150,7 @@ def test_cross_entropy_over_the_vocabulary_by_hand():
     w = get_workload("llama3-8b")
     lm = w.layer("lm_head")
     s, h, V, d = 8192, 4096, 128256, 2
-    ops = dict((name, (f, b)) for name, f, b, _ in lm.memory_ops)
+    ops = {name: (f, b) for name, f, b, _ in lm.memory_ops}
     assert ops["cross_entropy"] == (pytest.approx((d + 36) * V * s),
                                     pytest.approx((d + 12) * V * s))
     assert ops["norm"] == (pytest.approx(2 * d * s * h), pytest.approx(3 * d * s * h))
