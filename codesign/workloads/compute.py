@@ -26,11 +26,13 @@ replaces the roofline for every layer it names.
 Kernel model
 ------------
 When no ``efficiency`` is given, a layer that lists its GEMMs (``Layer.gemms``:
-transformer attention, MLP and output layers, dense layers), on a GPU whose catalog
-entry has a :class:`~codesign.workloads.efficiency.ComputeProfile`, in a tensor-core
-16- or 8-bit format, is timed by the kernel model of
-:mod:`codesign.workloads.efficiency` (GEMM tile and wave quantisation, fused attention,
-element-wise work at HBM bandwidth; ``bound = "kernels"``).  Everything else -- other
+transformer attention, MLP, mixture-of-experts and output layers, dense layers,
+convolutions as implicit GEMMs), on a GPU whose catalog entry has a
+:class:`~codesign.workloads.efficiency.ComputeProfile`, in a tensor-core 16- or 8-bit
+format, is timed by the kernel model of :mod:`codesign.workloads.efficiency` (GEMM tile
+and wave quantisation, fused attention, and the layer's memory-bound operators
+``Layer.memory_ops`` at HBM bandwidth -- or, where a layer lists none, its forward
+``io_bytes`` and twice that backward; ``bound = "kernels"``).  Everything else -- other
 layers, other formats, GPUs without a profile, or an explicit ``efficiency`` -- uses
 the roofline above.
 """
@@ -164,7 +166,14 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str) -> tuple[floa
         t = work / (peak * prof.attention_efficiency)
         fwd += t
         bwd += 2.5 * t
-    elementwise = b * layer.io_bytes / (bw * prof.memory_efficiency)
+    hbm = bw * prof.memory_efficiency
+    if layer.memory_ops:
+        # The layer's memory-bound operators, each at HBM bandwidth (Layer.memory_ops).
+        fwd += b * sum(op[1] for op in layer.memory_ops) / hbm
+        bwd += b * sum(op[2] for op in layer.memory_ops) / hbm
+        return fwd, bwd
+    # Not listed: the forward activation traffic, and twice that backward.
+    elementwise = b * layer.io_bytes / hbm
     return fwd + elementwise, bwd + 2.0 * elementwise
 
 

@@ -375,13 +375,20 @@ def _sharded(layer: Layer, s: Strategy) -> Layer:
     shared, expert = layer_params_per_gpu(layer, s)
     T = s.tp if layer.tp_shardable else 1
     t = T * s.cp
-    gemms = tuple((m / s.cp, n / T if shard == "n" else n, k / T if shard == "k" else k,
-                   c / T if shard == "count" else c, shard)
-                  for m, n, k, c, shard in layer.gemms) if t > 1 else layer.gemms
+    # Expert GEMMs ("en"/"ek"): ``ep`` ranks' tokens meet on ``experts / ep`` local experts.
+    E = s.ep if layer.experts else 1
+    gemms = tuple((m / s.cp * (E if shard in ("en", "ek") else 1),
+                   n / T if shard in ("n", "en") else n, k / T if shard in ("k", "ek") else k,
+                   c / T if shard == "count" else c / E if shard in ("en", "ek") else c, shard)
+                  for m, n, k, c, shard in layer.gemms) if t * E > 1 else layer.gemms
+    # Memory-bound operators: TP splits "tp" ones, and "sp" ones with sequence parallelism.
+    ops = tuple((name, f / split, b / split, shard) for name, f, b, shard in layer.memory_ops
+                for split in [s.cp * (T if shard == "tp" or (shard == "sp" and s.sp) else 1)])
     return replace(layer, params=int(round(shared + expert)), expert_params=0, experts=0,
                    top_k=0, fwd_flops=layer.fwd_flops / t, bwd_flops=layer.bwd_flops / t,
                    io_bytes=layer.io_bytes / t,
-                   attn_core_fwd_flops=layer.attn_core_fwd_flops / t, gemms=gemms)
+                   attn_core_fwd_flops=layer.attn_core_fwd_flops / t, gemms=gemms,
+                   memory_ops=ops)
 
 
 def _recompute_flops(layer: Layer, s: Strategy) -> float:

@@ -12,9 +12,14 @@ GEMMs (tile and wave quantisation)
     full (NVIDIA, *Matrix Multiplication Background User's Guide*, Deep Learning
     Performance documentation, sections "Tile quantization" and "Wave quantization").
     Each tile also pays a fixed prologue/epilogue, ``k_overhead`` in units of K, so a
-    skinny-K product (attention scores, ``K = head_dim``) runs below peak::
+    skinny-K product (attention scores, ``K = head_dim``) runs below peak.  With fewer
+    tiles than SMs (weight gradients of narrow layers, whose K is every token or pixel
+    of the batch) the kernel splits K over ``SMs // tiles`` CTAs per tile (split-K /
+    stream-K of cuBLAS and CUTLASS, NVIDIA CUTLASS documentation "Efficient GEMM in
+    CUDA", section "Parallelized Reductions"), when that is faster::
 
         t_compute = waves x 2 tile_m tile_n (K + k_overhead) / (peak x gemm_efficiency / SMs)
+                    (split-K: min of that and 2 tile_m tile_n (K / split + k_overhead) / ...)
         t_memory  = (M K + K N + M N) x dtype_bytes / (HBM bandwidth x memory_efficiency)
         t_gemm    = max(t_compute, t_memory)
 
@@ -32,18 +37,32 @@ Fused (flash) attention
     two, the scores recomputed; FlashAttention-2 Sec. 3.1.2).
 
 Memory-bound work
-    Normalisation, activation, dropout, residual adds, bias adds and (unfused) softmax
-    read and write the layer's activations at HBM bandwidth: ``io_bytes /
-    (bandwidth x memory_efficiency)`` forward, twice that backward (the traffic model of
-    :mod:`codesign.workloads.model`).  Kernels of a layer run in sequence, so the times
-    add.
+    Normalisation, activation, dropout, residual adds, (unfused) softmax, batch norm and
+    the cross-entropy loss over the vocabulary are listed per layer with the HBM bytes
+    each kernel reads and writes (``Layer.memory_ops``, counted in
+    :mod:`codesign.workloads.layers` from the operators Megatron-LM runs) and take
+    ``bytes / (bandwidth x memory_efficiency)``.  ``memory_efficiency`` is a measured
+    property of the memory system, not a fitted one: a streaming kernel sustains 88 %
+    of the A100's datasheet HBM bandwidth and about 90 % is the most any kernel reaches;
+    framework element-wise kernels run a little below a pure copy: 0.85 (sources in
+    ``compute_profiles.yaml``).  Layers
+    that list no operators fall back to their forward ``io_bytes`` and twice that
+    backward.  Kernels of a layer run in sequence, so the times add.
+
+Convolutions and mixture-of-experts
+    A convolution is an implicit GEMM (``M = h_out w_out`` per sample, ``N = c_out``,
+    ``K = c_in k^2``); a mixture-of-experts layer runs a grouped GEMM per expert with
+    the tokens routed to it (``M = s top_k capacity / experts`` per sample, times the
+    expert-parallel degree), so many experts and small micro-batches give skinny,
+    weight-bound products (:func:`codesign.workloads.layers.moe`).
 
 Parameters are per GPU in ``codesign/workloads/data/compute_profiles.yaml`` with their
-sources; ``codesign calibrate`` fits ``gemm_efficiency``, ``attention_efficiency`` and
-``memory_efficiency`` to measured runs.  The model applies to 2-byte and 1-byte formats
+sources; ``codesign calibrate`` fits any of ``gemm_efficiency``, ``attention_efficiency``
+and ``memory_efficiency`` to measured runs (the built-in profiles fit the GEMM efficiency
+only; the other two are the kernels' measured figures).  The model applies to 2-byte and 1-byte formats
 (bf16, fp16, fp8: the tensor-core formats the profiles were measured in); other formats,
-layers without GEMM shapes (convolutions, embeddings, mixture-of-experts) and GPUs
-without a profile keep the constant roofline.
+layers without GEMM shapes (embeddings, pooling, LSTM cells) and GPUs without a profile
+keep the constant roofline.
 """
 
 from __future__ import annotations
@@ -176,9 +195,18 @@ def gemm_time(m: float, n: float, k: float, *, peak_flops: float, bandwidth_Bps:
     tiles = count * math.ceil(m / p.tile_m - 1e-9) * math.ceil(n / p.tile_n - 1e-9)
     waves = math.ceil(tiles / p.sms - 1e-9)
     per_sm = peak_flops * p.gemm_efficiency / p.sms
-    t_compute = waves * 2.0 * p.tile_m * p.tile_n * (k + p.k_overhead) / per_sm
-    t_memory = count * (m * k + k * n + m * n) * dtype_bytes \
-        / (bandwidth_Bps * p.memory_efficiency)
+    hbm = bandwidth_Bps * p.memory_efficiency
+    tile_flops = 2.0 * p.tile_m * p.tile_n
+    t_compute = waves * tile_flops * (k + p.k_overhead) / per_sm
+    split = p.sms // tiles if tiles else 1
+    if split > 1:
+        # Split-K: fewer output tiles than SMs (a weight gradient of a narrow layer,
+        # K = all the batch's tokens or pixels) -- the libraries cut K into ``split``
+        # slices, one wave of ``tiles x split`` CTAs, each paying the prologue.  The
+        # fix-up of the partial tiles is neglected (stream-K keeps it to the tiles that
+        # straddle slices, Osama et al. PPoPP'23), which keeps the time monotone.
+        t_compute = min(t_compute, tile_flops * (k / split + p.k_overhead) / per_sm)
+    t_memory = count * (m * k + k * n + m * n) * dtype_bytes / hbm
     return max(t_compute, t_memory)
 
 

@@ -15,8 +15,71 @@ from codesign.workloads.model import Layer
 
 __all__ = [
     "dense", "conv2d", "pool2d", "embedding_bag", "token_embedding", "attention", "mlp",
-    "moe", "lstm", "concat", "norm_params",
+    "moe", "lstm", "concat", "norm_params", "norm_ops", "residual_ops",
+    "activation_ops", "cross_entropy_ops",
 ]
+
+
+# ------------------------------------------------------------- memory-bound operators
+# HBM traffic of the element-wise kernels a layer runs (``Layer.memory_ops``): each
+# kernel reads its inputs once and writes its outputs once (no reuse across kernels),
+# forward and backward, counted from the operators of Megatron-LM's GPT layer
+# (megatron/model/transformer.py and fused_bias_gelu.py, 2021; the same operators in
+# megatron/core at commit f2e5db4, 2024).  ``d`` is the activation element size.
+
+def norm_ops(norm: str, elements: float, d: int) -> tuple:
+    """A LayerNorm / RMSNorm over ``elements`` per sample (split by sequence parallelism).
+
+    Forward reads the input and writes the output (``2 d``); backward reads the output
+    gradient and the saved input and writes the input gradient (``3 d``; the per-row
+    statistics are negligible).
+    """
+    if norm == "none":
+        return ()
+    return (("norm", 2.0 * d * elements, 3.0 * d * elements, "sp"),)
+
+
+def residual_ops(elements: float, d: int, *, dropout: bool) -> tuple:
+    """Megatron's fused bias-dropout-add after a sub-layer, and the residual gradient sum.
+
+    Forward reads the sub-layer output and the residual, writes the sum (``3 d``) and,
+    with dropout, a 1-byte mask; backward applies the mask to the gradient (read the
+    gradient and the mask, write: ``2 d + 1``) and adds the two gradients of the residual
+    stream (``3 d``).  Split by sequence parallelism like the norms.
+    """
+    mask = 1.0 if dropout else 0.0
+    return (("residual", (3.0 * d + mask) * elements,
+             ((2.0 * d + 1.0) if dropout else 0.0) * elements + 3.0 * d * elements, "sp"),)
+
+
+def activation_ops(elements: float, d: int, *, gated: bool, activation: bool = True) -> tuple:
+    """The MLP's activation on ``elements`` (tokens x ffn) per sample, split by TP.
+
+    GeLU with its bias (Megatron's fused ``bias_gelu``): read and write forward
+    (``2 d``); backward reads the gradient and the saved input, writes the input
+    gradient (``3 d``).  SwiGLU reads two inputs and writes one forward (``3 d``);
+    backward reads the gradient and both inputs and writes two gradients (``5 d``).
+    """
+    if gated:
+        return (("activation", 3.0 * d * elements, 5.0 * d * elements, "tp"),)
+    if not activation:
+        return ()
+    return (("activation", 2.0 * d * elements, 3.0 * d * elements, "tp"),)
+
+
+def cross_entropy_ops(vocab: int, tokens: int, d: int) -> tuple:
+    """The loss over the vocabulary: Megatron-LM's ``vocab_parallel_cross_entropy``.
+
+    Per logit (``tokens x vocab`` per sample, split by the vocabulary-parallel output
+    layer): the logits are converted to fp32 (read ``d``, write 4), the maximum is read
+    (4), subtracted in place (8), exponentiated in place (8), summed (4) and divided in
+    place into the softmax kept for backward (8): ``d + 36`` bytes forward.  Backward
+    scales the softmax by the loss gradient in place (8) and converts it back (read 4,
+    write ``d``): ``d + 12`` bytes (megatron/mpu/cross_entropy.py, 2021;
+    megatron/core/tensor_parallel/cross_entropy.py at commit f2e5db4, 2024).
+    """
+    n = float(vocab) * tokens
+    return (("cross_entropy", (d + 36.0) * n, (d + 12.0) * n, "tp"),)
 
 
 def norm_params(kind: str, width: int) -> int:
@@ -57,6 +120,17 @@ def conv2d(name: str, in_channels: int, out_channels: int, kernel: int, *, heigh
 
     Returns ``(layer, out_height, out_width)``.  MACs ``k^2 c_in c_out h_out w_out``;
     saved: the input, plus the convolution output when batch norm follows.
+
+    Kernel model: the convolution is an implicit GEMM (cuDNN / CUTLASS "implicit GEMM"
+    convolution; NVIDIA *Convolutional Layers User's Guide*, Deep Learning Performance
+    documentation, section "Convolution algorithms"): ``M = h_out w_out`` output
+    pixels per sample, ``N = c_out``, ``K = c_in k^2``.  Its memory-bound operators:
+    batch norm (two-pass: statistics then normalisation, Ioffe & Szegedy 2015) reads the
+    output twice and writes it once forward (``3 d``), and backward reads the gradient
+    and the saved output twice for the two reductions and the input gradient, writing
+    once (``5 d``); the ReLU reads and writes (``2 d``) forward, and reads the gradient
+    and the output and writes the input gradient backward (``3 d``).  The bias add
+    without batch norm is fused into the GEMM epilogue.
     """
     h_out = (height + 2 * padding - kernel) // stride + 1
     w_out = (width + 2 * padding - kernel) // stride + 1
@@ -73,6 +147,11 @@ def conv2d(name: str, in_channels: int, out_channels: int, kernel: int, *, heigh
         io_bytes=(x_in + y_out) * d,
         saved_bytes=(x_in + (2.0 if batchnorm else 1.0) * y_out) * d,
         signature=f"Conv2D_{in_channels}_{out_channels}_{kernel}x{kernel}_s{stride}",
+        gemms=((float(h_out * w_out), float(out_channels), float(in_channels * kernel * kernel),
+                1.0, ""),),
+        memory_ops=((("batchnorm", 3.0 * d * y_out, 5.0 * d * y_out, ""),
+                     ("relu", 2.0 * d * y_out, 3.0 * d * y_out, "")) if batchnorm
+                    else (("relu", 2.0 * d * y_out, 3.0 * d * y_out, ""),)),
     )
     return layer, h_out, w_out
 
@@ -187,13 +266,23 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
         saved += core_saved
         io += 4.0 * ss * d  # scores written, read by softmax, written, read by context
     gemms = [(s, h + 2.0 * kv_dim, h, 1.0, "n"), (s, h, h, 1.0, "k")]
+    # Memory-bound operators: the norm, then (unfused attention) Megatron's fused
+    # scale-mask-softmax on the a s^2 scores (read + write forward; read the gradient
+    # and the saved probabilities, write backward) and the attention dropout (a 1-byte
+    # mask), then the bias-dropout-add.  Flash attention keeps all s x s work on chip.
+    ops = list(norm_ops(norm, sh, d))
     if not flash:
         gemms += [(s, s, float(head_dim), a, "count"), (s, float(head_dim), s, a, "count")]
+        ss = a * s * s
+        ops.append(("softmax", 2.0 * d * ss, 3.0 * d * ss, "tp"))
+        if dropout:
+            ops.append(("attention_dropout", (2.0 * d + 1) * ss, (2.0 * d + 1) * ss, "tp"))
+    ops += residual_ops(sh, d, dropout=dropout)
     return _block(name, "attention", params, fwd, sh * d, d, io, saved, tp,
                   attn_core_fwd_flops=2.0 * score_macs, attn_core_saved_bytes=core_saved,
                   sp_saved_bytes=sp_part, checkpoint_bytes=sh * d, kv_bytes=2.0 * skv * d,
                   gemms=tuple(gemms), attention_kernel="flash" if flash else "unfused",
-                  causal=causal)
+                  causal=causal, memory_ops=tuple(ops))
 
 
 def mlp(name: str, *, hidden: int, ffn: int, seq: int, dtype_bytes: int, bias: bool = True,
@@ -222,8 +311,10 @@ def mlp(name: str, *, hidden: int, ffn: int, seq: int, dtype_bytes: int, bias: b
           + sf + sh) * d
     gemms = ((s, float((mats - 1) * ffn), float(hidden), 1.0, "n"),
              (s, float(hidden), float(ffn), 1.0, "k"))
+    ops = norm_ops(norm, sh, d) + activation_ops(sf, d, gated=gated, activation=activation) \
+        + residual_ops(sh, d, dropout=dropout)
     return _block(name, "dense", params, fwd, sh * d, d, io, saved, tp,
-                  sp_saved_bytes=sp_part, gemms=gemms)
+                  sp_saved_bytes=sp_part, gemms=gemms, memory_ops=ops)
 
 
 def moe(name: str, *, hidden: int, ffn: int, experts: int, top_k: int, seq: int,
@@ -260,12 +351,36 @@ def moe(name: str, *, hidden: int, ffn: int, experts: int, top_k: int, seq: int,
     saved = (2 * sh + s * experts) * d + (routed + shared_experts) * dense_block.saved_bytes
     io = (2 * sh + sh + s * experts) * d + (routed + shared_experts) * dense_block.io_bytes
     shared = shared_experts * dense_block.params
+    # Grouped expert GEMMs (kernel model): each expert receives ``s top_k cf / experts``
+    # tokens of a sample (a perfect balance, or the busiest expert's load with the
+    # capacity factor), so an expert's GEMMs are skinny in M when experts are many and
+    # micro-batches small; ``shard="en"/"ek"`` lets expert parallelism gather ``ep``
+    # ranks' tokens onto ``experts / ep`` local experts (Megatron-LM's grouped GEMM /
+    # TE GroupedLinear; GShard Sec. 2.2 for the capacity).  The router is a ``(s,
+    # experts, hidden)`` product; shared experts see every token.
+    mats = 3 if gated else 2
+    per_expert = s * routed / experts
+    gemms = [(s, float(experts), float(hidden), 1.0, ""),
+             (per_expert, float((mats - 1) * ffn), float(hidden), float(experts), "en"),
+             (per_expert, float(hidden), float(ffn), float(experts), "ek")]
+    if shared_experts:
+        gemms += [(s, float((mats - 1) * ffn), float(hidden), float(shared_experts), "n"),
+                  (s, float(hidden), float(ffn), float(shared_experts), "k")]
+    # Memory-bound operators: the norm; the token permutation into expert order and back
+    # (read and write every routed copy of a token; the combine also writes the
+    # weighted sum), the activation over every routed and shared token, the residual.
+    routed_sh = routed * sh
+    ops = norm_ops(norm, sh, d) + (
+        ("permute", 2.0 * d * routed_sh, 2.0 * d * routed_sh, ""),
+        ("unpermute", d * (routed_sh + sh), d * (routed_sh + sh), "")) \
+        + activation_ops(s * (routed + shared_experts) * ffn, d, gated=gated) \
+        + residual_ops(sh, d, dropout=False)
     return _block(name, "expert",
                   expert_params + shared + router + norm_params(norm, hidden), fwd,
                   sh * d, d, io, saved, tp, experts=experts, top_k=top_k,
                   expert_params=expert_params,
                   ep_alltoall_bytes=sh * d * top_k * capacity_factor,
-                  sp_saved_bytes=2 * sh * d)
+                  sp_saved_bytes=2 * sh * d, gemms=tuple(gemms), memory_ops=ops)
 
 
 def lstm(name: str, in_features: int, hidden: int, *, seq: int, dtype_bytes: int,

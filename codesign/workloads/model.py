@@ -13,7 +13,8 @@ Conventions (stated once, used by every builder in this package)
   ``Q K^T`` and context ``softmax(.) V``) over the *full* ``seq x seq`` matrix (no
   causal halving: the Megatron-LM / PaLM convention).  Element-wise work (norms,
   activations, softmax, residual adds, pooling, bias adds) is not counted; its cost
-  appears in the roofline through ``io_bytes``.  So ResNet-50 is 4.09 G MACs =
+  appears in the roofline through ``io_bytes`` and, in the kernel model, through the
+  layer's listed memory-bound operators (``memory_ops``).  So ResNet-50 is 4.09 G MACs =
   8.2 GFLOP per image forward.
 * **Backward** = 2 x forward for layers with weights and for the attention matmuls
   (one product for the input gradient, one for the weight / other-operand gradient).
@@ -90,7 +91,27 @@ def _nonneg_int(where: str, value: Any) -> int:
     return value
 
 
-_SHARDS = ("", "n", "k", "count")
+_SHARDS = ("", "n", "k", "count", "en", "ek")
+#: What splits a memory-bound operator's bytes (see ``Layer.memory_ops``).
+MEMORY_OP_SHARDS = ("", "tp", "sp")
+
+
+def _check_memory_ops(where: str, ops: Any) -> tuple:
+    out = []
+    try:
+        items = list(ops)
+    except TypeError:
+        raise invalid(f"{where} memory_ops", ops,
+                      "a list of (name, fwd_bytes, bwd_bytes, shard)") from None
+    for op in items:
+        if not isinstance(op, (tuple, list)) or len(op) != 4 or not isinstance(op[0], str):
+            raise invalid(f"{where} memory_ops entry", op, "(name, fwd_bytes, bwd_bytes, shard)")
+        f = _nonneg_number(f"{where} memory_ops {op[0]} fwd_bytes", op[1])
+        b = _nonneg_number(f"{where} memory_ops {op[0]} bwd_bytes", op[2])
+        if op[3] not in MEMORY_OP_SHARDS:
+            raise invalid(f"{where} memory_ops {op[0]} shard", op[3], "'', 'tp' or 'sp'")
+        out.append((op[0], f, b, op[3]))
+    return tuple(out)
 
 
 def _check_gemms(where: str, gemms: Any) -> tuple:
@@ -105,7 +126,7 @@ def _check_gemms(where: str, gemms: Any) -> tuple:
         vals = [_nonneg_number(f"{where} gemms {name}", v)
                 for name, v in zip(("M", "N", "K", "count"), g[:4])]
         if g[4] not in _SHARDS:
-            raise invalid(f"{where} gemms shard", g[4], "'', 'n', 'k' or 'count'")
+            raise invalid(f"{where} gemms shard", g[4], "'', 'n', 'k', 'count', 'en' or 'ek'")
         out.append((*vals, g[4]))
     return tuple(out)
 
@@ -160,7 +181,20 @@ class Layer:
         :mod:`codesign.workloads.efficiency`; ``M`` counts the sample's tokens.  ``shard``
         says what tensor parallelism splits: ``"n"`` (column-parallel), ``"k"``
         (row-parallel), ``"count"`` (heads) or ``""`` (nothing); context parallelism
-        splits ``M``.  Empty: the layer is timed by the roofline.
+        splits ``M``.  ``"en"`` / ``"ek"`` are the grouped GEMMs of mixture-of-experts
+        layers (``count`` experts, ``M`` tokens per expert per sample): tensor
+        parallelism splits ``N`` / ``K``, expert parallelism ``ep`` keeps ``count / ep``
+        experts per GPU, each fed by the tokens of ``ep`` ranks (``M x ep``).  Empty: the
+        layer is timed by the roofline.
+    memory_ops : tuple of (name, fwd_bytes, bwd_bytes, shard)
+        The layer's memory-bound operators (normalisation, softmax, dropout, activation,
+        residual adds, the loss over the vocabulary), HBM bytes read + written per sample
+        in the forward and the backward pass; the kernel model times them at HBM
+        bandwidth.  ``shard``: ``"tp"`` split by tensor parallelism, ``"sp"`` split by it
+        only with sequence parallelism (replicated on every TP rank otherwise,
+        Korthikanti et al. 2022 Sec. 4.2.2), ``""`` never split by it; context
+        parallelism splits all.  Empty: the kernel model approximates them by
+        ``io_bytes`` (forward) and twice that (backward).
     attention_kernel : str
         ``"flash"`` (fused attention, Dao et al.; its FLOPs are ``attn_core_fwd_flops``
         and not in ``gemms``), ``"unfused"`` (scores and context are in ``gemms``) or
@@ -197,6 +231,7 @@ class Layer:
     gemms: tuple[tuple[float, float, float, float, str], ...] = ()
     attention_kernel: str = ""
     causal: bool = False
+    memory_ops: tuple[tuple[str, float, float, str], ...] = ()
 
     def __post_init__(self) -> None:
         where = f"layer {self.name!r}"
@@ -230,6 +265,8 @@ class Layer:
                           f"at most fwd_flops ({self.fwd_flops:g})")
         if self.gemms:
             object.__setattr__(self, "gemms", _check_gemms(where, self.gemms))
+        if self.memory_ops:
+            object.__setattr__(self, "memory_ops", _check_memory_ops(where, self.memory_ops))
         if self.attention_kernel not in ("", "flash", "unfused"):
             raise invalid(f"{where} attention_kernel", self.attention_kernel,
                           "'', 'flash' or 'unfused'")

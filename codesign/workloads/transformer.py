@@ -31,7 +31,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from codesign.errors import invalid
-from codesign.workloads.layers import attention, dense, mlp, moe, norm_params, token_embedding
+from codesign.workloads.layers import (attention, cross_entropy_ops, dense, mlp, moe, norm_ops,
+                                       norm_params, token_embedding)
 from codesign.workloads.model import Layer
 from codesign.workloads.params import Param
 
@@ -123,9 +124,14 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
         lm = dense("lm_head", hidden, vocab, tokens=seq_len, bias=False, dtype_bytes=d)
         # Megatron vocabulary-parallel output layer: identity forward, all-reduce of the
         # input gradient backward (the f operator).
+        # Memory-bound work (kernel model): the final norm of pre-norm models and the
+        # cross-entropy loss over the (vocabulary-parallel) logits.
+        ops = (norm_ops(norm, float(seq_len) * hidden, d) if prenorm else ()) \
+            + cross_entropy_ops(vocab, seq_len, d)
         out.append(replace(lm, params=(0 if tied else lm.params) + final_norm,
                            tp_shardable=True,
-                           tp_bwd_allreduce_bytes=float(seq_len) * hidden * d))
+                           tp_bwd_allreduce_bytes=float(seq_len) * hidden * d,
+                           memory_ops=ops))
     elif head == "regression":
         reg = dense("head", hidden, 1, tokens=seq_len, bias=False, dtype_bytes=d)
         out.append(replace(reg, params=reg.params + final_norm))

@@ -8,7 +8,8 @@ One row per run (``experiments/validation/README.md`` documents the columns)::
 its hyper-parameters and settings) or a model YAML file; ``strategy`` a strategy string
 whose ``dp x tp x pp x cp`` equals ``gpus``; ``system`` a topology spec whose NPUs are
 the job's servers or GPUs (default: an ideal switch with the GPU's reference servers and
-NIC rate); ``measured`` one of ``iteration_s``, ``tokens_per_s`` or ``tflops_per_gpu``
+NIC rate); ``measured`` one of ``iteration_s``, ``tokens_per_s``, ``samples_per_s`` (the
+whole job's images or sequences per second) or ``tflops_per_gpu``
 (then ``flops_formula`` names the FLOP count the publication used, see
 :func:`published_flops`); optional ``evaluate``: space-separated ``key=value`` options
 of :func:`~evaluators.iteration.evaluate` that the publication states
@@ -33,7 +34,7 @@ __all__ = ["Run", "load_runs", "published_flops", "FLOPS_FORMULAS", "MEASURED", 
            "predict_run", "default_system", "memory_fits", "with_compute"]
 
 #: What a row may measure.
-MEASURED = ("iteration_s", "tokens_per_s", "tflops_per_gpu")
+MEASURED = ("iteration_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu")
 #: Options of ``evaluate`` a row may set (column ``evaluate``).
 EVALUATE_KEYS = ("overlap", "tp_comm_overlap", "param_gather_overlap", "collective_method",
                  "network_model", "routing")
@@ -195,6 +196,8 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
             raise invalid(f"{where} value", r.get("value"), "a positive number") from None
         if measured == "iteration_s":
             seconds = value
+        elif measured == "samples_per_s":
+            seconds = workload.batch_size / value
         elif measured == "tokens_per_s":
             seq = (workload.hyperparameters or {}).get("seq_len") or workload.seq_len
             if not seq:

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from codesign.errors import InvalidSpecError
 from codesign.workloads import get_hardware, get_workload
 from codesign.workloads.compute import DEFAULT_EFFICIENCY, layer_time, uses_kernel_model
-from codesign.workloads.efficiency import ComputeProfile, gemm_time, profile_from_dict
+from codesign.workloads.efficiency import (ComputeProfile, gemm_backward_shapes, gemm_time,
+                                          profile_from_dict)
 from codesign.workloads.hardware import hardware_to_yaml, load_hardware_catalog
 from codesign.workloads.layers import attention, mlp
 
@@ -96,7 +97,8 @@ def _gemm_flops(layer):
     return sum(2 * m * n * k * c for m, n, k, c, _ in layer.gemms)
 
 
-@pytest.mark.parametrize("name", ["gpt3-175b", "llama3-8b", "bert", "transformer-1t"])
+@pytest.mark.parametrize("name", ["gpt3-175b", "llama3-8b", "bert", "transformer-1t",
+                                  "mixtral-8x7b", "resnet50", "vgg16"])
 def test_gemms_add_up_to_the_layer_flops(name):
     w = get_workload(name)
     for layer in w.layers:
@@ -107,16 +109,51 @@ def test_gemms_add_up_to_the_layer_flops(name):
             layer.name
 
 
-def test_layer_time_is_gemms_plus_elementwise():
-    layer = mlp("m", hidden=4096, ffn=16384, seq=2048, dtype_bytes=2)
+def test_layer_time_is_gemms_plus_memory_ops_by_hand():
+    # GPT MLP (h = 4096, ffn = 16384, s = 2048, 2-byte, dropout): per sample the norm
+    # moves 2 d s h forward / 3 d s h backward, the bias-GeLU 2 d s f / 3 d s f, the
+    # bias-dropout-add (3 d + 1) s h / (2 d + 1) s h + 3 d s h (the residual gradient).
+    h, f, s, d, b = 4096, 16384, 2048, 2, 2
+    layer = mlp("m", hidden=h, ffn=f, seq=s, dtype_bytes=d)
     prof = A100.compute
-    b = 2
+    hbm = BW * prof.memory_efficiency
     kw = dict(peak_flops=PEAK, bandwidth_Bps=BW, dtype_bytes=2, profile=prof)
-    fwd = gemm_time(b * 2048, 16384, 4096, **kw) + gemm_time(b * 2048, 4096, 16384, **kw)
-    fwd += b * layer.io_bytes / (BW * prof.memory_efficiency)
+    fwd = gemm_time(b * s, f, h, **kw) + gemm_time(b * s, h, f, **kw)
+    fwd += b * (2 * d * s * h + 2 * d * s * f + (3 * d + 1) * s * h) / hbm
+    bwd = sum(gemm_time(*shape, **kw) for mnk in ((b * s, f, h), (b * s, h, f))
+              for shape in gemm_backward_shapes(*mnk))
+    bwd += b * (3 * d * s * h + 3 * d * s * f + (2 * d + 1) * s * h + 3 * d * s * h) / hbm
     t = layer_time(layer, A100, b)
     assert t.fwd_bound == "kernels"
     assert t.fwd_s == pytest.approx(fwd, rel=1e-12)
+    assert t.bwd_s == pytest.approx(bwd, rel=1e-12)
+
+
+def test_memory_bound_op_at_hbm_bandwidth():
+    # A layer whose only work is one memory-bound operator takes bytes / (HBM bandwidth x
+    # memory_efficiency): 1 GB forward, 3 GB backward at 0.85 x 2039 GB/s.
+    from codesign.workloads.model import Layer
+
+    layer = Layer("ln", "dense", 0, 0.0, 0.0, 1.0, gemms=((1, 1, 1, 1, ""),),
+                  memory_ops=(("norm", 1e9, 3e9, ""),))
+    prof = replace(A100.compute, memory_efficiency=0.85)
+    hw = replace(A100, compute=prof)
+    tiny = gemm_time(1, 1, 1, peak_flops=PEAK, bandwidth_Bps=BW, dtype_bytes=2, profile=prof)
+    t = layer_time(layer, hw, 1)
+    assert t.fwd_s - tiny == pytest.approx(1e9 / (BW * 0.85), rel=1e-12)
+    assert t.bwd_s - 2 * tiny == pytest.approx(3e9 / (BW * 0.85), rel=1e-12)
+
+
+def test_cross_entropy_over_the_vocabulary_by_hand():
+    # Megatron's vocab-parallel cross entropy on fp32 logits: (d + 36) bytes per logit
+    # forward, (d + 12) backward; with the final norm of a pre-norm model.
+    w = get_workload("llama3-8b")
+    lm = w.layer("lm_head")
+    s, h, V, d = 8192, 4096, 128256, 2
+    ops = {name: (f, b) for name, f, b, _ in lm.memory_ops}
+    assert ops["cross_entropy"] == (pytest.approx((d + 36) * V * s),
+                                    pytest.approx((d + 12) * V * s))
+    assert ops["norm"] == (pytest.approx(2 * d * s * h), pytest.approx(3 * d * s * h))
 
 
 def test_flash_attention_causal_halves_the_core():
@@ -157,9 +194,10 @@ def test_roofline_fallbacks():
     assert layer_time(layer, bare, 1, efficiency=DEFAULT_EFFICIENCY) == \
         layer_time(layer, bare, 1)
     assert not uses_kernel_model(layer, A100, "tf32")
-    # Convolutions list no GEMMs: the roofline.
-    conv = next(x for x in get_workload("resnet50").layers if x.kind == "convolution")
-    assert not uses_kernel_model(conv, A100, "bf16")
+    # Pooling lists no GEMMs: the roofline; convolutions are implicit GEMMs.
+    resnet = get_workload("resnet50").layers
+    assert not uses_kernel_model(next(x for x in resnet if x.name == "maxpool"), A100, "bf16")
+    assert uses_kernel_model(next(x for x in resnet if x.kind == "convolution"), A100, "bf16")
 
 
 def test_catalog_profiles_and_sources():
@@ -196,3 +234,115 @@ def test_profile_file_round_trip(tmp_path):
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(InvalidSpecError, match="A100-80.*memory_efficiency"):
         load_hardware_catalog(path)
+
+
+def test_convolution_is_an_implicit_gemm_by_hand():
+    # ResNet-50 conv2_1.b: 3x3, 64 -> 64 channels on 56 x 56: M = 3136 pixels per image,
+    # N = 64, K = 64 x 9 = 576; batch norm (3 d / 5 d) and ReLU (2 d / 3 d) per output.
+    conv = get_workload("resnet50", dtype_bytes=2).layer("conv2_1.b")  # mixed precision
+    assert conv.gemms == ((56 * 56, 64, 576, 1.0, ""),)
+    b, d, y = 32, 2, 64 * 56 * 56
+    prof = A100.compute
+    kw = dict(peak_flops=PEAK, bandwidth_Bps=BW, dtype_bytes=d, profile=prof)
+    hbm = BW * prof.memory_efficiency
+    t = layer_time(conv, A100, b)
+    assert t.fwd_s == pytest.approx(gemm_time(b * 3136, 64, 576, **kw)
+                                    + b * (3 + 2) * d * y / hbm, rel=1e-12)
+    # Its 64-wide output makes the GEMM skinny: below the rate of a square one.
+    assert conv.fwd_flops * b / t.fwd_s < 0.5 * PEAK * prof.gemm_efficiency
+
+
+def test_moe_grouped_gemms_by_hand():
+    # Mixtral 8x7B: 8 experts, top-2: each expert gets s x 2 / 8 tokens of a sample; the
+    # router is (s, 8, h); the expert products are (tokens, 2 ffn, h) and (tokens, h, ffn).
+    w = get_workload("mixtral-8x7b")
+    moe_layer = w.layer("block0.mlp")
+    hp = w.hyperparameters
+    s, h, f = hp["seq_len"], hp["hidden"], hp["ffn"]
+    per = s * 2 / 8
+    assert moe_layer.gemms == ((s, 8, h, 1.0, ""), (per, 2 * f, h, 8.0, "en"),
+                               (per, h, f, 8.0, "ek"))
+    assert uses_kernel_model(moe_layer, A100, "bf16")
+
+
+def test_moe_small_expert_gemms_are_slower_per_flop():
+    # The same active FLOPs spread over more experts: fewer tokens per expert and more
+    # weights to read -- never faster, and slower once the products are weight bound.
+    from codesign.workloads.layers import moe
+
+    kw = dict(hidden=4096, ffn=14336, seq=1024, dtype_bytes=2, top_k=2)
+    few = moe("m", experts=8, **kw)
+    many = moe("m", experts=256, **kw)
+    router = 2 * 4096 * 1024
+    assert few.fwd_flops - 8 * router == pytest.approx(many.fwd_flops - 256 * router)
+    t_few = layer_time(few, A100, 1).total_s
+    t_many = layer_time(many, A100, 1).total_s
+    assert t_many > 1.5 * t_few
+    # ... and a larger batch fills the expert GEMMs: time per sample falls.
+    assert layer_time(many, A100, 8).total_s < 8 * t_many
+
+
+def test_memory_ops_shard_with_tp_and_sequence_parallelism():
+    # Per GPU under TP 8: the softmax/dropout/activation bytes are split 8 ways; the norm
+    # and residual bytes only with sequence parallelism (Korthikanti et al. Sec. 4.2.2).
+    from codesign.workloads import demand_for
+
+    w = get_workload("gpt3-175b", layers=2, hidden=4096, heads=32, ffn=16384, vocab=51200,
+                     seq_len=2048, batch_size=8)
+    sp_bytes = sum(f for _, f, _, sh in w.layer("block0.mlp").memory_ops if sh == "sp")
+
+    def fwd_seconds(strategy):
+        d = demand_for(w, strategy, A100)
+        return next(op.seconds for op in d.compute()
+                    if op.name == "block0.mlp" and op.phase == "forward")
+
+    plain, sp = fwd_seconds("dp=1,tp=8,microbatches=8"), fwd_seconds("dp=1,tp=8,microbatches=8,sp=true")
+    hbm = BW * A100.compute.memory_efficiency
+    assert plain - sp == pytest.approx(sp_bytes * (1 - 1 / 8) / hbm, rel=1e-9)
+
+
+@pytest.mark.parametrize("ops, needle", [
+    ((("norm", 1.0, 1.0, "x"),), "shard"), ((("norm", -1.0, 1.0, ""),), "fwd_bytes"),
+    ((("norm", 1.0),), "memory_ops entry"), (5, "memory_ops"),
+])
+def test_bad_memory_ops(ops, needle):
+    from codesign.workloads.model import Layer
+
+    with pytest.raises(InvalidSpecError, match=needle):
+        Layer("x", "dense", 0, 0.0, 0.0, 1.0, memory_ops=ops)
+
+
+def test_split_k_for_fewer_tiles_than_sms_by_hand():
+    # A weight gradient of ResNet's first convolution at batch 32: (147, 64) output, one
+    # tile, K = 32 x 112 x 112 pixels.  Split over all 108 SMs, each slice K / 108;
+    # without the split one SM would run the whole K.
+    m, n, k = 147, 64, 32 * 112 * 112
+    split = 2 * 256 * 128 * (k / 108) / (PEAK / 108)
+    memory = (m * k + k * n + m * n) * 2 / BW
+    assert g(m, n, k) == pytest.approx(max(split, memory), rel=1e-12)
+    assert g(m, n, k) < 0.02 * (2 * 256 * 128 * k / (PEAK / 108))
+    # With a full wave of tiles there is nothing to split.
+    assert g(256 * 12, 128 * 9, 4096) == pytest.approx(2 * 256 * 128 * 4096 / (PEAK / 108))
+
+
+def test_expert_parallelism_feeds_local_experts_by_hand():
+    # Mixtral-style MoE block under ep=8 on 8 GPUs: each GPU keeps 8 / 8 = 1 expert and
+    # receives the tokens the 8 ranks route to it (M x 8); the router GEMM and the
+    # memory-bound operators stay per rank.  The forward compute op equals the sum by hand.
+    from codesign.workloads import demand_for
+
+    w = get_workload("mixtral-8x7b", layers=1, seq_len=1024, batch_size=8)
+    layer = w.layer("block0.mlp")
+    d = demand_for(w, "dp=8,ep=8,microbatches=1", A100, check=False)
+    op = next(o for o in d.compute() if o.name == "block0.mlp" and o.phase == "forward")
+    b = d.microbatch_size
+    prof = A100.compute
+    kw = dict(peak_flops=PEAK, bandwidth_Bps=BW, dtype_bytes=2, profile=prof)
+    expected = 0.0
+    for m, n, k, count, shard in layer.gemms:
+        if shard in ("en", "ek"):
+            expected += gemm_time(m * 8 * b, n, k, count=count / 8, **kw)
+        else:
+            expected += gemm_time(m * b, n, k, count=count, **kw)
+    expected += b * sum(f for _, f, _, _ in layer.memory_ops) / (BW * prof.memory_efficiency)
+    assert op.seconds == pytest.approx(expected, rel=1e-12)
