@@ -1,0 +1,98 @@
+"""Time to train and TCO: the arithmetic by hand on small cases."""
+
+import math
+
+import pytest
+
+from codesign.errors import InvalidSpecError
+from codesign.tco import ServerPrice, TcoParams, cluster_tco, load_prices, run_cost_usd, \
+    server_price
+from codesign.workloads import get_hardware, get_workload
+from search.time_to_train import TrainingGoal, days_to_train, parse_goal, procurement
+
+
+def test_days_by_hand():
+    # 1e9 tokens / (4 x 1000 tokens per iteration) = 250,000 iterations x 0.864 s = 2.5 days
+    goal = TrainingGoal(tokens=1e9)
+    assert goal.iterations(batch_size=4, seq_len=1000) == 250_000
+    assert days_to_train(goal, batch_size=4, seq_len=1000, iteration_time_s=0.864) \
+        == pytest.approx(2.5)
+    # A partial iteration still runs: 1001 samples at 10 per iteration = 101 iterations.
+    assert TrainingGoal(samples=1001).iterations(batch_size=10, seq_len=None) == 101
+    # 2 ImageNet epochs at a batch of 1,281,167 / 7 samples is 14 iterations.
+    assert TrainingGoal(epochs=2).iterations(batch_size=1_281_167 // 7, seq_len=None,
+                                             workload="resnet50") == 15  # 7.0000x rounds up
+
+
+def test_goal_errors():
+    with pytest.raises(InvalidSpecError, match="exactly one"):
+        TrainingGoal(tokens=1.0, samples=2.0)
+    with pytest.raises(InvalidSpecError, match="sequence length"):
+        TrainingGoal(tokens=1e9).iterations(batch_size=4, seq_len=None, workload="resnet50")
+    with pytest.raises(InvalidSpecError, match="dataset-samples"):
+        TrainingGoal(epochs=1).iterations(batch_size=4, seq_len=None, workload="dlrm")
+    with pytest.raises(InvalidSpecError, match="--tokens"):
+        parse_goal(tokens="lots")
+    with pytest.raises(InvalidSpecError, match="--tokens"):
+        parse_goal(tokens=-1)
+    assert parse_goal() is None
+    assert parse_goal(tokens="15e12").tokens == 15e12
+
+
+def test_tco_by_hand():
+    # 2 servers x 1000 W x 0.5 utilisation + 200 W network = 1200 W, x PUE 1.25 = 1500 W;
+    # 1500 W x 8760 h = 13,140 kWh a year x $0.10 = $1,314 a year.
+    price = ServerPrice("X", 100_000.0, 100.0, 1000.0)
+    p = TcoParams(usd_per_kwh=0.10, pue=1.25, utilisation=0.5, years=2.0)
+    t = cluster_tco(2, price, network_usd=30_000.0, network_power_w=200.0, params=p)
+    assert t.power_w == pytest.approx(1500.0)
+    assert t.energy_kwh_per_year == pytest.approx(13_140.0)
+    assert t.opex_usd_per_year == pytest.approx(1_314.0)
+    assert t.capex_usd == pytest.approx(230_000.0)
+    assert t.tco_usd == pytest.approx(230_000.0 + 2 * 1_314.0)
+    assert sum(t.breakdown_usd.values()) == pytest.approx(t.tco_usd)
+    # A 3-day run costs 72 of the 17,520 hours of the life.
+    assert run_cost_usd(t, 3.0) == pytest.approx(t.tco_usd * 72 / 17_520)
+
+
+def test_cloud_by_hand():
+    p = TcoParams(years=1.0, gpu_hour_usd=2.0)
+    t = cluster_tco(4, ServerPrice("X", 1.0, 1.0, 1.0), network_usd=9e9,
+                    network_power_w=None, params=p, gpus_per_server=8)
+    assert t.capex_usd == 0.0
+    assert t.tco_usd == pytest.approx(32 * 2.0 * 8760)
+    assert run_cost_usd(t, 1.0) == pytest.approx(32 * 2.0 * 24)
+
+
+@pytest.mark.parametrize("bad", [dict(pue=0.9), dict(utilisation=0.0), dict(years=-1.0),
+                                 dict(usd_per_kwh=float("nan")), dict(gpu_hour_usd=0.0)])
+def test_tco_params_refuse_bad_values(bad):
+    with pytest.raises(InvalidSpecError):
+        TcoParams(**bad)
+
+
+def test_catalog_prices_every_builtin_gpu_with_sources():
+    from codesign.workloads.hardware import hardware_names
+
+    prices, params = load_prices()
+    assert params.pue >= 1.0
+    for name in hardware_names():
+        p = server_price(name)
+        assert p.server_usd > 0 and p.server_max_w > 8 * p.gpu_tdp_w * 0.5
+        assert p.sources and p.solidity
+    with pytest.raises(InvalidSpecError, match="price catalog"):
+        server_price("TPUv9")
+
+
+def test_procurement_combines_days_and_tco():
+    hw = get_hardware("H100")
+    wl = get_workload("llama3-70b")
+    out = procurement(TrainingGoal(tokens=15e12), wl, iteration_time_s=10.0, servers=128,
+                      hardware=hw, network_usd=1e6, network_power_w=5e4)
+    per = wl.batch_size * wl.seq_len
+    assert out["tokens_per_iteration"] == per
+    assert out["iterations"] == math.ceil(15e12 / per)
+    assert out["days_to_train"] == pytest.approx(out["iterations"] * 10.0 / 86400)
+    assert out["capex_usd"] == pytest.approx(128 * server_price("H100").server_usd + 1e6)
+    assert out["usd_per_run"] == pytest.approx(
+        out["tco_usd"] / (out["tco"]["years"] * 8760) * 24 * out["days_to_train"])
