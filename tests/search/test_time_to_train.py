@@ -96,3 +96,39 @@ def test_procurement_combines_days_and_tco():
     assert out["capex_usd"] == pytest.approx(128 * server_price("H100").server_usd + 1e6)
     assert out["usd_per_run"] == pytest.approx(
         out["tco_usd"] / (out["tco"]["years"] * 8760) * 24 * out["days_to_train"])
+
+
+def test_sweep_trial_records_procurement_objectives():
+    from search.sweep_spec import OBJECTIVES, WorkloadItem
+    from search.sweep_trial import SweepPoint, evaluate_trial
+
+    for name in ("tco_usd", "usd_per_run", "days_to_train"):
+        assert OBJECTIVES[name] == "minimize"
+    point = SweepPoint("torus", 16, 4, 12.5e9, workloads=(WorkloadItem("resnet50"),),
+                       search_evaluations=0, collective_method="auto",
+                       procurement=(("epochs", 90.0), ("pue", 1.1)))
+    out = evaluate_trial(point)
+    assert out.status == "complete"
+    m = out.metrics
+    iters = math.ceil(90 * 1_281_167 / get_workload("resnet50").batch_size)
+    assert m["days_to_train"] == pytest.approx(iters * m["iteration_time_s"] / 86400)
+    assert m["tco_usd"] > 16 * server_price("A100-80").server_usd
+    assert 0 < m["usd_per_run"] < m["tco_usd"]
+
+
+def test_sweep_spec_procurement_validation():
+    from search.sweep_spec import parse_sweep_spec
+
+    base = {"study": "s", "workloads": "llama3-8b",
+            "space": {"families": ["torus"], "servers": 16, "degree": 4,
+                      "link_rate": ["100Gbps"]}}
+    spec = parse_sweep_spec({**base, "objectives": ["days_to_train", "usd_per_run"],
+                             "procurement": {"tokens": "1e12", "years": 5}})
+    assert dict(spec.procurement) == {"tokens": 1e12, "years": 5.0}
+    for bad, needle in [({"objectives": ["tco_usd"]}, "procurement mapping"),
+                        ({"objectives": ["days_to_train"], "procurement": {"pue": 1.2}},
+                         "training goal"),
+                        ({"procurement": {"tokens": 1e12, "pue": 0.2}}, "pue"),
+                        ({"procurement": {"token": 1e12}}, "token")]:
+        with pytest.raises(InvalidSpecError, match=needle):
+            parse_sweep_spec({**base, **bad})
