@@ -66,3 +66,17 @@ def test_samples_are_checked():
 
     with pytest.raises(InvalidSpecError, match="--samples"):
         FailureStudy(parse_failure_spec("links=1"), 0)
+
+
+def test_direct_connect_fabric_keeps_its_rings_after_a_link_failure():
+    # The multiring default keeps the rings a degraded TopoOpt fabric still provides for
+    # >= 90 % of their hops (and forwards around the failed hop), not new rings.
+    from evaluators.algorithms.multiring import MOSTLY_PROVIDED, direct_generators
+
+    npus = tuple(range(16))
+    assert direct_generators(from_spec("perms:16,p=1:3:5"), npus) == [1, 3, 5]
+    left = from_spec("perms:16,p=1:3:5,fail=link:0-1")
+    assert direct_generators(left, npus) == [3, 5]
+    assert direct_generators(left, npus, min_fraction=MOSTLY_PROVIDED) == [1, 3, 5]
+    r = fabric_failures(from_spec("perms:16,p=1:3:5"), _mix(16), HW, _study("links=1,seed=0"))
+    assert all(1.0 <= s < 1.2 for s in r.slowdowns)
