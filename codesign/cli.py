@@ -647,10 +647,27 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                            collective_method=args.collective_method,
                            network_model=args.network_model, routing=args.routing,
                            overlap=not args.no_overlap).to_dict()
+    if args.fail is not None:
+        import dataclasses
+
+        from search.failure_whatif import FailureStudy, fabric_failures
+        from search.strategy_space import Candidate
+        from topologies.failures import parse_failure_spec
+
+        spec = parse_failure_spec(args.fail)
+        fhw = dataclasses.replace(hw, gpus_per_server=per_server)
+        method = "auto" if args.collective_method == "best" else args.collective_method
+        payload["failures"] = fabric_failures(
+            topo, [(workload, 1.0, Candidate(strategy))], fhw, FailureStudy(spec, spec.samples),
+            collective_method=method).to_dict()
 
     def human() -> None:
         print(f"{payload['workload']} {payload['strategy']} on {payload['topology']} "
               f"({payload['hardware']})")
+        if payload.get("failures"):
+            from search.failure_whatif import format_failure_summary
+
+            print("  " + format_failure_summary(payload["failures"]))
         skip = ("workload", "strategy", "topology", "hardware", "by_purpose_s", "breakdown",
                 "memory")
         for key, value in payload.items():
@@ -1037,6 +1054,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "up/down routing (Clos fabrics)")
     p.add_argument("--no-overlap", action="store_true",
                    help="do not overlap gradient buckets with the backward pass")
+    p.add_argument("--fail", help="failure what-if: links=10%%,seed=S,samples=N (kinds links, "
+                                  "switches, servers, racks; N%% or a count; rack_size=K): "
+                                  "slowdown distribution of this strategy's job")
     p.add_argument("--closed-form", action="store_true",
                    help="TopoOpt Eq. (1) estimate instead of the simulation")
 

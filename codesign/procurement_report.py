@@ -25,7 +25,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_whatif_report", "procurement_rows", "PLOTS"]
+__all__ = ["write_whatif_report", "procurement_rows", "sweep_procurement_section", "PLOTS"]
 
 #: The plot files the report may write (``slowdown_cdf.png`` only with failures).
 PLOTS = ("tco_breakdown.png", "days_vs_budget.png", "slowdown_cdf.png")
@@ -212,3 +212,59 @@ def write_whatif_report(result, out_dir: str | Path) -> dict[str, Path]:
         encoding="utf-8")
     paths.update({name: out / name for name, _ in plots})
     return paths
+
+
+def sweep_procurement_section(best: list[dict[str, Any]], out_dir: str | Path
+                              ) -> tuple[str, str] | None:
+    """The procurement section of a sweep report: per budget (rows of
+    :func:`codesign.report.best_per_budget`, the fastest affordable design) its days to
+    train, USD per run and TCO, with a plot ``procurement.png`` (days to train and TCO
+    against the budget).  ``None`` when the records carry no procurement columns.
+
+    Returns
+    -------
+    (markdown, html) or None
+    """
+    rows = [r for r in best if r.get("tco_usd") is not None
+            and r.get("tco_usd") == r.get("tco_usd")]
+    if not rows:
+        return None
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    def num(v: Any) -> float | None:
+        return None if v is None or v != v else float(v)
+
+    head = ["budget", "design", "strategy", "iteration", "days to train", "USD per run", "TCO"]
+    body = [[_usd(r["budget_usd"]), str(r.get("topology_spec") or r.get("family")),
+             str(r.get("strategy") or "-"), f"{float(r['iteration_time_s']):.4g} s",
+             _days(num(r.get("days_to_train"))), _usd(num(r.get("usd_per_run"))),
+             _usd(num(r.get("tco_usd")))] for r in rows]
+    fig = Figure(figsize=(6.4, 4.0), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    xs = [r["budget_usd"] / 1e6 for r in rows]
+    ax.bar([f"${x:.3g}M" for x in xs], [num(r["tco_usd"]) / 1e6 for r in rows],
+           color="#9ecae1", label="TCO, million USD")
+    ax.set_xlabel("network budget")
+    ax.set_ylabel("TCO, million USD")
+    days = [num(r.get("days_to_train")) for r in rows]
+    if all(d is not None for d in days):
+        ax2 = ax.twinx()
+        ax2.plot(range(len(rows)), days, color="#d62728", marker="o")
+        ax2.set_ylabel("days to train", color="#d62728")
+    ax.set_title("Best design per budget: TCO and days to train")
+    fig.tight_layout()
+    fig.savefig(Path(out_dir) / "procurement.png")
+    note = ("Per budget the fastest affordable design (as in 'Best design per budget') with "
+            "its days to train, USD per training run and total cost of ownership "
+            "(search.time_to_train, codesign.tco).")
+    md = "\n".join([note, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                   + ["| " + " | ".join(c.replace("|", "/") for c in b) + " |" for b in body]
+                   + ["", "![TCO and days to train per budget](procurement.png)"])
+    htm = (f"<p>{html.escape(note)}</p><table><tr>"
+           + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
+           + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in b) + "</tr>"
+                     for b in body) + "</table>"
+           + '<img src="procurement.png" alt="TCO and days to train per budget" width="640">')
+    return md, htm

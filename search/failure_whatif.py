@@ -23,7 +23,9 @@ again on what is left:
 The **slowdown** of a sample is the mix's weighted time per sample (iteration time /
 global batch) after the failure over the same before it (both timed with the same
 collective method on the same model, so a sample without failures has slowdown exactly
-1): the ratio of the times to train.  Reported: mean, p50 and p99 (linear interpolation)
+1): the ratio of the times to train.  A re-planned job searches its strategy afresh, so
+a slowdown below 1 means the search found a better strategy than the one the intact
+fabric ran (give the intact fabric at least the same search for a fair baseline).  Reported: mean, p50 and p99 (linear interpolation)
 over the samples in which training continues, and the fraction of samples in which it
 cannot (partitioned or no longer fitting).
 
@@ -232,6 +234,11 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
     from topologies.failures import Failures, degrade, sample_failures
 
     t0 = time.perf_counter()
+    for wl, _, c in mix:
+        if c.strategy.gpus != topology.npus * hardware.gpus_per_server:
+            raise invalid(f"failure what-if of {wl.name} strategy", str(c.strategy),
+                          f"a strategy on every GPU of a server-level fabric "
+                          f"({topology.npus} servers x {hardware.gpus_per_server} GPUs)")
     check_failure_work(topology, study, len(mix))
     total_w = sum(w for _, w, _ in mix)
     # Seconds per sample (the global batch may shrink when servers are lost).

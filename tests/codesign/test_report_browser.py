@@ -127,3 +127,22 @@ def test_screenshot_of_the_report_is_not_blank(served):
     pixels = imread(str(shot))
     assert pixels.shape[0] >= 2000 and pixels.shape[1] >= 1200
     assert float(np.std(pixels[..., :3])) > 0.05     # text, tables and plots, not blank
+
+
+def test_sweep_report_procurement_section(tmp_path):
+    """A sweep with procurement columns gets the section and its plot (the browser test
+    above covers the what-if report's images; this one checks the sweep report's)."""
+    from codesign.records import RecordWriter
+    from codesign.report import write_report
+
+    rows = [{"study": "p", "trial": i, "status": "complete", "family": "torus", "degree": 4,
+             "link_bandwidth_Bps": 12.5e9, "servers": 16, "cost_usd": 100.0 * (i + 1),
+             "iteration_time_s": 1.0 / (i + 1), "gpu": "A100-80", "strategy": "dp=128",
+             "tco_usd": 4e6 + i, "days_to_train": 10.0 / (i + 1), "usd_per_run": 1e5 / (i + 1)}
+            for i in range(4)]
+    RecordWriter(tmp_path / "p" / "records").write(rows)
+    paths = write_report(tmp_path / "p")
+    md = paths["markdown"].read_text()
+    assert "## Procurement" in md and "$4,000,003" in md
+    assert paths["procurement_plot"].stat().st_size > 1000
+    assert "procurement.png" in paths["html"].read_text()
