@@ -14,18 +14,20 @@ again on what is left:
    and per-flow ECMP; a Clos fabric's D-mod-k rule no longer applies) and every workload
    is re-timed with its old strategy.
 3. **Fewer servers** -- the job no longer fits its old placement (its strategy uses more
-   GPUs than are left): the strategy is searched again on the survivors
+   GPUs than are left): it is re-planned on the survivors (:func:`_replan`): the old
+   strategy with its data parallelism resized, and the strategy search again
    (:func:`search.feasible.feasible_start`, then :func:`search.per_fabric.best_strategies`
-   with the study's ``search`` budget), the global batch rounded down to a multiple of
-   the surviving GPUs (:func:`_replan`); a workload with no
+   with the study's ``search`` budget), the faster kept, the global batch rounded down to
+   a multiple of the surviving GPUs; a workload with no
    strategy that fits in memory any more makes the sample count as ``cannot_fit``.
 
 The **slowdown** of a sample is the mix's weighted time per sample (iteration time /
 global batch) after the failure over the same before it (both timed with the same
 collective method on the same model, so a sample without failures has slowdown exactly
-1): the ratio of the times to train.  A re-planned job searches its strategy afresh, so
-a slowdown below 1 means the search found a better strategy than the one the intact
-fabric ran (give the intact fabric at least the same search for a fair baseline).  Reported: mean, p50 and p99 (linear interpolation)
+1): the ratio of the times to train.  The baseline is the given strategy or, if faster,
+the best of the same search a re-planned job gets (from the feasible start on the intact
+fabric), so re-planning is not credited with finding a better strategy than the intact
+job could have run.  Reported: mean, p50 and p99 (linear interpolation)
 over the samples in which training continues, and the fraction of samples in which it
 cannot (partitioned or no longer fitting).
 
@@ -181,28 +183,57 @@ def _cut_off(topology) -> list[int] | None:
     return np.flatnonzero(npu_labels != main).tolist()
 
 
+def _same_shape(cand, gpus: int):
+    """The intact strategy with data parallelism resized to ``gpus`` GPUs (same TP, PP,
+    CP and knobs), or ``None`` when its model parallelism does not divide ``gpus``."""
+    import dataclasses
+
+    st = cand.strategy
+    mp = st.gpus // st.dp
+    if gpus % mp:
+        return None
+    return dataclasses.replace(cand, strategy=dataclasses.replace(st, dp=gpus // mp))
+
+
 def _replan(left, mix, hardware, study: FailureStudy, method: str, *, seed: int) -> float:
     """Weighted time per sample of the mix re-planned on the surviving servers, seconds.
 
     A strategy's data parallelism must divide the global batch (Megatron-LM and
     PyTorch DDP split it evenly), so on ``g`` surviving GPUs the batch ``B`` is rounded
     down to ``floor(B / g) g`` samples (at most ``g - 1`` fewer; a batch of 65,536 on
-    120 GPUs becomes 65,520) and the feasible start (:func:`search.feasible.
-    feasible_start`) gets the strategy search; time per sample = iteration time / batch.
+    120 GPUs becomes 65,520).  Per workload the faster of (a) the intact strategy with
+    its data parallelism resized to the survivors (same TP/PP/CP and knobs, when it
+    divides and fits) and (b) the strategy search from the feasible start (the same
+    search and seed as the baseline's) is kept; time per sample = iteration time /
+    batch.
     """
+    from codesign.errors import CodesignError
     from search.feasible import feasible_start
     from search.per_fabric import WorkloadPlan, best_strategies
 
     gpus = left.npus * hardware.gpus_per_server
-    plans = []
-    for wl, w, _ in mix:
+    total = 0.0
+    for i, (wl, w, cand) in enumerate(mix):
         batch = (wl.batch_size // gpus) * gpus
         if batch >= 1:
             wl = wl.with_batch(batch)
-        plans.append(WorkloadPlan(wl.name, w, None, wl, feasible_start(wl, gpus, hardware)))
-    choices = best_strategies(left, plans, hardware, collective_method=method,
-                              budget=study.search, seed=seed)
-    return sum(c.weight * c.time_s / p.workload.batch_size for c, p in zip(choices, plans))
+        best = math.inf
+        resized = _same_shape(cand, gpus)
+        if resized is not None:
+            try:
+                best = _time(left, wl, resized, hardware, method)
+            except CodesignError:
+                pass
+        try:
+            plan = WorkloadPlan(wl.name, w, None, wl, feasible_start(wl, gpus, hardware))
+            found = best_strategies(left, [plan], hardware, collective_method=method,
+                                    budget=study.search, seed=seed + i)[0]
+            best = min(best, found.time_s)
+        except InfeasibleError:
+            if not math.isfinite(best):
+                raise
+        total += w * best / wl.batch_size
+    return total
 
 
 def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
@@ -241,9 +272,23 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
                           f"({topology.npus} servers x {hardware.gpus_per_server} GPUs)")
     check_failure_work(topology, study, len(mix))
     total_w = sum(w for _, w, _ in mix)
-    # Seconds per sample (the global batch may shrink when servers are lost).
-    base = sum(w * _time(topology, wl, c, hardware, collective_method) / wl.batch_size
-               for wl, w, c in mix) / total_w
+    # Seconds per sample (the global batch may shrink when servers are lost).  The
+    # baseline gets the same search a re-planned job gets (from the feasible start), so a
+    # re-planned job is not compared against a weaker strategy than that search finds.
+    given = [_time(topology, wl, c, hardware, collective_method) for wl, _, c in mix]
+    if study.search is not None:
+        from search.feasible import feasible_start
+        from search.per_fabric import WorkloadPlan, best_strategies
+
+        gpus = topology.npus * hardware.gpus_per_server
+        plans = [WorkloadPlan(wl.name, w, None, wl, feasible_start(wl, gpus, hardware))
+                 for wl, w, _ in mix]
+        searched = [best_strategies(topology, [p], hardware,
+                                    collective_method=collective_method,
+                                    budget=study.search, seed=study.spec.seed + i)[0]
+                    for i, p in enumerate(plans)]
+        given = [min(t, c.time_s) for t, c in zip(given, searched)]
+    base = sum(w * t / wl.batch_size for (wl, w, _), t in zip(mix, given)) / total_w
     slow, parted, unfit, replanned = [], 0, 0, 0
     for i in range(study.samples):
         rng = np.random.default_rng([study.spec.seed + seed_offset, i])
@@ -267,7 +312,8 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
                         for wl, w, c in mix) / total_w
             else:
                 replanned += 1
-                t = _replan(left, mix, hardware, study, collective_method, seed=i) / total_w
+                t = _replan(left, mix, hardware, study, collective_method,
+                            seed=study.spec.seed) / total_w
         except InfeasibleError:
             unfit += 1
             continue
