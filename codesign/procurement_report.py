@@ -22,6 +22,7 @@ API with the Agg canvas, as in :mod:`codesign.report`.
 from __future__ import annotations
 
 import html
+import math
 from pathlib import Path
 from typing import Any
 
@@ -225,15 +226,15 @@ def sweep_procurement_section(best: list[dict[str, Any]], out_dir: str | Path
     -------
     (markdown, html) or None
     """
-    rows = [r for r in best if r.get("tco_usd") is not None
-            and r.get("tco_usd") == r.get("tco_usd")]
+    rows = [r for r in best if isinstance(r.get("tco_usd"), float)
+            and math.isfinite(r["tco_usd"])]
     if not rows:
         return None
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     def num(v: Any) -> float | None:
-        return None if v is None or v != v else float(v)
+        return None if v is None or not math.isfinite(float(v)) else float(v)
 
     head = ["budget", "design", "strategy", "iteration", "days to train", "USD per run", "TCO"]
     body = [[_usd(r["budget_usd"]), str(r.get("topology_spec") or r.get("family")),

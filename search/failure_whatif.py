@@ -41,8 +41,9 @@ planned ``samples x evaluations x n^2`` route entries exceed
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -74,7 +74,7 @@ def main(samples: int = 10) -> str:
                 continue
             r = fabric_failures(topo, [(wl, 1.0, intact)], hw,
                                 FailureStudy(parse_failure_spec(text), samples))
-            f = lambda v: "-" if v is None else f"{v:.3f}x"  # noqa: E731
+            f = lambda v: "-" if v is None else f"{v:.3f}x"
             lines.append(f"| {name} | `{intact.strategy}` | {kind} | {f(r.mean)} | {f(r.p50)} | {f(r.p99)} | "
                          f"{r.stopped_fraction:.0%} (partitioned {r.partitioned}) | "
                          f"{r.replanned} | {r.seconds:.0f} |")

@@ -3,10 +3,18 @@
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codesign.errors import InvalidSpecError
-from codesign.tco import ServerPrice, TcoParams, cluster_tco, load_prices, run_cost_usd, \
-    server_price
+from codesign.tco import (
+    ServerPrice,
+    TcoParams,
+    cluster_tco,
+    load_prices,
+    run_cost_usd,
+    server_price,
+)
 from codesign.workloads import get_hardware, get_workload
 from search.time_to_train import TrainingGoal, days_to_train, parse_goal, procurement
 
@@ -74,7 +82,7 @@ def test_tco_params_refuse_bad_values(bad):
 def test_catalog_prices_every_builtin_gpu_with_sources():
     from codesign.workloads.hardware import hardware_names
 
-    prices, params = load_prices()
+    _, params = load_prices()
     assert params.pue >= 1.0
     for name in hardware_names():
         p = server_price(name)
@@ -132,3 +140,28 @@ def test_sweep_spec_procurement_validation():
                         ({"procurement": {"token": 1e12}}, "token")]:
         with pytest.raises(InvalidSpecError, match=needle):
             parse_sweep_spec({**base, **bad})
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.one_of(st.text(max_size=12), st.floats(allow_nan=True), st.integers(), st.none()))
+def test_parse_goal_never_crashes(value):
+    try:
+        goal = parse_goal(tokens=value)
+    except InvalidSpecError:
+        return
+    assert goal is None or (goal.tokens > 0 and math.isfinite(goal.tokens))
+
+
+def test_price_file_errors_are_one_line(tmp_path):
+    bad = tmp_path / "p.yaml"
+    bad.write_text("gpus: {H100: {server_usd: -1, gpu_tdp_w: 700, server_max_w: 10200}}\n")
+    with pytest.raises(InvalidSpecError, match="server_usd"):
+        load_prices(bad)
+    bad.write_text("gpus: {H100: {server_usd: 1, gpu_tdp_w: 700, server_max_w: 1, x: 2}}\n")
+    with pytest.raises(InvalidSpecError, match="x"):
+        load_prices(bad)
+    good = tmp_path / "q.yaml"
+    good.write_text("defaults: {pue: 1.1}\ngpus: {H100: {server_usd: 250000, gpu_tdp_w: 700, "
+                    "server_max_w: 10200}}\n")
+    prices, params = load_prices(good)
+    assert prices["H100"].server_usd == 250000 and params.pue == 1.1

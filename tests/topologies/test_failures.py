@@ -6,8 +6,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codesign.errors import InvalidSpecError
-from topologies.failures import (Failures, cable_ids, degrade, parse_failure_spec,
-                                 parse_named_failures, partitioned, racks, sample_failures)
+from topologies.failures import (
+    Failures,
+    cable_ids,
+    degrade,
+    parse_failure_spec,
+    parse_named_failures,
+    partitioned,
+    racks,
+    sample_failures,
+)
 from topologies.registry import from_spec
 
 
