@@ -453,8 +453,14 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     def procure(k) -> dict[str, Any]:
         """Days, USD per run and TCO of fabric ``k`` (:mod:`search.time_to_train`)."""
         if k not in procured:
+            from codesign.tco import load_prices
             from codesign.workloads import get_workload
             from search.time_to_train import fabric_parts_cost, procurement
+
+            if hardware.name not in load_prices(prices)[0] and goal is None \
+                    and objective in ("iteration_time_s", "cost_usd"):
+                procured[k] = {}   # a GPU without prices (a user's catalog): no TCO asked
+                return procured[k]
 
             m = results[k][1].metrics
             net_usd, net_w = fabric_parts_cost(m["topology_spec"], family=k[0],
@@ -526,7 +532,7 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
 
 def _procurement_fields(p: dict[str, Any]) -> tuple:
     """``days_to_train, usd_per_run, tco_usd, procurement`` of a :class:`WhatIfChoice`."""
-    return p.get("days_to_train"), p.get("usd_per_run"), p["tco_usd"], p
+    return p.get("days_to_train"), p.get("usd_per_run"), p.get("tco_usd"), p or None
 
 
 def _with_failures(choices: list[WhatIfChoice], study, results, hardware,
