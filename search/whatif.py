@@ -41,6 +41,16 @@ error (``model_error``, ``within_model_error``, and a note): the model does not 
 those against the answer (:func:`evaluators.iteration.uncertainty.compare`).  Progress (fabrics done / total) is reported through
 ``progress(done, total)``; the CLI shows it with an ETA on stderr.
 
+Procurement answers (issue 20)
+------------------------------
+Every answer also carries the cluster's TCO (capex, opex per year; servers, network and
+power, or a cloud price per GPU-hour: :mod:`codesign.tco`), and with a training goal
+(``goal``: tokens, samples or epochs) the days to train and USD per run
+(:mod:`search.time_to_train`).  ``objective`` picks the answer per budget among the
+affordable timed fabrics (default the fastest; ``usd_per_run`` can prefer a pricier,
+faster fabric).  ``failures`` adds a failure what-if of each answer's fabric
+(:mod:`search.failure_whatif`: slowdown mean/p50/p99, fraction that cannot continue).
+
 Shared cluster (TopoOpt Section 5.6, :func:`shared_cluster`)
 -----------------------------------------------------------
 A cluster of ``servers`` (432) runs ``jobs`` jobs of ``job_servers`` (16) servers of
