@@ -160,12 +160,13 @@ def _assumptions(result: dict[str, Any]) -> list[str]:
     p, t = c["procurement"], c["procurement"]["tco"]
     out.append(f"TCO model: {t['model']}; amortisation {t['years']:g} years; power at the wall "
                f"{t['power_w'] / 1e3:,.0f} kW (PUE included); network priced with the "
-               f"{p.get('network_catalog', 'parts-2026')} parts catalog (budgets use the "
+               f"{p.get('network_catalog', 'parts-2026')} catalog (budgets use the "
                f"what-if's own cost model).")
     out.append(f"Prices of {result['gpu']}: {p.get('price_solidity', '')}.")
     if result.get("goal"):
-        out.append(f"Training goal: {result['goal']}; days = iterations x iteration time / "
-                   f"86400; a run costs its hours at TCO / (years x 8760) per hour.")
+        goal = ", ".join(f"{v:.4g} {k}" for k, v in result["goal"].items())
+        out.append(f"Training goal: {goal}; days = iterations x iteration time / 86400; a "
+                   f"run costs its hours at TCO / (years x 8760) per hour.")
     out.append(f"Answer per budget chosen by {result.get('objective', 'iteration_time_s')}.")
     return out
 
