@@ -37,7 +37,8 @@ def _usd(v: Any) -> str:
 
 
 def _days(v: Any) -> str:
-    return "-" if v is None else f"{v:,.2f}" if v < 10 else f"{v:,.1f}"
+    return "-" if v is None else f"{v:.3g}" if v < 1 else f"{v:,.2f}" if v < 10 \
+        else f"{v:,.1f}"
 
 
 def procurement_rows(result: dict[str, Any]) -> list[dict[str, str]]:

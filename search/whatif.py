@@ -603,10 +603,11 @@ def _procurement_lines(c: WhatIfChoice) -> list[str]:
     if c.days_to_train is not None:
         per = (f"{p['tokens_per_iteration']:,} tokens" if "tokens_per_iteration" in p
                else f"{p.get('samples_per_iteration', 0):,} samples")
-        out.append(f"{pad}days to train {c.days_to_train:,.2f} ({p['iterations']:,} iterations "
+        days = f"{c.days_to_train:.3g}" if c.days_to_train < 1 else f"{c.days_to_train:,.2f}"
+        out.append(f"{pad}days to train {days} ({p['iterations']:,} iterations "
                    f"of {per}; MFU {c.mfu:.1%}); USD per run {c.usd_per_run:,.0f}"
                    if isinstance(c.mfu, float) else
-                   f"{pad}days to train {c.days_to_train:,.2f}; USD per run {c.usd_per_run:,.0f}")
+                   f"{pad}days to train {days}; USD per run {c.usd_per_run:,.0f}")
     if c.tco_usd is not None:
         t = p.get("tco", {})
         parts = ", ".join(f"{k} {v:,.0f}" for k, v in t.get("breakdown_usd", {}).items())

@@ -165,3 +165,14 @@ def test_price_file_errors_are_one_line(tmp_path):
                     "server_max_w: 10200}}\n")
     prices, params = load_prices(good)
     assert prices["H100"].server_usd == 250000 and params.pue == 1.1
+
+
+def test_procurement_sweep_example_parses():
+    from pathlib import Path
+
+    from search.sweep_spec import load_sweep_spec
+
+    path = Path(__file__).parents[2] / "experiments" / "sweeps" / "procurement.yaml"
+    spec = load_sweep_spec(path)
+    assert spec.objectives == ("usd_per_run", "days_to_train")
+    assert dict(spec.procurement) == {"epochs": 90.0, "pue": 1.2, "years": 5.0}
