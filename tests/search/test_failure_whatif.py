@@ -80,3 +80,12 @@ def test_direct_connect_fabric_keeps_its_rings_after_a_link_failure():
     assert direct_generators(left, npus, min_fraction=MOSTLY_PROVIDED) == [1, 3, 5]
     r = fabric_failures(from_spec("perms:16,p=1:3:5"), _mix(16), HW, _study("links=1,seed=0"))
     assert all(1.0 <= s < 1.2 for s in r.slowdowns)
+
+
+def test_work_is_bounded_before_sampling():
+    from codesign.resources import ResourceLimitError
+
+    # 208 nodes: 1000 samples x 5 timings x 208^2 = 2.2e8 > MAX_FAILURE_WORK, refused
+    # before the baseline is timed.
+    with pytest.raises(ResourceLimitError, match="--samples"):
+        fabric_failures(from_spec("fattree:k=8"), _mix(128), HW, _study("links=1", 1000))
