@@ -649,10 +649,27 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                            collective_method=args.collective_method,
                            network_model=args.network_model, routing=args.routing,
                            overlap=not args.no_overlap).to_dict()
+    if args.fail is not None:
+        import dataclasses
+
+        from search.failure_whatif import FailureStudy, fabric_failures
+        from search.strategy_space import Candidate
+        from topologies.failures import parse_failure_spec
+
+        spec = parse_failure_spec(args.fail)
+        fhw = dataclasses.replace(hw, gpus_per_server=per_server)
+        method = "auto" if args.collective_method == "best" else args.collective_method
+        payload["failures"] = fabric_failures(
+            topo, [(workload, 1.0, Candidate(strategy))], fhw, FailureStudy(spec, spec.samples),
+            collective_method=method).to_dict()
 
     def human() -> None:
         print(f"{payload['workload']} {payload['strategy']} on {payload['topology']} "
               f"({payload['hardware']})")
+        if payload.get("failures"):
+            from search.failure_whatif import format_failure_summary
+
+            print("  " + format_failure_summary(payload["failures"]))
         skip = ("workload", "strategy", "topology", "hardware", "by_purpose_s", "breakdown",
                 "memory")
         for key, value in payload.items():
@@ -815,6 +832,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
             raise invalid("whatif --families", args.families,
                           f"a comma list of {', '.join(SWEEP_FAMILIES)}")
         families = {"families": names}
+    procurement = _procurement_options(args)
     progress = None if args.json or args.quiet else _progress_bar(1, label="fabrics")
     try:
         result = run_whatif(parse_budgets(args.budget), servers=servers, workloads=mix,
@@ -822,12 +840,55 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
                             search=search, finalists=args.finalists, workers=args.workers,
                             progress=progress.update if progress else None,
                             hardware_file=args.hardware_file, catalog=args.catalog,
-                            **families)
+                            **families, **procurement)
     finally:
         if progress is not None:
             progress.close()
+    if args.report:
+        from codesign.procurement_report import write_whatif_report
+
+        write_whatif_report(result, args.report)
     _emit(args, result.to_dict(), lambda: print(format_whatif(result)))
     return 0
+
+
+def _procurement_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``run_whatif`` keywords of the procurement options (goal, TCO, objective, failures)."""
+    from codesign.tco import TcoParams, load_prices, server_price
+    from search.time_to_train import parse_goal
+
+    goal = parse_goal(tokens=args.tokens, samples=args.samples, epochs=args.epochs,
+                      dataset_samples=args.dataset_samples)
+    defaults = load_prices(args.prices)[1]
+    rent = args.gpu_hour_usd
+    if rent == "catalog":
+        rent = server_price(args.gpu, args.prices).cloud_usd_per_gpu_hour
+        if rent is None:
+            from codesign.errors import invalid
+
+            raise invalid("--gpu-hour-usd catalog for", args.gpu,
+                          "a GPU with a cloud price in the price catalog, or a number")
+    elif rent is not None:
+        try:
+            rent = float(rent)
+        except ValueError:
+            from codesign.errors import invalid
+
+            raise invalid("--gpu-hour-usd", rent, "a price in USD > 0, or catalog") from None
+    params = TcoParams(
+        usd_per_kwh=defaults.usd_per_kwh if args.usd_per_kwh is None else args.usd_per_kwh,
+        pue=defaults.pue if args.pue is None else args.pue,
+        utilisation=defaults.utilisation if args.utilisation is None else args.utilisation,
+        years=defaults.years if args.years is None else args.years, gpu_hour_usd=rent)
+    failures = None
+    if args.fail is not None:
+        from search.failure_whatif import FailureStudy
+        from topologies.failures import parse_failure_spec
+
+        spec = parse_failure_spec(args.fail)
+        failures = FailureStudy(spec, spec.samples)
+    return {"goal": goal, "objective": args.objective, "tco_params": params,
+            "prices": args.prices, "failures": failures}
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -1004,6 +1065,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "collectives too)")
     p.add_argument("--no-overlap", action="store_true",
                    help="do not overlap gradient buckets with the backward pass")
+    p.add_argument("--fail", help="failure what-if: links=10%%,seed=S,samples=N (kinds links, "
+                                  "switches, servers, racks; N%% or a count; rack_size=K): "
+                                  "slowdown distribution of this strategy's job")
     p.add_argument("--closed-form", action="store_true",
                    help="TopoOpt Eq. (1) estimate instead of the simulation")
 
@@ -1074,6 +1138,31 @@ def build_parser() -> argparse.ArgumentParser:
                         "cluster (--servers default 432, --degree, --link-rate)")
     p.add_argument("--degree", type=int, default=8, help="--shared-cluster: server degree d")
     p.add_argument("--link-rate", default="100Gbps", help="--shared-cluster: link rate B")
+    g = p.add_argument_group("procurement (days, dollars, failures)")
+    g.add_argument("--tokens", help="training goal in tokens (language models), e.g. 15e12")
+    g.add_argument("--samples", help="training goal in samples")
+    g.add_argument("--epochs", help="training goal in epochs (ImageNet models, or with "
+                                    "--dataset-samples)")
+    g.add_argument("--dataset-samples", help="samples per epoch for --epochs")
+    g.add_argument("--objective", default="iteration_time_s",
+                   help="what picks the answer per budget: iteration_time_s (default), "
+                        "cost_usd, days_to_train, usd_per_run, tco_usd")
+    g.add_argument("--usd-per-kwh", type=float, help="electricity price (default 0.08)")
+    g.add_argument("--pue", type=float, help="power usage effectiveness (default 1.3)")
+    g.add_argument("--utilisation", type=float,
+                   help="fraction of the servers' maximum power drawn (default 0.8)")
+    g.add_argument("--years", type=float, help="amortisation period (default 4)")
+    g.add_argument("--gpu-hour-usd",
+                   help="rent instead: USD per GPU-hour, or 'catalog' (the catalog's "
+                        "on-demand reference price)")
+    g.add_argument("--prices", help="price catalog YAML (default codesign/data/"
+                                    "cluster-2026.yaml)")
+    g.add_argument("--fail", help="failure what-if of every answer's fabric: "
+                                  "links=10%%,seed=S,samples=N (kinds links, switches, "
+                                  "servers, racks; N%% or a count; rack_size=K)")
+    g.add_argument("--report", metavar="DIR",
+                   help="also write the procurement report (report.html, report.md, "
+                        "plots) to DIR")
 
     p = add(sub, "report", _cmd_report, "write the HTML/Markdown report of a results folder")
     p.add_argument("results_dir")

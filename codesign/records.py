@@ -48,7 +48,9 @@ Columns (units in the names, DESIGN.md section 4)
   ``start_iteration_time_s`` (the search's feasible start: what a fixed-strategy sweep
   reports), ``search_evaluations``, ``mfu``, ``server_bandwidth_Bps``,
   ``collective_algorithms_json`` (the ``best`` winner per collective) and
-  ``collective_gain_over_ring``.  Version 3 dropped ``allreduce_size_bytes`` and
+  ``collective_gain_over_ring``; procurement (schema version 4, sweeps with a
+  ``procurement`` mapping): ``tco_usd``, ``days_to_train``, ``usd_per_run``.  Version 3
+  dropped ``allreduce_size_bytes`` and
   ``allreduce_time_s`` (always empty since the iteration model replaced the all-reduce
   stand-in); older parts that have them still load.
 
@@ -97,7 +99,7 @@ __all__ = [
 #: Allowed values of the ``status`` column.
 STATUSES = ("complete", "pruned", "failed")
 #: Bumped when columns are added to :data:`RECORD_SCHEMA`.
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 
 _PART_RE = re.compile(r"^part-(\d+)\.parquet$")
 _REQUIRED = ("study", "trial", "status")
@@ -159,6 +161,11 @@ _COLUMNS: tuple[tuple[str, str, bool, str], ...] = (
                                                    "collective, JSON"),
     ("collective_gain_over_ring", "float64", True, "ring time / chosen time over the "
                                                    "collectives of the trial"),
+    # Schema version 4 (procurement, issue 20): with the spec's ``procurement`` mapping.
+    ("tco_usd", "float64", True, "total cost of ownership over the amortisation period, "
+                                 "USD (servers, network, power; or the cloud rent)"),
+    ("days_to_train", "float64", True, "days to reach the training goal"),
+    ("usd_per_run", "float64", True, "USD of one training run to the goal"),
 )
 
 #: Column names of :data:`RECORD_SCHEMA`, in order.

@@ -12,7 +12,11 @@ minimised, :func:`pareto_mask`), and writes next to the records (or into
   the Pareto front, the best design per budget, the sensitivity of each
   objective to each parameter, per-workload tables (sweeps), every trial
   (pruned and failed ones with their reason) and the provenance (seeds,
-  configuration hashes, samplers, objectives, package versions, time range).
+  configuration hashes, samplers, objectives, package versions, time range);
+* with procurement columns (a sweep with a ``procurement`` mapping): a
+  "Procurement" section, per budget the fastest affordable design's days to train,
+  USD per run and TCO, and ``procurement.png``
+  (:func:`codesign.procurement_report.sweep_procurement_section`).
 
 Best design per budget: for each budget ``B`` (the studies' ``budget_usd`` and
 the 25/50/75/100 % quantiles of the complete designs' costs), the complete
@@ -613,6 +617,13 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
                 f"<p>{note}</p>\n{_html_table(head, body)}"
         sections.append((f"Pareto front ({study})", md, htm))
     sections += _sweep_sections(frame)
+    if "tco_usd" in frame and frame["tco_usd"].notna().any():
+        from codesign.procurement_report import sweep_procurement_section
+
+        procurement = sweep_procurement_section(best_per_budget(frame), out)
+        if procurement is not None:
+            sections.append(("Procurement", *procurement))
+            paths["procurement_plot"] = out / "procurement.png"
     if codesign_by_family(frame):
         sections.append(_codesign_section(frame))
     for study in studies:

@@ -207,7 +207,8 @@ class _Run:
             search_restarts=sp.strategy_search.restarts if sp.strategy_search else 1,
             seed=self.spec.seed, oversub=sp.leafspine_oversub,
             budget_usd=self.spec.budget_usd, gpus_per_server=sp.gpus_per_server,
-            hardware_file=sp.hardware_file, catalog=sp.catalog)
+            hardware_file=sp.hardware_file, catalog=sp.catalog,
+            procurement=self.spec.procurement)
 
     def record(self, number: int, point: SweepPoint, outcome: TrialOutcome | None, *,
                status: str | None = None, reason: str = "") -> dict[str, Any]:

@@ -39,7 +39,10 @@ small sweep)::
 
 Objectives and their directions (implied, :data:`OBJECTIVES`): ``iteration_time_s``,
 ``cost_usd``, ``exposed_communication_s`` and ``cost_per_throughput_usd`` are
-minimised; ``throughput_per_usd`` is maximised.
+minimised; ``throughput_per_usd`` is maximised; with a ``procurement`` mapping
+(``procurement: {tokens: 15e12, pue: 1.2, years: 5}``: a training goal and TCO
+assumptions, :mod:`search.time_to_train`) also ``tco_usd``, ``usd_per_run`` and
+``days_to_train`` (minimised; the last two need the goal).
 
 Strategy search (co-design per trial, :mod:`search.per_fabric`): with
 ``strategy_search`` on (the default; ``on`` means ``{evaluations: 16, restarts: 1}``)
@@ -82,6 +85,11 @@ OBJECTIVES: dict[str, str] = {
     "throughput_per_usd": "maximize",
     "cost_per_throughput_usd": "minimize",
     "exposed_communication_s": "minimize",
+    # Procurement (issue 20; need the spec's ``procurement`` key, days and USD per run
+    # a training goal in it): search.time_to_train.
+    "tco_usd": "minimize",
+    "usd_per_run": "minimize",
+    "days_to_train": "minimize",
 }
 #: Samplers a sweep may use.
 SAMPLERS = ("nsga2", "tpe", "grid", "random")
@@ -96,7 +104,7 @@ COLLECTIVE_METHODS = ("best", "auto")
 _STUDY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _TOP_KEYS = ("study", "workloads", "space", "objectives", "constraints", "sampler",
              "population_size", "trials", "max_in_flight", "seed", "storage", "batch_size",
-             "trial_timeout_s")
+             "trial_timeout_s", "procurement")
 _SPACE_KEYS = ("families", "servers", "degree", "link_rate", "gpu", "gpus_per_server",
                "collective_method", "strategy_search", "leafspine_oversub", "hardware_file",
                "catalog")
@@ -263,6 +271,10 @@ class SweepSpec:
         Records per Parquet part.
     trial_timeout_s : float or None
         A trial running longer is cancelled and recorded as failed.
+    procurement : tuple of (key, value)
+        The ``procurement`` mapping (:func:`_procurement`): training goal and TCO
+        assumptions; trials then record ``tco_usd`` and, with a goal,
+        ``days_to_train`` and ``usd_per_run``.
     """
 
     study: str
@@ -279,6 +291,7 @@ class SweepSpec:
     storage: str | None = None
     batch_size: int = 8
     trial_timeout_s: float | None = 600.0
+    procurement: tuple[tuple[str, Any], ...] = ()
 
     @property
     def directions(self) -> list[str]:
@@ -503,8 +516,57 @@ def parse_sweep_spec(spec: Any, *, where: str = "sweep spec") -> SweepSpec:
     timeout = spec.get("trial_timeout_s", 600.0)
     if timeout is not None:
         timeout = _number(timeout, "sweep trial_timeout_s")
+    procurement = _procurement(spec.get("procurement"), objectives, workloads)
     return SweepSpec(study, workloads, space, objectives, budget, max_degree, sampler, population,
-                     trials, in_flight, seed, storage, batch, timeout)
+                     trials, in_flight, seed, storage, batch, timeout, procurement)
+
+
+_PROCUREMENT_KEYS = ("tokens", "samples", "epochs", "dataset_samples", "usd_per_kwh", "pue",
+                     "utilisation", "years", "gpu_hour_usd", "prices")
+
+
+def _procurement(value: Any, objectives: tuple[str, ...],
+                 workloads: tuple[WorkloadItem, ...]) -> tuple[tuple[str, Any], ...]:
+    """Validate the ``procurement`` mapping, e.g. ``{tokens: 15e12, pue: 1.2, years: 5}``
+    (goal: one of tokens/samples/epochs, with dataset_samples for epochs; TCO: usd_per_kwh,
+    pue, utilisation, years, gpu_hour_usd, prices = a price catalog file)."""
+    from search.time_to_train import parse_goal
+
+    procurement_objectives = [o for o in objectives if o in ("tco_usd", "usd_per_run",
+                                                             "days_to_train")]
+    if value is None:
+        if procurement_objectives:
+            raise invalid("sweep objectives", procurement_objectives[0],
+                          "a procurement mapping in the spec (e.g. procurement: {tokens: "
+                          "15e12})")
+        return ()
+    check_keys(value, allowed=_PROCUREMENT_KEYS, where="sweep procurement")
+    goal = parse_goal(tokens=value.get("tokens"), samples=value.get("samples"),
+                      epochs=value.get("epochs"), dataset_samples=value.get("dataset_samples"))
+    needs_goal = [o for o in procurement_objectives if o != "tco_usd"]
+    if goal is None and needs_goal:
+        raise invalid("sweep objectives", needs_goal[0],
+                      "a training goal in procurement (tokens, samples or epochs)")
+    if goal is not None and len(workloads) != 1:
+        raise invalid("sweep procurement goal with a workload mix", len(workloads),
+                      "one workload (days to train are per model)")
+    from codesign.tco import TcoParams
+
+    numbers = {k: _number(value[k], f"sweep procurement {k}", positive=False)
+               for k in ("usd_per_kwh", "pue", "utilisation", "years", "gpu_hour_usd")
+               if value.get(k) is not None}
+    TcoParams(**numbers)    # validates the ranges
+    prices = value.get("prices")
+    if prices is not None:
+        from codesign.tco import load_prices
+
+        if not isinstance(prices, str):
+            raise invalid("sweep procurement prices", prices, "a price catalog YAML path")
+        load_prices(prices)
+    out = dict(numbers, **(goal.to_dict() if goal is not None else {}))
+    if prices is not None:
+        out["prices"] = prices
+    return tuple(sorted(out.items()))
 
 
 def load_sweep_spec(path: str | Path) -> SweepSpec:

@@ -99,6 +99,10 @@ class SweepPoint:
         :data:`topologies.cost.CATALOG_NAMES` (``parts-2026``: 2025-2026 switch boxes,
         optics by reach and power) or a catalog YAML; ``None``: TopoOpt's Table 2 (the
         paper's reproductions).
+    procurement : tuple of (key, value)
+        Training goal and TCO assumptions (the sweep spec's ``procurement``): the
+        outcome then carries ``tco_usd`` and, with a goal, ``days_to_train`` and
+        ``usd_per_run`` (:func:`search.time_to_train.procurement`).
     """
 
     family: str
@@ -116,6 +120,7 @@ class SweepPoint:
     gpus_per_server: int | None = None
     hardware_file: str | None = None
     catalog: str | None = None
+    procurement: tuple[tuple[str, Any], ...] = ()
 
     def hardware(self):
         """The :class:`~codesign.workloads.hardware.Hardware` of ``gpu`` (and
@@ -419,6 +424,8 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
                            "bandwidth_tax", "mean_path_length", "bubble_fraction",
                            "max_link_utilisation", "mfu")},
                     "iteration_time_s": c.time_s})
+    if point.procurement:
+        metrics.update(_procurement_metrics(point, hardware, plans, t_iter, spec))
     return done("complete", iteration_time_s=t_iter, gpus=gpus,
                 throughput_per_usd=1.0 / (t_iter * cost_usd) if t_iter > 0 and cost_usd > 0
                 else None,
@@ -430,6 +437,27 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
                 search_evaluations=sum(c.evaluations for c in choices),
                 mfu=mean([p["mfu"] for p in per]),
                 per_workload_json=to_json(per), **metrics, **summary)
+
+
+def _procurement_metrics(point: SweepPoint, hardware, plans, t_iter: float,
+                         spec: str) -> dict[str, Any]:
+    """``tco_usd`` (and ``days_to_train``, ``usd_per_run`` with a goal) of a trial."""
+    from codesign.tco import TcoParams, load_prices
+    from search.time_to_train import fabric_parts_cost, parse_goal, procurement
+
+    opts = dict(point.procurement)
+    goal = parse_goal(tokens=opts.get("tokens"), samples=opts.get("samples"),
+                      epochs=opts.get("epochs"), dataset_samples=opts.get("dataset_samples"))
+    defaults = load_prices(opts.get("prices"))[1]
+    params = TcoParams(**{k: opts.get(k, getattr(defaults, k)) for k in (
+        "usd_per_kwh", "pue", "utilisation", "years")}, gpu_hour_usd=opts.get("gpu_hour_usd"))
+    net_usd, net_w = fabric_parts_cost(spec, family=point.family, servers=point.servers,
+                                       degree=point.degree,
+                                       link_bandwidth_Bps=point.link_bandwidth_Bps)
+    p = procurement(goal, plans[0].workload, iteration_time_s=t_iter, servers=point.servers,
+                    hardware=hardware, network_usd=net_usd, network_power_w=net_w,
+                    params=params, prices=opts.get("prices"))
+    return {k: p[k] for k in ("tco_usd", "days_to_train", "usd_per_run") if k in p}
 
 
 def strategy_rows(choices) -> list[dict[str, Any]]:

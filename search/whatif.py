@@ -41,6 +41,16 @@ error (``model_error``, ``within_model_error``, and a note): the model does not 
 those against the answer (:func:`evaluators.iteration.uncertainty.compare`).  Progress (fabrics done / total) is reported through
 ``progress(done, total)``; the CLI shows it with an ETA on stderr.
 
+Procurement answers (issue 20)
+------------------------------
+Every answer also carries the cluster's TCO (capex, opex per year; servers, network and
+power, or a cloud price per GPU-hour: :mod:`codesign.tco`), and with a training goal
+(``goal``: tokens, samples or epochs) the days to train and USD per run
+(:mod:`search.time_to_train`).  ``objective`` picks the answer per budget among the
+affordable timed fabrics (default the fastest; ``usd_per_run`` can prefer a pricier,
+faster fabric).  ``failures`` adds a failure what-if of each answer's fabric
+(:mod:`search.failure_whatif`: slowdown mean/p50/p99, fraction that cannot continue).
+
 Shared cluster (TopoOpt Section 5.6, :func:`shared_cluster`)
 -----------------------------------------------------------
 The time model lives in :mod:`evaluators.shared_cluster`; :func:`shared_cluster` runs it
@@ -64,13 +74,16 @@ from search.sweep_trial import SweepPoint, TrialOutcome, cached_topology, evalua
 
 __all__ = ["WhatIfChoice", "WhatIfResult", "parse_budgets", "parse_mix", "run_whatif",
            "format_whatif", "SharedClusterRow", "shared_cluster", "format_shared_cluster",
-           "DEFAULT_SEARCH"]
+           "DEFAULT_SEARCH", "WHATIF_OBJECTIVES"]
 
 DEFAULT_FAMILIES = ("fattree", "leafspine", "ideal", "expander", "torus", "perms", "topoopt")
 DEFAULT_DEGREES = tuple(range(1, 9))
 DEFAULT_LINK_RATES_BPS = (25e9 / 8, 100e9 / 8, 200e9 / 8, 400e9 / 8)
 #: Strategy-search budget per workload and finalist fabric (``--search-evaluations``).
 DEFAULT_SEARCH = SearchBudget(evaluations=12, restarts=1)
+#: What picks the answer per budget (``whatif --objective``); all minimised.
+WHATIF_OBJECTIVES = ("iteration_time_s", "cost_usd", "days_to_train", "usd_per_run",
+                     "tco_usd")
 
 
 def parse_budgets(text: str | float | list) -> tuple[float, ...]:
@@ -144,6 +157,11 @@ class WhatIfChoice:
     note: str = ""
     model_error: float | None = None
     within_model_error: tuple[str, ...] = ()
+    days_to_train: float | None = None
+    usd_per_run: float | None = None
+    tco_usd: float | None = None
+    procurement: dict[str, Any] | None = None
+    failures: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -172,10 +190,13 @@ class WhatIfResult:
     search_evaluations: int = 0
     seconds: float = 0.0
     catalog: str = "table2"
+    objective: str = "iteration_time_s"
+    goal: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         choices = [c.to_dict() for c in self.choices]
-        return {"servers": self.servers, "gpu": self.gpu,
+        return {"servers": self.servers, "gpu": self.gpu, "objective": self.objective,
+                "goal": self.goal,
                 "workloads": [w.__dict__ for w in self.workloads],
                 "budgets": choices, "choices": choices, "evaluated": self.evaluated,
                 "timed": self.timed, "searched": self.searched, "complete": self.complete,
@@ -207,7 +228,8 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                search: SearchBudget | None = DEFAULT_SEARCH, finalists: int = 3,
                seed: int = 0, progress: Callable[[int, int], Any] | None = None,
                workers: int = 1, hardware_file: str | None = None,
-               catalog: str | None = None) -> WhatIfResult:
+               catalog: str | None = None, goal=None, objective: str = "iteration_time_s",
+               tco_params=None, prices: str | None = None, failures=None) -> WhatIfResult:
     """Best co-designed fabric per budget (see the module docstring).
 
     Parameters
@@ -240,6 +262,22 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         Fabrics per budget that get the search (>= 1).
     progress : callable, optional
         ``progress(done, total)`` after every timed fabric.
+    goal : search.time_to_train.TrainingGoal, optional
+        Training goal (one workload): each answer adds ``days_to_train`` and
+        ``usd_per_run``; every answer carries ``tco_usd`` and its ``procurement`` parts
+        (:func:`search.time_to_train.procurement`).
+    objective : str
+        What picks the answer among the affordable fabrics (:data:`WHATIF_OBJECTIVES`):
+        ``iteration_time_s`` (default), ``cost_usd``, ``days_to_train``,
+        ``usd_per_run`` (a pricier but faster fabric can cost less per run) or
+        ``tco_usd``.
+    tco_params : codesign.tco.TcoParams, optional
+        Power price, PUE, utilisation, amortisation, or a cloud price per GPU-hour.
+    prices : str, optional
+        Price catalog YAML (default ``codesign/data/cluster-2026.yaml``).
+    failures : search.failure_whatif.FailureStudy, optional
+        Failure what-if of every answer's fabric (``failures`` of each answer:
+        slowdown mean/p50/p99, fraction partitioned).
     workers : int, optional
         Processes timing fabrics in parallel (forked; 1: in this process).  The answer
         is the same for any value.
@@ -285,6 +323,14 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         load_catalog(catalog)
     budgets = parse_budgets(list(budgets))
     mix = parse_mix(workloads) if isinstance(workloads, str) else tuple(workloads)
+    if objective not in WHATIF_OBJECTIVES:
+        raise invalid("whatif objective", objective, f"one of {', '.join(WHATIF_OBJECTIVES)}")
+    if goal is not None and len(mix) != 1:
+        raise invalid("training goal with a workload mix", len(mix),
+                      "one workload (days to train are per model)")
+    if objective in ("days_to_train", "usd_per_run") and goal is None:
+        raise invalid("whatif objective", objective, "a training goal (--tokens, --samples "
+                                                     "or --epochs)")
     evals = search.evaluations if search is not None else 0
     restarts = search.restarts if search is not None else 1
 
@@ -400,8 +446,44 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     from evaluators.iteration.uncertainty import validated_error
 
     model_error = validated_error(hardware)
-    picks = best_per_budget([(k, by_key[k][0], results[k][1].metrics["iteration_time_s"])
-                             for k in results], budgets, model_error)
+    procured: dict = {}
+
+    def procure(k) -> dict[str, Any]:
+        """Days, USD per run and TCO of fabric ``k`` (:mod:`search.time_to_train`)."""
+        if k not in procured:
+            from codesign.tco import load_prices
+            from codesign.workloads import get_workload
+            from search.time_to_train import fabric_parts_cost, procurement
+
+            if hardware.name not in load_prices(prices)[0] and goal is None \
+                    and objective in ("iteration_time_s", "cost_usd"):
+                procured[k] = {}   # a GPU without prices (a user's catalog): no TCO asked
+                return procured[k]
+
+            m = results[k][1].metrics
+            net_usd, net_w = fabric_parts_cost(m["topology_spec"], family=k[0],
+                                               servers=servers, degree=k[1],
+                                               link_bandwidth_Bps=k[2])
+            procured[k] = procurement(goal, get_workload(mix[0].name, mix[0].config),
+                                      iteration_time_s=m["iteration_time_s"],
+                                      servers=servers, hardware=hardware,
+                                      network_usd=net_usd, network_power_w=net_w,
+                                      params=tco_params, prices=prices)
+            procured[k]["network_catalog"] = "parts-2026"
+        return procured[k]
+
+    def score(k) -> float:
+        if objective == "iteration_time_s":
+            return results[k][1].metrics["iteration_time_s"]
+        if objective == "cost_usd":
+            return by_key[k][0]
+        return procure(k)[objective]
+
+    # The model's error bounds a time, so it lists close designs for the time-like
+    # objectives (days and dollars per run scale with the iteration time) only.
+    timed_objective = objective in ("iteration_time_s", "days_to_train", "usd_per_run")
+    picks = best_per_budget([(k, by_key[k][0], score(k)) for k in results], budgets,
+                            model_error if timed_objective else None)
     choices = []
     for budget, pick in zip(budgets, picks):
         key = pick.best
@@ -430,10 +512,41 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
             m["cost_usd"] * m["iteration_time_s"], m.get("mfu"),
             per[0]["strategy"] if len(per) == 1 else None, strategies,
             m.get("start_iteration_time_s"), key in searched, per, note, model_error,
-            tuple(close)))
+            tuple(close), *_procurement_fields(procure(key))))
+    if failures is not None:
+        choices = _with_failures(choices, failures, results, hardware, collective_method)
     return WhatIfResult(servers, gpu, mix, tuple(choices), evaluated, len(results), reasons,
                         time_model_name(), len(order), len(searched), collective_method, evals,
-                        time.perf_counter() - t0, catalog or "table2")
+                        time.perf_counter() - t0, catalog or "table2", objective,
+                        goal.to_dict() if goal is not None else None)
+
+
+def _procurement_fields(p: dict[str, Any]) -> tuple:
+    """``days_to_train, usd_per_run, tco_usd, procurement`` of a :class:`WhatIfChoice`."""
+    return p.get("days_to_train"), p.get("usd_per_run"), p.get("tco_usd"), p or None
+
+
+def _with_failures(choices: list[WhatIfChoice], study, results, hardware,
+                   collective_method: str) -> list[WhatIfChoice]:
+    """Each answer with the failure what-if of its fabric (one run per distinct fabric)."""
+    import dataclasses
+
+    from search.failure_whatif import failure_whatif
+
+    done: dict[str, dict[str, Any]] = {}
+    out = []
+    for c in choices:
+        if c.family is None:
+            out.append(c)
+            continue
+        if c.topology_spec not in done:
+            key = (c.family, c.degree, c.link_bandwidth_Bps)
+            point, outcome = results[key]
+            done[c.topology_spec] = failure_whatif(
+                point, outcome, study, hardware=hardware,
+                collective_method=collective_method).to_dict()
+        out.append(dataclasses.replace(c, failures=done[c.topology_spec]))
+    return out
 
 
 def format_whatif(result: WhatIfResult) -> str:
@@ -460,7 +573,33 @@ def format_whatif(result: WhatIfResult) -> str:
                      f"{c.cost_per_throughput_usd:>13,.0f}  {strategy}")
         if c.note:
             lines.append(f"{'':>14}  {c.note}")
+        lines += _procurement_lines(c)
     return "\n".join(lines)
+
+
+def _procurement_lines(c: WhatIfChoice) -> list[str]:
+    """Days to train, USD per run, TCO and failure slowdown of one answer (indented)."""
+    from search.failure_whatif import format_failure_summary
+
+    p, pad, out = c.procurement or {}, f"{'':>14}  ", []
+    if c.days_to_train is not None:
+        per = (f"{p['tokens_per_iteration']:,} tokens" if "tokens_per_iteration" in p
+               else f"{p.get('samples_per_iteration', 0):,} samples")
+        days = f"{c.days_to_train:.3g}" if c.days_to_train < 1 else f"{c.days_to_train:,.2f}"
+        out.append(f"{pad}days to train {days} ({p['iterations']:,} iterations "
+                   f"of {per}; MFU {c.mfu:.1%}); USD per run {c.usd_per_run:,.0f}"
+                   if isinstance(c.mfu, float) else
+                   f"{pad}days to train {days}; USD per run {c.usd_per_run:,.0f}")
+    if c.tco_usd is not None:
+        t = p.get("tco", {})
+        parts = ", ".join(f"{k} {v:,.0f}" for k, v in t.get("breakdown_usd", {}).items())
+        out.append(f"{pad}TCO {c.tco_usd:,.0f} over {t.get('years', 0):g} years ({parts}); "
+                   f"capex {p.get('capex_usd', 0):,.0f}, opex "
+                   f"{p.get('opex_usd_per_year', 0):,.0f}/year, {t.get('power_w', 0) / 1e3:,.0f}"
+                   f" kW at the wall ({t.get('model', '')}; network: parts-2026 catalog)")
+    if c.failures:
+        out.append(pad + format_failure_summary(c.failures))
+    return out
 
 
 # ------------------------------------------------------------- shared cluster

@@ -148,11 +148,22 @@ def from_spec(spec: str) -> Topology:
     topology = fam.build(shape, options)
     if failed is None:
         return topology
-    # Any family: fail=7+9 removes those NPUs (an irregular network, TACOS Sec. VIII-E).
+    # Any family: fail=7+9 removes those NPUs (an irregular network, TACOS Sec. VIII-E);
+    # fail=link:0-16+switch:130+server:2+rack:0 names other components
+    # (topologies.failures).
+    if ":" in failed:
+        from topologies.failures import degrade, parse_named_failures, partitioned
+
+        left = degrade(topology, parse_named_failures(topology, failed), name=spec.strip())
+        if partitioned(left):
+            raise invalid("fail", failed, "failures that leave every NPU connected to every "
+                                          "other (this set partitions the network)")
+        return left
     try:
         ids = [int(v) for v in failed.split("+")]
     except ValueError:
-        raise invalid("fail", failed, "NPU ids joined by '+', e.g. fail=7+9") from None
+        raise invalid("fail", failed, "NPU ids joined by '+' (fail=7+9), or kind:id items "
+                                      "(fail=link:0-16+switch:130)") from None
     return topology.without_npus(ids, name=spec.strip())
 
 

@@ -21,12 +21,14 @@ Which rings (options, at most one of them):
 * default: the generators whose rings the topology provides directly (a link
   ``S_i -> S_(i+p)`` for every ``i``, as on a TopoOpt ``perms`` topology, a
   ring - both directions - or a fully-connected network), at most 8 of them
-  (SelectPermutations among them if more); if the topology provides none,
-  ``rings=2`` (or 1 when ``n = 2``).
+  (SelectPermutations among them if more); if the topology provides none
+  completely (a fabric with failed links or servers), those it provides for at
+  least 90 % of the hops; if none, ``rings=2`` (or 1 when ``n = 2``).
 """
 
 from __future__ import annotations
 
+import math
 from math import gcd
 
 import numpy as np
@@ -43,6 +45,9 @@ from topologies.topoopt.perms import select_permutations, totient_perms
 __all__ = ["multiring", "totient_generators", "select_generators", "direct_generators",
            "MAX_DEFAULT_RINGS"]
 
+#: Fraction of a ring's hops a degraded fabric must still provide for the default to keep
+#: that ring (only when no ring is provided completely).
+MOSTLY_PROVIDED = 0.9
 #: Most rings the default picks among the ones the topology provides.
 MAX_DEFAULT_RINGS = 8
 
@@ -79,12 +84,21 @@ def select_generators(candidates: list[int], k: int, n: int) -> list[int]:
     return select_permutations(n, cands, int(k))
 
 
-def direct_generators(topology, npus: tuple[int, ...]) -> list[int]:
-    """Totient generators ``p`` whose ring the topology provides link by link."""
+def direct_generators(topology, npus: tuple[int, ...], *, min_fraction: float = 1.0
+                      ) -> list[int]:
+    """Totient generators ``p`` whose ring the topology provides link by link (at least
+    ``min_fraction`` of the ring's ``n`` hops have a direct link; 1: every hop)."""
     n = len(npus)
+    allowed = n - math.ceil(min_fraction * n - 1e-9)   # missing hops allowed
     out = []
     for p in totient_generators(n):
-        if all(topology.links_between(npus[i], npus[(i + p) % n]).size for i in range(n)):
+        missing = 0
+        for i in range(n):
+            if not topology.links_between(npus[i], npus[(i + p) % n]).size:
+                missing += 1
+                if missing > allowed:
+                    break
+        if missing <= allowed:
             out.append(p)
     return out
 
@@ -111,6 +125,12 @@ def _generators(topology, collective: Collective, generators, rings) -> list[int
             raise invalid("multiring rings", rings, "an integer >= 1")
         return select_generators(totient_generators(n), int(rings), n)
     direct = direct_generators(topology, collective.npus)
+    if not direct:
+        # A fabric that lost links or servers (topologies.failures) keeps the rings it
+        # still provides almost link by link: NCCL on a TopoOpt fabric keeps its rings and
+        # forwards around a failed hop rather than switching to rings the fabric never
+        # had.  Intact fabrics never get here.
+        direct = direct_generators(topology, collective.npus, min_fraction=MOSTLY_PROVIDED)
     if direct:
         if len(direct) <= MAX_DEFAULT_RINGS:
             return direct

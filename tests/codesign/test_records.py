@@ -47,6 +47,9 @@ PINNED = [
     ("start_iteration_time_s", "double", True), ("search_evaluations", "int64", True),
     ("mfu", "double", True), ("collective_algorithms_json", "string", True),
     ("collective_gain_over_ring", "double", True),
+    # version 4 (procurement, issue 20)
+    ("tco_usd", "double", True), ("days_to_train", "double", True),
+    ("usd_per_run", "double", True),
 ]
 
 
@@ -63,7 +66,7 @@ def test_schema_is_pinned():
     got = [(f.name, "strategies" if f.name == "strategies" else str(f.type), f.nullable)
            for f in RECORD_SCHEMA]
     assert got == PINNED
-    assert RECORD_SCHEMA.metadata[b"codesign.schema_version"] == b"3"
+    assert RECORD_SCHEMA.metadata[b"codesign.schema_version"] == b"4"
 
 
 def test_strategies_column_is_typed_from_the_strategy():

@@ -1,0 +1,76 @@
+"""whatif's procurement options on the command line: days, dollars, failures, report."""
+
+import json
+
+import pytest
+
+from codesign.cli import main
+
+SMALL = ("whatif", "--servers", "16", "--workload", "resnet50", "--budget", "2e5,1e6",
+         "--families", "fattree,torus,perms", "--search-evaluations", "0",
+         "--collective-method", "auto", "--quiet", "--workers", "1")
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (("--tokens", "lots"), "--tokens"),
+    (("--tokens", "1e9"), "sequence length"),                 # resnet50 has none
+    (("--epochs", "1", "--samples", "5"), "exactly one"),
+    (("--objective", "days_to_train"), "training goal"),
+    (("--objective", "fastest"), "whatif objective"),
+    (("--fail", "cables=10%"), "--fail kind"),
+    (("--fail", "links=200%"), "--fail links"),
+    (("--pue", "0.5"), "tco pue"),
+    (("--gpu-hour-usd", "cheap"), "--gpu-hour-usd"),
+    (("--dataset-samples", "10"), "--dataset-samples"),
+])
+def test_bad_procurement_input_exits_2_with_one_line(capsys, extra, needle):
+    code, out, err = run(capsys, *SMALL, *extra)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and needle in err and "Traceback" not in err
+
+
+def test_goal_with_a_mix_is_refused(capsys):
+    code, _, err = run(capsys, "whatif", "--servers", "16", "--mix", "resnet50,vgg16",
+                       "--budget", "1e6", "--epochs", "1", "--quiet")
+    assert code == 2 and "one workload" in err and err.count("\n") == 1
+
+
+def test_days_dollars_failures_and_report(capsys, tmp_path):
+    code, out, _ = run(capsys, *SMALL, "--epochs", "90", "--fail",
+                       "links=5%,seed=1,samples=2", "--report", str(tmp_path), "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["goal"] == {"epochs": 90.0}
+    for c in d["budgets"]:
+        p = c["procurement"]
+        # 90 ImageNet epochs at the global batch: iterations x iteration time / 86400.
+        assert p["iterations"] == -(-90 * 1_281_167 // p["samples_per_iteration"])
+        assert c["days_to_train"] == pytest.approx(p["iterations"] * c["iteration_time_s"]
+                                                   / 86400)
+        assert c["tco_usd"] == pytest.approx(sum(p["tco"]["breakdown_usd"].values()))
+        assert c["usd_per_run"] > 0
+        f = c["failures"]
+        assert f["samples"] == 2 and 0 <= f["stopped_fraction"] <= 1
+    for name in ("report.html", "report.md", "tco_breakdown.png", "days_vs_budget.png",
+                 "slowdown_cdf.png"):
+        assert (tmp_path / name).stat().st_size > 0
+    assert "Procurement" in (tmp_path / "report.md").read_text()
+
+
+def test_objective_usd_per_run_and_cloud_price(capsys):
+    code, out, _ = run(capsys, *SMALL, "--epochs", "90", "--objective", "usd_per_run",
+                       "--gpu-hour-usd", "catalog", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["objective"] == "usd_per_run"
+    for c in d["budgets"]:
+        t = c["procurement"]["tco"]
+        assert t["model"] == "cloud price per GPU-hour" and t["breakdown_usd"].keys() == {"cloud"}
+        # 128 A100-80 GPUs at the catalog's $5.12 per GPU-hour.
+        assert c["usd_per_run"] == pytest.approx(128 * 5.12 * 24 * c["days_to_train"])
