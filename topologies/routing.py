@@ -87,6 +87,7 @@ from codesign.errors import InfeasibleError, invalid
 
 __all__ = ["ROUTING_METHODS", "PAIR_PATH_METHODS", "all_pairs", "route", "predecessor_walk",
            "shortest_paths", "ecmp_hashed_paths", "pair_paths", "path_counts",
+           "grid_ring_order",
            "ecmp_split_loads", "neighbour_lists", "k_shortest_paths", "MAX_EXTRA_HOPS",
            "ClosStructure", "clos_structure", "is_clos", "clos_paths", "spray_paths",
            "ring_order", "max_link_flows"]
@@ -823,6 +824,41 @@ def ring_order(topology, members) -> list[int]:
         sel = sel[np.argsort(cs.rank[sel], kind="stable")].tolist()
         out.extend(sel if j % 2 == 0 else sel[::-1])
     return out
+
+
+def grid_ring_order(topology, members) -> list[int]:
+    """Ring order of ``members`` on a multi-dimensional grid (torus or mesh): the
+    boustrophedon (reflected mixed-radix Gray code) sweep of the grid, in which
+    consecutive nodes differ by one step in one dimension.
+
+    Over the whole grid every ring hop but the closing one is a single link, where the
+    rank order (dimension 0 fastest) jumps across a row every ``size_0`` hops; a subset
+    keeps the sweep's order.  Node ``i`` has coordinates ``i = x_0 + k_0 (x_1 + k_1
+    (x_2 + ...))`` (the :class:`~topologies.Dimension` order, the first varying fastest).
+
+    Examples
+    --------
+    >>> from topologies.registry import from_spec
+    >>> grid_ring_order(from_spec("torus:3x2"), range(6))
+    [0, 1, 2, 5, 4, 3]
+    """
+    m = np.unique(np.asarray(list(members), dtype=np.int64))
+    sizes = [int(d.size) for d in topology.dims]
+    if not sizes or int(np.prod(sizes)) != topology.npus:
+        raise invalid("grid ring order topology", topology.name,
+                      "a torus or mesh whose dimensions multiply to its NPUs")
+    if m.size and (m[0] < 0 or m[-1] >= topology.npus):
+        raise invalid("ring members", m.tolist(), f"NPU ids in 0..{topology.npus - 1}")
+    coords, rest = [], m.copy()
+    for k in sizes:
+        coords.append(rest % k)
+        rest = rest // k
+    # Reflected Gray position, most significant (slowest) dimension first: a dimension
+    # is swept backwards when the sweep of the dimensions above it is at an odd step.
+    pos = np.zeros(m.size, dtype=np.int64)
+    for k, x in zip(reversed(sizes), reversed(coords)):
+        pos = pos * k + np.where(pos % 2 == 1, k - 1 - x, x)
+    return m[np.argsort(pos, kind="stable")].tolist()
 
 
 def max_link_flows(topology, ptr: np.ndarray, links: np.ndarray) -> int:

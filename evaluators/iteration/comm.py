@@ -237,13 +237,26 @@ _RING_ORDERED = ("ring", "bidir-ring")
 
 
 def _ring_options(topology, method: str, nodes: tuple[int, ...]) -> dict[str, Any]:
-    """``order=`` for the ring synthesizers on a Clos fabric (module docstring), else none."""
-    from topologies.routing import is_clos, ring_order
+    """``order=`` for the ring synthesizers on a Clos fabric or a multi-dimensional grid
+    (module docstring), else none."""
+    from topologies.routing import grid_ring_order, is_clos, ring_order
 
-    if method not in _RING_ORDERED or not is_clos(topology):
+    if method not in _RING_ORDERED:
         return {}
-    order = ring_order(topology, nodes)
+    if is_clos(topology):
+        order = ring_order(topology, nodes)
+    elif is_grid(topology):
+        order = grid_ring_order(topology, nodes)
+    else:
+        return {}
     return {} if order == list(nodes) else {"order": order}
+
+
+def is_grid(topology) -> bool:
+    """Whether ``topology`` is a torus or mesh of several dimensions over all its NPUs
+    (a direct-connect grid: dimension-wise collectives apply)."""
+    sizes = [int(d.size) for d in getattr(topology, "dims", ()) or ()]
+    return len(sizes) > 1 and int(np.prod(sizes)) == topology.npus and topology.switches == 0
 
 
 def best_choices(topology) -> list[BestChoice]:
@@ -529,10 +542,16 @@ class CommTimer:
             base = self._best_schedule(kind, nodes, size)
         else:
             base = self._structure.get((kind, nodes)) if self.method in SIZE_FREE else None
+        method = self.method
+        if method == "hierarchical" and is_grid(topo) and len(nodes) != topo.npus:
+            # Dimension-wise rings need the whole grid; a group of some of its nodes
+            # (e.g. one pipeline stage's data-parallel replicas) runs one ring in the
+            # grid's sweep order (single-link hops, _ring_options).
+            method = "ring"
         if base is None:
             try:
-                sched = synthesize(topo, coll, method=self.method,
-                                   **_ring_options(topo, self.method, nodes))
+                sched = synthesize(topo, coll, method=method,
+                                   **_ring_options(topo, method, nodes))
             except InvalidSpecError as exc:
                 raise InvalidSpecError(f"collective_method {self.method!r} cannot time a {kind} "
                                        f"on {len(nodes)} nodes of {topo.name!r}: {exc}") from None

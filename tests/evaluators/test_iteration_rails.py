@@ -130,3 +130,31 @@ def test_spray_needs_a_clos() -> None:
     with pytest.raises(InvalidSpecError, match="spray needs a Clos"):
         evaluate(from_spec("torus:4x4"), get_workload("bert"), "dp=128,tp=1,pp=1",
                  hardware=get_hardware("H100"), routing="spray")
+
+
+def test_auto_on_a_torus_uses_dimension_wise_rings_and_sweep_ordered_groups() -> None:
+    """``auto`` on a multi-dimensional torus: the whole grid's all-reduce runs
+    dimension-wise (``hierarchical``), a group of part of the grid one ring in the grid's
+    sweep order (every hop one link); both are timed exactly as those synthesizers alone,
+    and beat TotientPerms' circulant rings, whose hops cross several links of a grid."""
+    from codesign.workloads import get_hardware, get_workload
+    from evaluators.collectives import Collective
+    from evaluators.registry import synthesize
+    from topologies.routing import grid_ring_order
+
+    hw, w = get_hardware("A100-80"), get_workload("bert")
+    topo = from_spec("torus:4x4x4,bw=100Gbps")
+    kw = dict(hardware=hw, routing="auto")
+    auto = evaluate(topo, w, "dp=512,tp=1,pp=1", collective_method="auto", **kw)
+    hier = evaluate(topo, w, "dp=512,tp=1,pp=1", collective_method="hierarchical", **kw)
+    multi = evaluate(topo, w, "dp=512,tp=1,pp=1", collective_method="multiring", **kw)
+    assert auto.iteration_time_s == hier.iteration_time_s
+    assert auto.dp_s < 0.5 * multi.dp_s
+    # Half the grid (a data-parallel group of one pipeline stage): one sweep-ordered ring.
+    t = CommTimer(System(topo, topo.npus * 8, 8, True, 300e9), "hierarchical", "flow", 0.0,
+                  "shortest")
+    half = tuple(range(32))
+    got = t.inter_collective("allreduce", half, S).time_s
+    ring = synthesize(topo, Collective("allreduce", half, S), method="ring",
+                      order=grid_ring_order(topo, half))
+    assert got == pytest.approx(t._time(ring), rel=1e-12)

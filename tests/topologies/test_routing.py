@@ -261,3 +261,21 @@ def test_same_rank_collective_stays_on_its_rail():
         assert set(rail[gpus].tolist()) == {3}
     ptr, links = clos_paths(t, members, members[1:] + members[:1])
     assert not np.any(t.dst[links] >= xbar_first)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(min_value=2, max_value=6), min_size=2, max_size=3),
+       st.booleans())
+def test_grid_ring_order_steps_one_link_at_a_time(sizes, mesh):
+    """The sweep order of a torus or mesh is a permutation of its NPUs in which every
+    consecutive pair is joined by a link (a Hamiltonian path of the grid)."""
+    from topologies.routing import grid_ring_order
+
+    spec = f"{'mesh' if mesh else 'torus'}:{'x'.join(map(str, sizes))}"
+    t = from_spec(spec)
+    order = grid_ring_order(t, range(t.npus))
+    assert sorted(order) == list(range(t.npus))
+    assert all(t.links_between(a, b).size for a, b in zip(order, order[1:]))
+    # A subset keeps the sweep's relative order.
+    sub = order[::2]
+    assert grid_ring_order(t, sorted(sub)) == sub
