@@ -77,6 +77,8 @@ def degrade(topology: Topology, failures: Failures, *, name: str = "") -> Topolo
     InvalidSpecError
         An id out of range, or every NPU failed.
     """
+    if failures.empty:
+        return topology   # nothing failed: the intact network, with its structure
     npus = sorted({int(v) for v in failures.npus})
     sw = sorted({int(v) for v in failures.switches})
     links = np.asarray(sorted({int(v) for v in failures.links}), dtype=np.int64)
@@ -100,6 +102,11 @@ def degrade(topology: Topology, failures: Failures, *, name: str = "") -> Topolo
     params = {k: v for k, v in topology.params.items() if k not in _INTACT_ONLY}
     params.update(failed=failures.describe(), failed_npus=npus, failed_switches=sw,
                   failed_links=int(links.size), npu_ids=survivors.tolist())
+    sizes = [int(d.size) for d in topology.dims]
+    if len(sizes) > 1 and int(np.prod(sizes)) == topology.npus:
+        # What is left of a torus or mesh keeps its grid coordinates (through npu_ids),
+        # so collective rings can still sweep it (topologies.routing.grid_ring_order).
+        params["grid_sizes"] = sizes
     attrs = {k: v[survivors] for k, v in topology.node_attrs.items()}
     return Topology(len(survivors), topology.switches - len(sw),
                     new_id[topology.src[keep_link]], new_id[topology.dst[keep_link]],

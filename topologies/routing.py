@@ -87,7 +87,7 @@ from codesign.errors import InfeasibleError, invalid
 
 __all__ = ["ROUTING_METHODS", "PAIR_PATH_METHODS", "all_pairs", "route", "predecessor_walk",
            "shortest_paths", "ecmp_hashed_paths", "pair_paths", "path_counts",
-           "grid_ring_order",
+           "grid_ring_order", "grid_coordinates",
            "ecmp_split_loads", "neighbour_lists", "k_shortest_paths", "MAX_EXTRA_HOPS",
            "ClosStructure", "clos_structure", "is_clos", "clos_paths", "spray_paths",
            "ring_order", "max_link_flows"]
@@ -826,6 +826,21 @@ def ring_order(topology, members) -> list[int]:
     return out
 
 
+def grid_coordinates(topology) -> tuple[list[int] | None, np.ndarray]:
+    """``(sizes, ids)``: the grid a torus or mesh spans (sizes of its dimensions, the
+    first varying fastest) and every NPU's id in that grid; a degraded grid
+    (:func:`topologies.failures.degrade`) keeps the intact one's.  ``(None, ids)`` when
+    ``topology`` is not a multi-dimensional grid."""
+    ids = np.arange(topology.npus, dtype=np.int64)
+    sizes = [int(d.size) for d in topology.dims]
+    if len(sizes) > 1 and int(np.prod(sizes)) == topology.npus:
+        return sizes, ids
+    grid = topology.params.get("grid_sizes")
+    if grid and "npu_ids" in topology.params:
+        return [int(k) for k in grid], np.asarray(topology.params["npu_ids"], dtype=np.int64)
+    return None, ids
+
+
 def grid_ring_order(topology, members) -> list[int]:
     """Ring order of ``members`` on a multi-dimensional grid (torus or mesh): the
     boustrophedon (reflected mixed-radix Gray code) sweep of the grid, in which
@@ -843,13 +858,14 @@ def grid_ring_order(topology, members) -> list[int]:
     [0, 1, 2, 5, 4, 3]
     """
     m = np.unique(np.asarray(list(members), dtype=np.int64))
-    sizes = [int(d.size) for d in topology.dims]
-    if not sizes or int(np.prod(sizes)) != topology.npus:
+    sizes, ids = grid_coordinates(topology)
+    if sizes is None:
         raise invalid("grid ring order topology", topology.name,
-                      "a torus or mesh whose dimensions multiply to its NPUs")
+                      "a torus or mesh whose dimensions multiply to its NPUs (or what is "
+                      "left of one after failures)")
     if m.size and (m[0] < 0 or m[-1] >= topology.npus):
         raise invalid("ring members", m.tolist(), f"NPU ids in 0..{topology.npus - 1}")
-    coords, rest = [], m.copy()
+    coords, rest = [], ids[m]
     for k in sizes:
         coords.append(rest % k)
         rest = rest // k

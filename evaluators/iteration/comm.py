@@ -239,13 +239,13 @@ _RING_ORDERED = ("ring", "bidir-ring")
 def _ring_options(topology, method: str, nodes: tuple[int, ...]) -> dict[str, Any]:
     """``order=`` for the ring synthesizers on a Clos fabric or a multi-dimensional grid
     (module docstring), else none."""
-    from topologies.routing import grid_ring_order, is_clos, ring_order
+    from topologies.routing import grid_coordinates, grid_ring_order, is_clos, ring_order
 
     if method not in _RING_ORDERED:
         return {}
     if is_clos(topology):
         order = ring_order(topology, nodes)
-    elif is_grid(topology):
+    elif topology.switches == 0 and grid_coordinates(topology)[0] is not None:
         order = grid_ring_order(topology, nodes)
     else:
         return {}

@@ -145,8 +145,16 @@ def resolve_auto(topology, collective_method: str, routing: str) -> tuple[str, s
         # ring in the grid's sweep order).  Circulant rings i -> i + p are not links of a
         # grid, and TotientPerms' fallback rings then cross several links per hop: 3.5x
         # slower than dimension-wise rings for BERT on a 4x4x8 torus.
-        collective_method = ("hierarchical" if is_grid(topology) else "multiring") \
-            if direct else "ring"
+        from topologies.routing import grid_coordinates
+
+        if not direct:
+            collective_method = "ring"
+        elif is_grid(topology):
+            collective_method = "hierarchical"
+        elif grid_coordinates(topology)[0] is not None:
+            collective_method = "ring"   # what is left of a grid: its sweep-ordered ring
+        else:
+            collective_method = "multiring"
     if routing == "auto":
         routing = "shortest" if direct else ("spray" if _multi_plane(topology) else "ecmp")
     return collective_method, routing

@@ -279,3 +279,19 @@ def test_grid_ring_order_steps_one_link_at_a_time(sizes, mesh):
     # A subset keeps the sweep's relative order.
     sub = order[::2]
     assert grid_ring_order(t, sorted(sub)) == sub
+
+
+def test_a_degraded_grid_keeps_its_coordinates_for_the_sweep():
+    """What is left of a torus after a failure keeps its grid (params grid_sizes and
+    npu_ids), so its rings still step one link at a time where the links remain."""
+    from topologies.failures import Failures, degrade
+    from topologies.routing import grid_coordinates, grid_ring_order
+
+    t = from_spec("torus:4x4")
+    d = degrade(t, Failures(npus=(5,)))
+    sizes, ids = grid_coordinates(d)
+    assert sizes == [4, 4] and ids.tolist() == [i for i in range(16) if i != 5]
+    order = grid_ring_order(d, range(d.npus))
+    intact = [i for i in grid_ring_order(t, range(16)) if i != 5]
+    assert [int(ids[i]) for i in order] == intact
+    assert grid_coordinates(from_spec("fattree:k=4"))[0] is None
