@@ -1,4 +1,4 @@
-"""The ``codesign`` command line (DESIGN.md section 6): a thin front end.
+"""The ``codesign`` command line (docs/architecture.md section 6): a thin front end.
 
 Every command accepts ``--json`` and then prints one JSON object on stdout.
 Bad input prints one line on stderr and exits with status 2; a valid but

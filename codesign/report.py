@@ -26,7 +26,7 @@ average ranks; ties share their mean rank).  Medians say *how much* each value
 changes the objective, the rank correlation says whether it moves
 monotonically; both are descriptive (the sampler decides which designs exist).
 
-This is a top-layer front end (DESIGN.md section 2): it only reads records.
+This is a top-layer front end (docs/architecture.md section 2): it only reads records.
 matplotlib is driven through its object API with the Agg canvas, so no global
 backend is changed.
 """

@@ -143,7 +143,7 @@ def ring_neighbour_profile(topology, *, order: Sequence[int] | None = None
     neighbour transfers run at once, so:
 
     * latency of neighbour ``i``: the sum of the latencies of the links on its
-      route (``hops * link latency`` on uniform links, as in DESIGN.md
+      route (``hops * link latency`` on uniform links, as in docs/architecture.md
       section 5's "analytical" model);
     * bandwidth of neighbour ``i``: the bottleneck, over the node pairs
       ``(u, v)`` its route crosses, of the pair's capacity divided by the

@@ -4,7 +4,7 @@ Every algorithm (baselines, TACOS, MCF, Themis...) registers a function
 ``fn(topology, collective, **options) -> Schedule`` with the collective kinds
 it supports and the options it accepts.  Unknown algorithm names, kinds and
 options raise :class:`~codesign.errors.InvalidSpecError` listing the valid
-ones (DESIGN.md section 2: "a family of interchangeable algorithms has a front
+ones (docs/architecture.md section 2: "a family of interchangeable algorithms has a front
 door and a registry in the library").
 """
 

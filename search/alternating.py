@@ -23,7 +23,7 @@ The loop, as implemented
 3. Keep the new topology if it is faster; stop when a round improves the iteration time
    by less than ``tolerance`` (relative) or after ``rounds`` rounds.
 
-Ray layout (DESIGN.md section 7)
+Ray layout (docs/architecture.md section 7)
 --------------------------------
 One **coordinator actor** per job runs the loop; it owns a pool of ``workers``
 **evaluator actors**.  A strategy search is ``restarts`` independent MCMC chains (each
@@ -600,5 +600,5 @@ def optimize(spec: OptimizeSpec, *, workers: int = 1, ray_address: str | None = 
 
     with ray_session(ray_address, num_cpus=None):
         # The loop is deterministic, so a lost worker (OOM, crash) is retried once
-        # from the start, as sweeps retry a lost trial (DESIGN.md section 7).
+        # from the start, as sweeps retry a lost trial (docs/architecture.md section 7).
         return retry_lost_worker(job, what="optimize")

@@ -251,7 +251,7 @@ def feasible_start(workload: Workload, gpus: int, hardware: Hardware | str, *,
     --------
     >>> from codesign.workloads import get_workload
     >>> str(feasible_start(get_workload("llama3-70b"), 1024, "H100").strategy)
-    'dp=256,tp=4,pp=1,microbatches=8,zero=2'
+    'dp=256,tp=4,pp=1,microbatches=8,zero=2,sp=true'
     """
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise invalid("gpus", gpus, "a positive integer")

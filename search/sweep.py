@@ -6,7 +6,7 @@ with a :class:`search.sweep_spec.SweepSpec`.  Each trial is one design point
 collective method, the strategy-search budget) evaluated by :func:`evaluate_trial` in a
 Ray task (which co-designs the strategies of the mix on the trial's fabric,
 :mod:`search.per_fabric`); its record goes to the study's Parquet
-folder through :class:`codesign.records.RecordWriter`.  DESIGN.md section 7 is
+folder through :class:`codesign.records.RecordWriter`.  docs/architecture.md section 7 is
 the contract: Ray embedded locally by default (an address joins a cluster),
 Optuna ask/tell driven by this loop, a journal file as storage (any Optuna URL
 on request), Parquet parts appended per batch.

@@ -1,6 +1,6 @@
 """One trial of a sweep: a design point in, its metrics out (:func:`evaluate_trial`).
 
-Search proposes, evaluation never searches (DESIGN.md section 3): the driver
+Search proposes, evaluation never searches (docs/architecture.md section 3): the driver
 (:mod:`search.sweep`) asks Optuna for a :class:`SweepPoint` and runs
 :func:`evaluate_trial` on it in a Ray task; the :class:`TrialOutcome` becomes one
 record row.

@@ -1,6 +1,6 @@
 """Training workloads: the model zoo, the hardware catalog and per-layer compute time.
 
-Bottom layer of the framework (DESIGN.md section 2): imports nothing from
+Bottom layer of the framework (docs/architecture.md section 2): imports nothing from
 ``topologies``, ``evaluators`` or ``search``.
 
 * :mod:`~codesign.workloads.model` -- :class:`Layer`, :class:`Workload` and the

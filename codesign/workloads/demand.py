@@ -16,7 +16,7 @@ step (``phase="optimizer"``).  How the 1F1B schedule interleaves micro-batches i
 iteration model's business; :attr:`Demand.bubble_fraction` gives ``(p-1)/(m+p-1)``.
 
 What each strategy emits (``b`` = micro-batch samples, ``T`` = tp, sizes follow the
-nccl-tests convention of DESIGN.md section 4)
+nccl-tests convention of docs/architecture.md section 4)
 --------------------------------------------------------------------------------------
 * Data parallel: gradients, in backward order, cut into buckets of ``bucket_bytes``
   (PyTorch DDP's default 25 MiB); one ``allreduce`` of each bucket per DP group

@@ -1,6 +1,6 @@
 """Parallelization strategies: :class:`Strategy`, :func:`parse_strategy` and pipeline stages.
 
-The strategy string is fixed by DESIGN.md section 6::
+The strategy string is fixed by docs/architecture.md section 6::
 
     dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]
       [,cp=C][,sp=true|false][,recompute=none|selective|full]
@@ -296,7 +296,7 @@ def format_strategy(strategy: Strategy) -> str:
 
 
 def parse_strategy(text: str) -> Strategy:
-    """Parse a strategy string (module docstring; DESIGN.md section 6).
+    """Parse a strategy string (module docstring; docs/architecture.md section 6).
 
     Parameters
     ----------

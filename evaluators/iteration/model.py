@@ -1,6 +1,6 @@
 """The training-iteration model: :func:`evaluate` and :class:`IterationResult`.
 
-A pure function of (system, workload, strategy, options), Calculon-style (DESIGN.md
+A pure function of (system, workload, strategy, options), Calculon-style (docs/architecture.md
 sections 3 and 9): the :class:`~codesign.workloads.demand.Demand` of one iteration is
 laid on the topology and timed.
 
