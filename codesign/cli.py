@@ -641,12 +641,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                    "topology": topo.name, "hardware": hw.name, "model": "topoopt-eq1",
                    **closed_form_estimate(topo, demand).to_dict()}
     else:
-        from evaluators.iteration import evaluate
+        from evaluators.iteration import Cluster, Execution, evaluate
 
-        payload = evaluate(topo, workload, strategy, hardware=hw, placement=placement,
-                           collective_method=args.collective_method,
-                           network_model=args.network_model, routing=args.routing,
-                           overlap=not args.no_overlap).to_dict()
+        execution = Execution(strategy, placement=placement,
+                              collective_method=args.collective_method, routing=args.routing,
+                              overlap=not args.no_overlap)
+        payload = evaluate(Cluster(topo, hw), workload, execution,
+                           network_model=args.network_model).to_dict()
 
     def human() -> None:
         print(f"{payload['workload']} {payload['strategy']} on {payload['topology']} "
