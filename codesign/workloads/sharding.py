@@ -104,7 +104,8 @@ class LayerShard:
 
     @cached_property
     def params(self) -> tuple[float, float]:
-        """``(shared, expert)`` parameters on one GPU before ZeRO (:func:`layer_params_per_gpu`)."""
+        """``(shared, expert)`` parameters on one GPU before ZeRO
+        (:func:`layer_params_per_gpu`)."""
         return layer_params_per_gpu(self.layer, self.strategy)
 
     @property
