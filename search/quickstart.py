@@ -131,7 +131,7 @@ def run_quickstart(config: QuickstartConfig | None = None, *,
     Returns
     -------
     SweepResult
-        ``results_dir`` is the folder to pass to :func:`codesign.report.write_report`.
+        ``results_dir`` is the folder to pass to :func:`codesign.app.report.write_report`.
 
     Notes
     -----

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from codesign.records import load_records
-from codesign.report import write_report
+from codesign.app.report import write_report
 from codesign.units import format_bandwidth
 from search.sweep import run_sweep
 from search.sweep_spec import load_sweep_spec

@@ -26,7 +26,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codesign.cli import main
+from codesign.app.cli import main
 from codesign.errors import InvalidSpecError
 
 ROOT = Path(__file__).resolve().parents[2]

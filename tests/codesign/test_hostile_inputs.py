@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from codesign.cli import main
+from codesign.app.cli import main
 from codesign.resources import memory_limit_scope
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +65,7 @@ OVERSIZED = [
 _RUNNER = textwrap.dedent("""
     import contextlib, io, json, resource, sys, time
     resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-    from codesign.cli import main
+    from codesign.app.cli import main
     results = []
     for argv in json.loads(sys.argv[1]):
         out, err = io.StringIO(), io.StringIO()

@@ -368,7 +368,7 @@ def test_gpu_level_topology():
 
 # ---------------------------------------------------------------- CLI
 def test_cli_evaluate_json(capsys):
-    from codesign.cli import main
+    from codesign.app.cli import main
 
     rc = main(["evaluate", "--topology", "ideal:16,degree=4,bw=100Gbps", "--workload",
                "resnet50", "--option", "batch_size=512", "--strategy", "dp=16", "--gpus-per-server",
@@ -393,7 +393,7 @@ def test_cli_evaluate_json(capsys):
     (["--topology", "ring:4", "--workload", "llama3-8b", "--strategy", "dp=4,tp=8"], 1),
 ])
 def test_cli_evaluate_errors(capsys, argv, code):
-    from codesign.cli import main
+    from codesign.app.cli import main
 
     assert main(["evaluate", *argv]) == code
     err = capsys.readouterr().err

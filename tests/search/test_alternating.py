@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from codesign.cli import main
+from codesign.app.cli import main
 from codesign.errors import InvalidSpecError
 from search.alternating import BASELINES, OptimizeSpec, optimize
 from topologies.cost import topoopt_cost

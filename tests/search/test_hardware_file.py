@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from codesign.cli import main
+from codesign.app.cli import main
 from codesign.errors import InvalidSpecError
 from search.alternating import OptimizeSpec
 from search.sweep_spec import parse_sweep_spec

@@ -8,7 +8,7 @@ import zlib
 import numpy as np
 import pytest
 
-from codesign.cli import main
+from codesign.app.cli import main
 from codesign.errors import InfeasibleError, InvalidSpecError
 from codesign.workloads import get_workload
 from codesign.workloads.hardware import Hardware

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codesign.cli import main
+from codesign.app.cli import main
 from codesign.errors import InvalidSpecError
 from search.sweep import SweepPoint, evaluate_trial
 from search.sweep_spec import WorkloadItem

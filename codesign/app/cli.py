@@ -681,7 +681,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- pipeline
 def _cmd_quickstart(args: argparse.Namespace) -> int:
-    from codesign.report import write_report
+    from codesign.app.report import write_report
     from search.quickstart import QuickstartConfig, run_quickstart
 
     config = QuickstartConfig(**{k: v for k, v in (
@@ -829,7 +829,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from codesign.report import write_report
+    from codesign.app.report import write_report
 
     paths = write_report(args.results_dir, out_dir=args.out)
     _emit(args, {k: str(v) for k, v in paths.items()})
