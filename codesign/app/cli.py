@@ -397,7 +397,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _cmd_reorder(args: argparse.Namespace) -> int:
-    from search.rank_order import load_cost_matrix, reorder
+    from search.reorder.rank_order import load_cost_matrix, reorder
 
     matrix = load_cost_matrix(args.matrix)
     result = reorder(matrix.costs, args.algorithm, seed=args.seed, time_limit_s=args.time_limit)
@@ -412,7 +412,7 @@ def _cmd_reorder(args: argparse.Namespace) -> int:
 def _cmd_probe(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from search.probe import probe_latencies, save_cost_matrix
+    from search.reorder.probe import probe_latencies, save_cost_matrix
 
     result = probe_latencies(nodes=args.nodes, rounds=args.rounds, ray_address=args.ray_address,
                              seed=args.seed)
@@ -494,7 +494,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from codesign.errors import invalid
-    from search.alternating import BASELINES, OptimizeSpec, optimize
+    from search.topoopt.alternating import BASELINES, OptimizeSpec, optimize
 
     if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
         raise invalid("--out", args.out, "a folder (it exists and is a file)")
@@ -682,7 +682,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- pipeline
 def _cmd_quickstart(args: argparse.Namespace) -> int:
     from codesign.app.report import write_report
-    from search.quickstart import QuickstartConfig, run_quickstart
+    from search.sweeps.quickstart import QuickstartConfig, run_quickstart
 
     config = QuickstartConfig(**{k: v for k, v in (
         ("results_dir", args.results), ("trials", args.trials), ("seed", args.seed),
@@ -733,8 +733,8 @@ class _progress_bar:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from search.sweep import run_sweep
-    from search.sweep_spec import load_sweep_spec
+    from search.sweeps.driver import run_sweep
+    from search.sweeps.spec import load_sweep_spec
 
     spec = load_sweep_spec(args.config)
     progress = None if args.json or args.quiet else _progress_bar(spec.trials)
@@ -806,7 +806,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     search = DEFAULT_SEARCH if evals is None else (SearchBudget(evals) if evals else None)
     families = {}
     if args.families is not None:
-        from search.sweep_spec import SWEEP_FAMILIES
+        from search.sweeps.spec import SWEEP_FAMILIES
 
         names = tuple(f.strip() for f in args.families.split(","))
         bad = [f for f in names if f not in SWEEP_FAMILIES]

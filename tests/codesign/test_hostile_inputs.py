@@ -314,7 +314,7 @@ def test_memory_limit_scope_restores():
 
 # ------------------------------------------------------------------ sweeps
 def test_sweep_trials_of_oversized_designs_are_pruned_with_the_reason():
-    from search.sweep import SweepPoint, evaluate_trial
+    from search.sweeps.driver import SweepPoint, evaluate_trial
 
     with memory_limit_scope(256 * 2 ** 20):
         big = evaluate_trial(SweepPoint("torus", 4096, 4, 12.5e9))   # 4096^2 hop matrix

@@ -17,8 +17,8 @@ import pytest
 from codesign.errors import InvalidSpecError
 from codesign.records import load_records
 from search.ray_session import ray_session
-from search.sweep import SweepPoint, evaluate_trial, run_sweep
-from search.sweep_spec import WorkloadItem, parse_sweep_spec
+from search.sweeps.driver import SweepPoint, evaluate_trial, run_sweep
+from search.sweeps.spec import WorkloadItem, parse_sweep_spec
 
 RATE = 100e9 / 8
 
@@ -206,8 +206,8 @@ def test_a_lost_worker_is_retried_once_then_recorded_failed(tmp_path, ray_cluste
 
 _DRIVER = textwrap.dedent("""
     import sys, time
-    from search.sweep import run_sweep, evaluate_trial
-    from search.sweep_spec import parse_sweep_spec
+    from search.sweeps.driver import run_sweep, evaluate_trial
+    from search.sweeps.spec import parse_sweep_spec
 
     def slow(point):
         time.sleep(0.4)
