@@ -2,6 +2,6 @@
 
 import sys
 
-from codesign.cli import main
+from codesign.app.cli import main
 
 sys.exit(main())

@@ -1,4 +1,4 @@
-"""Error hierarchy of the framework (DESIGN.md section 4).
+"""Error hierarchy of the framework (docs/architecture.md section 4).
 
 Every error the library raises on purpose derives from :class:`CodesignError`.
 Bad input raises :class:`InvalidSpecError`, whose message names the field, the

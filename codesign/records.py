@@ -1,7 +1,7 @@
 """Design records: one Arrow schema, append-only Parquet parts, a pandas loader.
 
 Every evaluated design becomes one *record* (one row) of :data:`RECORD_SCHEMA`
-(DESIGN.md sections 3 and 7).  This module is the only place that defines the
+(docs/architecture.md sections 3 and 7).  This module is the only place that defines the
 columns; search loops fill rows, reports read them.
 
 Storage layout
@@ -13,11 +13,11 @@ to :meth:`RecordWriter.write` adds one new part file holding one batch of rows.
 A part is written under a hidden temporary name (ignored by readers), flushed
 to disk and then linked to its final name, which fails rather than overwrites
 if the name is taken.  So a crash never leaves a half-written ``part-*`` file
-and a finished file is never rewritten (DESIGN.md section 7: "never rewrite a
+and a finished file is never rewritten (docs/architecture.md section 7: "never rewrite a
 finished row").  The parts are plain Parquet: pandas, DuckDB and Polars read
 the folder directly (``duckdb.sql("select * from 'results/quickstart/records/*.parquet'")``).
 
-Columns (units in the names, DESIGN.md section 4)
+Columns (units in the names, docs/architecture.md section 4)
 -------------------------------------------------
 * identity: ``study``, ``trial`` (the Optuna trial number), ``status``
   (``complete`` | ``pruned`` | ``failed``), ``reason`` (why it was pruned or
@@ -233,7 +233,7 @@ def record_schema() -> "pa.Schema":
 
 def __getattr__(name: str) -> Any:
     # RECORD_SCHEMA is built on first use so that importing this module does not
-    # import pyarrow (bottom layer, DESIGN.md section 2).
+    # import pyarrow (bottom layer, docs/architecture.md section 2).
     if name == "RECORD_SCHEMA":
         schema = record_schema()
         globals()["RECORD_SCHEMA"] = schema

@@ -1,4 +1,4 @@
-"""Parsing and formatting of physical quantities at the edges (DESIGN.md section 4).
+"""Parsing and formatting of physical quantities at the edges (docs/architecture.md section 4).
 
 Inside the framework every quantity is a float in SI base units: bytes,
 seconds, bytes per second, US dollars.  Strings are parsed only here.

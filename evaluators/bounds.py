@@ -2,7 +2,7 @@
 
 :func:`lower_bound` returns the largest of several valid lower bounds, each a
 *component* of the :class:`Bound`.  They ignore latency except ``latency``,
-and assume what the rest of the framework does (DESIGN.md sections 3 and 5):
+and assume what the rest of the framework does (docs/architecture.md sections 3 and 5):
 NPUs store, forward, copy and reduce; switches only route (they neither store,
 replicate nor reduce), so every transfer goes from an NPU to an NPU; a link
 of bandwidth ``b`` carries at most ``b * T`` bytes in time ``T``.

@@ -1,6 +1,6 @@
 """Collective operations and their chunk-level pre- and postconditions.
 
-Size convention (DESIGN.md section 4, as nccl-tests): ``size_bytes`` is
+Size convention (docs/architecture.md section 4, as nccl-tests): ``size_bytes`` is
 
 * allgather: the output buffer (N shards);
 * reducescatter: the input buffer (N shards);

@@ -5,7 +5,7 @@ Every algorithm (baselines, TACOS, MCF, Themis...) registers a function
 it supports, the options it accepts and, where its time has one, its closed form
 (:class:`ClosedForm`, which the contract test checks the algorithm against).  Unknown algorithm names, kinds and
 options raise :class:`~codesign.errors.InvalidSpecError` listing the valid
-ones (DESIGN.md section 2: "a family of interchangeable algorithms has a front
+ones (docs/architecture.md section 2: "a family of interchangeable algorithms has a front
 door and a registry in the library").
 """
 

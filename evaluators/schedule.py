@@ -1,4 +1,4 @@
-"""The schedule IR every synthesizer returns (DESIGN.md section 3).
+"""The schedule IR every synthesizer returns (docs/architecture.md section 3).
 
 A :class:`Schedule` is a list of transfers held as parallel numpy arrays
 (struct of arrays, so that schedules with millions of transfers stay cheap):

@@ -1,4 +1,4 @@
-"""Independent validation of collective schedules (DESIGN.md sections 3 and 5).
+"""Independent validation of collective schedules (docs/architecture.md sections 3 and 5).
 
 :func:`validate_schedule` checks a :class:`~evaluators.schedule.Schedule`
 against a topology and a collective without sharing any code with the
@@ -16,7 +16,7 @@ the sends, check the postcondition).  It checks, in this order:
    positions, initialised from ``collective.precondition()``.  Events are
    replayed in time order; at equal times arrivals (``end``) come before
    departures (``start``), so a chunk may be forwarded the instant it has
-   fully arrived (TACOS, DESIGN.md section 5: "a chunk can be forwarded only
+   fully arrived (TACOS, docs/architecture.md section 5: "a chunk can be forwarded only
    after it has fully arrived"; TACOS Fig. 12(c): a sender must hold the chunk
    it sends).  A departure requires the sender to hold the chunk and carries
    the sender's bitset at that moment.  An arrival with :data:`COPY` replaces

@@ -3,8 +3,8 @@
 A design point names a topology family, the number of servers, the server degree ``d``
 (links or NICs per server) and the rate ``B`` of one link; :func:`topology_spec_for`
 turns it into a topology spec string (:func:`topologies.registry.from_spec` builds it).
-Sweeps (:mod:`search.sweep_trial`), the what-if search and the TopoOpt baselines
-(:mod:`search.alternating`) use it, so every part of the framework builds a family from
+Sweeps (:mod:`search.sweeps.trial`), the what-if search and the TopoOpt baselines
+(:mod:`search.topoopt.alternating`) use it, so every part of the framework builds a family from
 ``(family, servers, d, B)`` the same way.
 
 How ``(family, servers, d, B)`` becomes a fabric follows TopoOpt (NSDI'23,

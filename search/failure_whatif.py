@@ -16,7 +16,7 @@ again on what is left:
 3. **Fewer servers** -- the job no longer fits its old placement (its strategy uses more
    GPUs than are left): it is re-planned on the survivors (:func:`_replan`): the old
    strategy with its data parallelism resized, and the strategy search again
-   (:func:`search.feasible.feasible_start`, then :func:`search.per_fabric.best_strategies`
+   (:func:`search.strategy.feasible.feasible_start`, then :func:`search.per_fabric.best_strategies`
    with the study's ``search`` budget), the faster kept, the global batch rounded down to
    a multiple of the surviving GPUs; a workload with no
    strategy that fits in memory any more makes the sample count as ``cannot_fit``.
@@ -211,7 +211,7 @@ def _replan(left, mix, hardware, study: FailureStudy, method: str, *, seed: int)
     batch.
     """
     from codesign.errors import CodesignError
-    from search.feasible import feasible_start
+    from search.strategy.feasible import feasible_start
     from search.per_fabric import WorkloadPlan, best_strategies
 
     gpus = left.npus * hardware.gpus_per_server
@@ -280,7 +280,7 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
     # re-planned job is not compared against a weaker strategy than that search finds.
     given = [_time(topology, wl, c, hardware, collective_method) for wl, _, c in mix]
     if study.search is not None:
-        from search.feasible import feasible_start
+        from search.strategy.feasible import feasible_start
         from search.per_fabric import WorkloadPlan, best_strategies
 
         gpus = topology.npus * hardware.gpus_per_server
@@ -335,8 +335,8 @@ def failure_whatif(point, outcome, study: FailureStudy, *, hardware,
     time; the ratio uses one method on both sides)."""
     from codesign.workloads import get_workload, parse_strategy
     from search.per_fabric import topoopt_fabric
-    from search.strategy_space import Candidate
-    from search.sweep_trial import cached_topology, plan_workloads
+    from search.strategy.space import Candidate
+    from search.sweeps.trial import cached_topology, plan_workloads
 
     method = "auto" if collective_method == "best" else collective_method
     rows = outcome.metrics["strategies"]

@@ -1,16 +1,16 @@
 """Co-design on one fabric: the best memory-feasible strategy per workload of a mix.
 
-The sweeps (:mod:`search.sweep_trial`) and the what-if (:mod:`search.whatif`) rank
+The sweeps (:mod:`search.sweeps.trial`) and the what-if (:mod:`search.whatif`) rank
 fabrics.  Ranking them under one fixed strategy is not co-design: the best strategy
 differs per fabric (TopoOpt NSDI'23, Sec. 2 and 4.1), and for large models pure data
 parallelism does not even fit.  So every candidate fabric gets, per workload, the
 strategy search that ``codesign optimize`` runs:
 
-* start from :func:`search.feasible.feasible_start` (the least model parallelism that
+* start from :func:`search.strategy.feasible.feasible_start` (the least model parallelism that
   fits in memory, tensor parallelism inside the server first) -- or from the workload's
   own strategy when the specification gives one and it fits;
-* FlexFlow-style MCMC over the strategy space (:func:`search.strategy_search.
-  mcmc_search` with :mod:`search.strategy_space`'s moves), each candidate timed by the
+* FlexFlow-style MCMC over the strategy space (:func:`search.strategy.mcmc.
+  mcmc_search` with :mod:`search.strategy.space`'s moves), each candidate timed by the
   iteration model on *this* fabric (memory-infeasible ones count as infinitely slow);
 * keep the fastest; report its time, the start's time and the evaluations spent.
 
@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import CodesignError, InfeasibleError, invalid
-from search.strategy_space import Candidate
+from search.strategy.space import Candidate
 
 __all__ = ["SearchBudget", "WorkloadPlan", "WorkloadChoice", "best_strategies",
            "weighted_time", "topoopt_fabric", "alternate_topoopt"]
@@ -106,7 +106,7 @@ class WorkloadChoice:
     time_s : float
         Its iteration time, seconds.
     start : Candidate
-        The search's start (:func:`search.feasible.feasible_start`).
+        The search's start (:func:`search.strategy.feasible.feasible_start`).
     start_time_s : float
         The start's iteration time on this fabric, seconds (what a fixed-strategy
         sweep would report).
@@ -188,7 +188,7 @@ def best_strategies(topology, plans: Sequence[WorkloadPlan], hardware, *,
         A workload has no strategy that runs on this fabric (its start does not fit or
         cannot be timed, and the search found nothing either).
     """
-    from search.strategy_search import mcmc_search
+    from search.strategy.mcmc import mcmc_search
 
     out = []
     for i, plan in enumerate(plans):

@@ -1,6 +1,6 @@
 """Start (or join) Ray for a search loop, and leave other people's Ray alone.
 
-DESIGN.md section 7: by default Ray runs embedded on the local machine, sized to
+docs/architecture.md section 7: by default Ray runs embedded on the local machine, sized to
 it; an address joins an existing cluster.  A loop wraps its work in
 :func:`ray_session`; if Ray is already initialised in the process (a notebook,
 a test fixture, an outer sweep) that instance is used and is *not* shut down on
@@ -208,7 +208,7 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
     Notes
     -----
     The dashboard is off and Ray's own logging is reduced to errors; worker
-    output is not forwarded, so the library stays quiet (DESIGN.md section 4).
+    output is not forwarded, so the library stays quiet (docs/architecture.md section 4).
     """
     import ray
 

@@ -150,7 +150,7 @@ def fabric_parts_cost(topology_spec: str, *, family: str | None = None, servers:
     and patch-panel ports (TopoOpt Appendix G counts them the same way).
     """
     from search.design_point import DesignPoint, topology_spec_for
-    from search.sweep_trial import cached_topology
+    from search.sweeps.trial import cached_topology
     from topologies.cost import load_catalog, topology_cost
 
     if family == "topoopt" or topology_spec.startswith("topoopt:"):

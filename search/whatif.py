@@ -8,14 +8,14 @@ mix's demand; degree 1-8, 25/100/200/400 Gbps) -- and answers, per budget, with 
 fabric, the strategy of every workload, the iteration time, MFU, the network cost and
 the cost per unit of training throughput ``cost_usd x iteration_time_s`` (USD per
 iteration/s; lower is better).  Every fabric is timed as a sweep trial
-(:func:`search.sweep_trial.evaluate_trial`): the strategy of every workload is searched
+(:func:`search.sweeps.trial.evaluate_trial`): the strategy of every workload is searched
 on that fabric (co-design, :mod:`search.per_fabric`) and collectives use the fastest
 valid synthesizer (``collective_method="best"``).
 
 How it stays fast (stated because the answer depends on it)
 -----------------------------------------------------------
 1. **Feasibility first.**  Memory does not depend on the fabric: each workload's
-   feasible start (:func:`search.feasible.feasible_start`) is found once; if a workload
+   feasible start (:func:`search.strategy.feasible.feasible_start`) is found once; if a workload
    has none, the answer is "infeasible" with the closest attempt's shortfall.
 2. **Price before timing.**  Every fabric of the grid is built and priced (cheap); one
    costing more than every budget is never timed.
@@ -69,8 +69,8 @@ from codesign.errors import InfeasibleError, invalid
 from evaluators.shared_cluster import SharedClusterRow, format_shared_cluster
 from search.budget import best_per_budget
 from search.per_fabric import SearchBudget
-from search.sweep_spec import WorkloadItem, parse_usd
-from search.sweep_trial import SweepPoint, TrialOutcome, cached_topology, evaluate_trial
+from search.sweeps.spec import WorkloadItem, parse_usd
+from search.sweeps.trial import SweepPoint, TrialOutcome, cached_topology, evaluate_trial
 
 __all__ = ["WhatIfChoice", "WhatIfResult", "parse_budgets", "parse_mix", "run_whatif",
            "format_whatif", "SharedClusterRow", "shared_cluster", "format_shared_cluster",
@@ -88,7 +88,7 @@ WHATIF_OBJECTIVES = ("iteration_time_s", "cost_usd", "days_to_train", "usd_per_r
 
 def parse_budgets(text: str | float | list) -> tuple[float, ...]:
     """Parse ``"1e6,2.5M,$500k"`` into ascending distinct budgets in USD (> 0)
-    (each with :func:`search.sweep_spec.parse_usd`, the parser of sweep files too).
+    (each with :func:`search.sweeps.spec.parse_usd`, the parser of sweep files too).
 
     Examples
     --------
@@ -209,7 +209,7 @@ class WhatIfResult:
 def _price(point: SweepPoint) -> tuple[str, float]:
     """``(spec, cost_usd)`` of a grid fabric without timing it (raises if unbuildable)."""
     from search.design_point import DesignPoint, topology_spec_for
-    from search.sweep_trial import network_cost
+    from search.sweeps.trial import network_cost
 
     if point.family == "topoopt":
         return "", float(network_cost(point).total_usd)
@@ -254,7 +254,7 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     collective_method : str
         ``best`` (default), ``auto`` or an algorithm name.
     leafspine_oversub, seed
-        As in :class:`search.sweep.SweepPoint`.
+        As in :class:`search.sweeps.driver.SweepPoint`.
     search : SearchBudget or None
         Strategy search per workload on each finalist fabric (``None``: the feasible
         starts only).
@@ -297,7 +297,7 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     import time
 
     from codesign.workloads import get_hardware
-    from search.sweep_trial import plan_workloads, time_model_name
+    from search.sweeps.trial import plan_workloads, time_model_name
 
     t0 = time.perf_counter()
     if isinstance(servers, bool) or not isinstance(servers, int) or servers < 2:

@@ -1,4 +1,4 @@
-"""The immutable :class:`Topology` (DESIGN.md section 3).
+"""The immutable :class:`Topology` (docs/architecture.md section 3).
 
 Nodes ``0 .. npus-1`` are endpoints (NPUs, or whole servers in cluster-level
 fabrics): they compute, store, reduce and may forward.  Nodes ``npus ..
@@ -493,7 +493,7 @@ class Topology:
                         params=params, node_attrs=attrs)
 
     def to_spec_dict(self) -> dict[str, Any]:
-        """The explicit-graph YAML form (DESIGN.md section 6), one directed link per entry."""
+        """The explicit-graph YAML form (docs/architecture.md section 6), a link per entry."""
         return {
             "npus": self.npus,
             "switches": self.switches,

@@ -1,6 +1,6 @@
 """Registry of topology families and the spec-string front door.
 
-A spec string is ``FAMILY[:SHAPE][,key=value...]`` (DESIGN.md section 6), for
+A spec string is ``FAMILY[:SHAPE][,key=value...]`` (docs/architecture.md section 6), for
 example ``torus:4x4x4,bw=50GB/s,lat=1us``, ``fattree:k=8`` or ``dgx1``.  Each
 family registers one parser with :func:`register_family`; the parser receives
 the shape text (``""`` when absent) and the options as strings, and builds the

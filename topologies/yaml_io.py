@@ -1,4 +1,4 @@
-"""YAML topology files (DESIGN.md section 6): the explicit graph and ASTRA-sim's network file.
+"""YAML topology files (docs/architecture.md section 6): the explicit graph, ASTRA-sim's file.
 
 Explicit graph
 --------------

@@ -1,6 +1,6 @@
 """Training workloads: the model zoo, the hardware catalog and per-layer compute time.
 
-Bottom layer of the framework (DESIGN.md section 2): imports nothing from
+Bottom layer of the framework (docs/architecture.md section 2): imports nothing from
 ``topologies``, ``evaluators`` or ``search``.
 
 * :mod:`~codesign.workloads.model` -- :class:`Layer`, :class:`Workload` and the
@@ -15,6 +15,8 @@ Bottom layer of the framework (DESIGN.md section 2): imports nothing from
   :mod:`~codesign.workloads.profile` -- measured times (:func:`load_profile`).
 * :mod:`~codesign.workloads.strategy` -- :class:`Strategy`, :func:`parse_strategy`;
   :mod:`~codesign.workloads.placement` -- :class:`Placement` (ranks, groups, tables);
+  :mod:`~codesign.workloads.sharding` -- :class:`LayerShard` (one home of how a strategy
+  shards a layer: per-GPU parameters, FLOPs, activations, collective sizes);
   :mod:`~codesign.workloads.memory` -- :func:`check_memory`;
   :mod:`~codesign.workloads.demand` -- :class:`Demand`, :func:`demand_for`.
 
@@ -39,6 +41,7 @@ from codesign.workloads.profile import Profile, load_profile
 from codesign.workloads.registry import (
     BUILDERS, get_workload, load_workload, workload_configs, workload_from_dict,
     workload_names)
+from codesign.workloads.sharding import LayerShard, shard_layer
 from codesign.workloads.strategy import Strategy, as_strategy, parse_strategy
 
 __all__ = [
@@ -48,7 +51,7 @@ __all__ = [
     "Hardware", "HardwareCatalog", "get_hardware", "hardware_names", "load_hardware_catalog",
     "DEFAULT_EFFICIENCY", "LayerTime", "layer_time", "layer_times", "ComputeProfile",
     "Profile", "load_profile",
-    "Strategy", "parse_strategy", "as_strategy", "Placement",
+    "Strategy", "parse_strategy", "as_strategy", "Placement", "LayerShard", "shard_layer",
     "MemoryBreakdown", "memory_per_gpu", "check_memory",
     "Demand", "Compute", "CollectiveOp", "Transfer", "demand_for",
 ]

@@ -16,8 +16,11 @@ step (``phase="optimizer"``).  How the 1F1B schedule interleaves micro-batches i
 iteration model's business; :attr:`Demand.bubble_fraction` gives ``(p-1)/(m+p-1)``.
 
 What each strategy emits (``b`` = micro-batch samples, ``T`` = tp, sizes follow the
-nccl-tests convention of DESIGN.md section 4)
+nccl-tests convention of docs/architecture.md section 4)
 --------------------------------------------------------------------------------------
+The per-layer numbers (parameters, FLOPs, activations, bytes of each collective) come
+from the sharding rule, :mod:`codesign.workloads.sharding`; this module orders them.
+
 * Data parallel: gradients, in backward order, cut into buckets of ``bucket_bytes``
   (PyTorch DDP's default 25 MiB); one ``allreduce`` of each bucket per DP group
   (ranks with the same TP index and stage).  A ring all-reduce of ``G`` bytes moves
@@ -77,8 +80,9 @@ from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.memory import MemoryBreakdown, check_memory, memory_per_gpu
 from codesign.workloads.model import Layer, Workload
 from codesign.workloads.placement import Placement
+from codesign.workloads.sharding import LayerShard, shard_layer
 from codesign.workloads.strategy import (
-    Strategy, as_strategy, check_applicable, is_table, layer_params_per_gpu, stage_bounds)
+    Strategy, as_strategy, check_applicable, is_table, stage_bounds)
 
 __all__ = ["Compute", "CollectiveOp", "Transfer", "Demand", "demand_for",
            "DEFAULT_BUCKET_BYTES", "RING_KINDS", "ring_bytes_per_member",
@@ -368,42 +372,6 @@ def _max_compute(d: Demand) -> float:
 
 
 # ---------------------------------------------------------------------------- builder
-def _sharded(layer: Layer, s: Strategy) -> Layer:
-    """The part of ``layer`` one GPU computes: TP splits FLOPs and activation traffic,
-    context parallelism splits the tokens (causal load balancing gives each CP rank the
-    same attention work, Megatron-LM's 2 x cp chunk assignment)."""
-    shared, expert = layer_params_per_gpu(layer, s)
-    T = s.tp if layer.tp_shardable else 1
-    t = T * s.cp
-    # Expert GEMMs ("en"/"ek"): ``ep`` ranks' tokens meet on ``experts / ep`` local experts.
-    E = s.ep if layer.experts else 1
-    gemms = tuple((m / s.cp * (E if shard in ("en", "ek") else 1),
-                   n / T if shard in ("n", "en") else n, k / T if shard in ("k", "ek") else k,
-                   c / T if shard == "count" else c / E if shard in ("en", "ek") else c, shard)
-                  for m, n, k, c, shard in layer.gemms) if t * E > 1 else layer.gemms
-    # Memory-bound operators: TP splits "tp" ones, and "sp" ones with sequence parallelism.
-    ops = tuple((name, f / split, b / split, shard) for name, f, b, shard in layer.memory_ops
-                for split in [s.cp * (T if shard == "tp" or (shard == "sp" and s.sp) else 1)])
-    return replace(layer, params=int(round(shared + expert)), expert_params=0, experts=0,
-                   top_k=0, fwd_flops=layer.fwd_flops / t, bwd_flops=layer.bwd_flops / t,
-                   io_bytes=layer.io_bytes / t,
-                   attn_core_fwd_flops=layer.attn_core_fwd_flops / t, gemms=gemms,
-                   memory_ops=ops)
-
-
-def _recompute_flops(layer: Layer, s: Strategy) -> float:
-    """Forward FLOPs per sample rerun in the backward pass (Korthikanti et al. Sec. 5).
-
-    ``full``: the whole forward; ``selective``: the attention core, when its ``s x s``
-    tensors were dropped (with flash attention nothing is stored, and its backward kernel
-    already recomputes the scores)."""
-    if s.recompute == "full":
-        return layer.fwd_flops
-    if s.recompute == "selective" and layer.attn_core_saved_bytes > 0:
-        return layer.attn_core_fwd_flops
-    return 0.0
-
-
 def _buckets(sizes: list[tuple[str, float]], cap: float) -> list[tuple[float, str]]:
     """Cut a stream of (layer, bytes) in backward order into buckets of ``cap`` bytes.
 
@@ -518,10 +486,9 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     # accumulated locally), with or without pipelining.
     zero_rep = m if s.zero >= 3 else 1
     opt_K = float(workload.optimizer_bytes_per_param)
-    n_dense, n_expert = s.zero_groups
 
-    def seconds(layer: Layer, batch: float) -> tuple[float, float]:
-        t = layer_time(_sharded(layer, s), hw, batch, efficiency=efficiency, dtype=precision)
+    def seconds(shard: LayerShard, batch: float) -> tuple[float, float]:
+        t = layer_time(shard.local, hw, batch, efficiency=efficiency, dtype=precision)
         return t.fwd_s, t.bwd_s
 
     if not isinstance(tp_comm_overlap, bool):
@@ -572,20 +539,24 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                     blocks.append(bw)
                     emitted_tables = True
                 continue
-            f_s, b_s = seconds(layer, b)
-            sh = _sharded(layer, s)
+            # The sharding rule (codesign.workloads.sharding): what one GPU holds,
+            # computes and sends of this layer.
+            shard = shard_layer(layer, s)
+            sh = shard.local
+            f_s, b_s = seconds(shard, b)
             f_ops: list[Op] = []
             b_ops: list[Op] = []
-            shared, expert = layer_params_per_gpu(layer, s)
-            step_params += shared / n_dense + expert / n_expert
+            shared, expert = shard.params
+            step_params += shard.step_params()
             if s.zero >= 3:
-                for w, groups in ((shared, dp_groups), (expert, xdp_groups)):
+                for w, nbytes, groups in ((shared, shard.shared_bytes, dp_groups),
+                                          (expert, shard.expert_bytes, xdp_groups)):
                     for grp in groups if w else ():
                         for phase, target in (("forward", f_ops), ("backward", b_ops)):
                             target.append(CollectiveOp(
-                                "allgather", grp, w * layer.dtype_bytes, phase, "zero",
+                                "allgather", grp, nbytes, phase, "zero",
                                 layer=layer.name, stage=p, repeat=zero_rep))
-            a2a = b * layer.ep_alltoall_bytes / (T * C)
+            a2a = shard.ep_alltoall_bytes(b)
             ep_ops = [CollectiveOp("alltoall", grp, a2a, "forward", "ep", layer=layer.name,
                                    stage=p, repeat=m)
                       for grp in ep_groups] if layer.experts and a2a else []
@@ -593,7 +564,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             # of the CP group's K/V) overlaps the attention blocks; backward circulates
             # K/V again and reduce-scatters their gradients (Megatron-LM's CP).
             core = (sh.attn_core_fwd_flops / sh.fwd_flops) if sh.fwd_flops else 0.0
-            kv = b * layer.kv_bytes / T if cp_groups and layer.kv_bytes else 0.0
+            kv = shard.cp_kv_bytes(b) if cp_groups else 0.0
             cp_f = [CollectiveOp("allgather", grp, kv, "forward", "cp", layer=layer.name,
                                  stage=p, repeat=m, hidden_s=core * f_s)
                     for grp in cp_groups] if kv else []
@@ -601,13 +572,11 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                                  stage=p, repeat=m, hidden_s=core * b_s / 2)
                     for kind in ("allgather", "reducescatter") for grp in cp_groups] \
                 if kv else []
-            tp_f = tp_ops(b * layer.tp_allreduce_bytes / C, "forward", layer, p, tp_groups,
-                          f_s)
-            tp_b = tp_ops(b * layer.tp_bwd_allreduce_bytes / C, "backward", layer, p,
-                          tp_groups, b_s)
+            tp_f = tp_ops(shard.tp_bytes(b, "forward"), "forward", layer, p, tp_groups, f_s)
+            tp_b = tp_ops(shard.tp_bytes(b, "backward"), "backward", layer, p, tp_groups, b_s)
             # Activation recomputation reruns (part of) the forward before the backward;
             # full recomputation repeats the forward's communication too.
-            rflops = _recompute_flops(sh, s)
+            rflops = shard.recompute_flops
             if rflops:
                 r_ops: list[Op] = []
                 if s.recompute == "full":
@@ -632,8 +601,8 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                 target += tps
             fwd_stage += f_ops
             blocks.append(b_ops)
-            dense_stream.append((layer.name, shared * layer.dtype_bytes))
-            expert_stream.append((layer.name, expert * layer.dtype_bytes))
+            dense_stream.append((layer.name, shard.shared_bytes))
+            expert_stream.append((layer.name, shard.expert_bytes))
         fwd += fwd_stage
         if p < s.pp - 1:
             fwd += _boundary(grid, s, p, p + 1, layers[stop - 1], b, "forward")
@@ -682,7 +651,7 @@ def _boundary(grid: np.ndarray, s: Strategy, src_stage: int, dst_stage: int, lay
     Each (TP, data) position sends its ``1 / (tp x cp)`` share of the boundary
     activation.  With ``vpp`` model chunks per GPU every micro-batch crosses each
     boundary ``vpp`` times (Narayanan et al. SC'21 Sec. 2.2.2)."""
-    size = b * layer.activation_bytes / s.cp
+    size = shard_layer(layer, s).boundary_bytes(b)
     stage = min(src_stage, dst_stage)
     rep = s.m * s.vpp if repeat is None else repeat
     ops: list[Op] = []

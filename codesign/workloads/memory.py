@@ -2,7 +2,9 @@
 
 For every GPU: the model state of the layers it holds (weights, gradients, optimizer
 state), the activations it keeps for the backward pass, and the embedding tables placed
-on it.  The reported breakdown is the GPU that needs the most.
+on it.  The reported breakdown is the GPU that needs the most.  What one GPU holds and
+keeps of each layer is the sharding rule of :mod:`codesign.workloads.sharding`; this
+module adds the layers of a stage up, with the micro-batches in flight and the tables.
 
 Model state (ZeRO, Rajbhandari et al. SC'20, Sec. 5.1 and Fig. 1), with ``W`` the
 weight bytes a GPU holds after tensor, pipeline and expert parallelism, ``G = W`` its
@@ -53,9 +55,9 @@ from codesign.errors import InfeasibleError
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.model import Workload
 from codesign.workloads.placement import Placement
+from codesign.workloads.sharding import activation_bytes_per_sample, shard_layer
 from codesign.workloads.strategy import (
-    Strategy, as_strategy, check_applicable, inflight_microbatches, is_table,
-    layer_params_per_gpu, stage_bounds)
+    Strategy, as_strategy, check_applicable, inflight_microbatches, is_table, stage_bounds)
 
 __all__ = ["MemoryBreakdown", "memory_per_gpu", "check_memory", "activation_bytes_per_sample"]
 
@@ -127,19 +129,6 @@ class MemoryBreakdown:
                 f"{self.capacity_bytes / _GIB:.1f} GiB")
 
 
-def activation_bytes_per_sample(layer: Any, strategy: Strategy) -> float:
-    """Bytes ``layer`` keeps per sample of a micro-batch on one GPU (module docstring)."""
-    s = strategy
-    t = s.tp if layer.tp_shardable else 1
-    tsp = t if s.sp else 1
-    if s.recompute == "full":
-        return layer.checkpoint_size / tsp / s.cp
-    core = layer.attn_core_saved_bytes if s.recompute == "selective" else 0.0
-    sp_part = min(layer.sp_saved_bytes, layer.saved_bytes) if t > 1 else 0.0
-    rest = layer.saved_bytes - sp_part - core
-    return (rest / t + sp_part / tsp) / s.cp
-
-
 def _recompute_workspace(layers: Any, strategy: Strategy) -> float:
     """Largest recomputation unit's full activations per sample (``recompute=full``).
 
@@ -185,17 +174,6 @@ def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardw
     placed = s.embedding == "model"
     micro = workload.batch_size / (s.dp * s.m)
     opt = float(workload.optimizer_bytes_per_param)
-    n_dense, n_expert = s.zero_groups   # ZeRO's shard groups (Strategy.zero_groups)
-
-    def state(params: float, dtype: int, group: int) -> tuple[float, float, float]:
-        w, g, o = params * dtype, params * dtype, params * opt
-        if s.zero >= 1:
-            o /= group
-        if s.zero >= 2:
-            g /= group
-        if s.zero >= 3:
-            w /= group
-        return w, g, o
 
     stages = stage_bounds(workload, s)
     per_stage = []
@@ -204,11 +182,10 @@ def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardw
         kept = [layer for layer in workload.layers[start:stop]
                 if not (placed and is_table(layer))]
         for layer in kept:
-            shared, expert = layer_params_per_gpu(layer, s)
-            for params, group in ((shared, n_dense), (expert, n_expert)):
-                dw, dg, do = state(params, layer.dtype_bytes, group)
+            shard = shard_layer(layer, s)
+            for dw, dg, do in shard.model_state(opt):   # shared, then expert parameters
                 w, g, o = w + dw, g + dg, o + do
-            act += activation_bytes_per_sample(layer, s)
+            act += shard.activation_bytes_per_sample
         inflight = inflight_microbatches(s, p) if s.pp > 1 else 1.0
         work = _recompute_workspace(kept, s) * micro if s.recompute == "full" else 0.0
         per_stage.append((w, g, o, act * micro * inflight + work, inflight, work))

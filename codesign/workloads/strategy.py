@@ -1,6 +1,6 @@
 """Parallelization strategies: :class:`Strategy`, :func:`parse_strategy` and pipeline stages.
 
-The strategy string is fixed by DESIGN.md section 6::
+The strategy string is fixed by docs/architecture.md section 6::
 
     dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]
       [,cp=C][,sp=true|false][,recompute=none|selective|full]
@@ -58,7 +58,7 @@ from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_int
 
 __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRATEGY_KEYS",
-           "pipeline_stages", "bubble_fraction", "is_table", "layer_params_per_gpu",
+           "pipeline_stages", "bubble_fraction", "is_table",
            "check_applicable", "stage_bounds", "RECOMPUTE", "SCHEDULES", "PRECISIONS",
            "inflight_microbatches", "recompute_modes"]
 
@@ -290,7 +290,7 @@ def format_strategy(strategy: Strategy) -> str:
 
 
 def parse_strategy(text: str) -> Strategy:
-    """Parse a strategy string (module docstring; DESIGN.md section 6).
+    """Parse a strategy string (module docstring; docs/architecture.md section 6).
 
     Parameters
     ----------
@@ -423,24 +423,12 @@ def pipeline_stages(costs: Any, pp: int) -> tuple[tuple[int, int], ...]:
 
 
 # --------------------------------------------------------------------------------------
-# A strategy applied to a workload: checks, sharding and stages (used by memory and demand)
+# A strategy applied to a workload: checks and stages (how it shards one layer:
+# codesign.workloads.sharding)
 # --------------------------------------------------------------------------------------
 def is_table(layer: Any) -> bool:
     """Whether ``layer`` is an embedding table that ``embedding=model`` places whole."""
     return layer.kind == "embedding" and layer.lookups > 0 and layer.table_rows > 0
-
-
-def layer_params_per_gpu(layer: Any, strategy: Strategy) -> tuple[float, float]:
-    """Parameters of ``layer`` one GPU holds before ZeRO: ``(shared, expert)``.
-
-    Megatron tensor parallelism divides a ``tp_shardable`` layer by ``tp``; expert
-    parallelism divides the experts by ``ep`` (each GPU hosts ``experts / ep`` of
-    them, each still split by ``tp`` when the layer is shardable).
-    """
-    t = strategy.tp if layer.tp_shardable else 1
-    expert = float(layer.expert_params)
-    shared = float(layer.params) - expert
-    return shared / t, expert / (t * strategy.ep)
 
 
 def check_applicable(workload: Any, strategy: Strategy) -> None:

@@ -1,6 +1,6 @@
 """Closed-form times of the baseline algorithms on the topologies they match.
 
-Every formula is derived for the ``congestion`` network model (DESIGN.md
+Every formula is derived for the ``congestion`` network model (docs/architecture.md
 section 5), the model the baselines are timed with: a link carries one chunk
 at a time, a chunk crosses a hop in ``T = a + m / B`` (latency ``a`` s, chunk
 ``m`` bytes, bandwidth ``B`` bytes/s per directed link) and is forwarded only
@@ -12,7 +12,7 @@ alpha-beta forms are the special cases noted below (e.g. ring all-reduce with
 
 Each schedule uses the algorithm's own chunk count: ``bidir-ring`` and
 ``dbt`` split every shard into ``2c`` chunks, ``multiring`` into ``k c``.
-Sizes follow nccl-tests (DESIGN.md section 4): ``S`` is the whole buffer for
+Sizes follow nccl-tests (docs/architecture.md section 4): ``S`` is the whole buffer for
 allgather/reducescatter, one rank's buffer for allreduce/broadcast/reduce.
 Below ``n`` is the number of NPUs and ``c`` the ``chunks`` per NPU.
 

@@ -12,7 +12,7 @@ the same way:
 3. a :class:`Plan` collects the steps in that order, routes every transfer over
    ``topology.route(src, dst)`` (minimum hop; neighbours that are not adjacent
    are reached over shortest paths) and :meth:`Plan.finish` re-times the
-   schedule with the ``congestion`` network model (DESIGN.md section 5).
+   schedule with the ``congestion`` network model (docs/architecture.md section 5).
 
 The order of the transfers is their causal order: the simulator makes
 transfer ``i`` wait for every earlier transfer ``j`` that delivered the same

@@ -547,7 +547,7 @@ def _one_instance(topology, collective: Collective, seed: int, degree, replaceme
 def _physical_times(sched: Schedule, topology) -> Schedule:
     """Re-time a schedule under the physical store-and-forward link model.
 
-    The greedy times two things more coarsely than DESIGN.md section 5's link
+    The greedy times two things more coarsely than docs/architecture.md section 5's link
     model: an unwound switch route NPU -> switch -> NPU is one logical link
     (``2 latency + chunk / bandwidth``, no store-and-forward at the switch, and
     with degree > 1 the ``1/d`` bandwidth share), and all-reduce starts its

@@ -47,7 +47,7 @@ from the chunk's side instead:
   rings, meshes, tori, ``dgx1`` and permutation graphs it was 10-50% slower
   on scatters and up to 30% on all-to-alls).  Ties between equally
   good links follow a random link order.
-* **Link model** (DESIGN.md section 5): a link carries one chunk at a time for
+* **Link model** (docs/architecture.md section 5): a link carries one chunk at a time for
   ``latency + chunk_bytes / bandwidth``; a chunk is forwarded only after it
   has fully arrived (Section VI-B, arrival time analysis).  Each chunk moves
   along one path (no copies), so chunk replacement (Section VI-B) never

@@ -1,7 +1,10 @@
 """The training-iteration model (issue 7): :func:`evaluate` and the TopoOpt Eq. (1) estimate.
 
-* :mod:`~evaluators.iteration.model` -- :func:`evaluate` (system, workload, strategy ->
+* :mod:`~evaluators.iteration.model` -- :func:`evaluate` (system, workload, execution ->
   :class:`IterationResult`), the timeline (1F1B pipeline, overlapped gradient buckets);
+* :mod:`~evaluators.iteration.inputs` -- the system (:class:`Cluster`: topology and GPU
+  type) and the execution (:class:`Execution`: strategy, placement, collective method,
+  routing, overlap knobs);
 * :mod:`~evaluators.iteration.comm` -- timing collectives and model-parallel phases on a
   topology (intra-server fabric, hierarchical collectives, caching);
 * :mod:`~evaluators.iteration.phase` -- a fast ``flow``-model simulation of messages that
@@ -15,7 +18,8 @@
 """
 
 from evaluators.iteration.closed_form import ClosedFormEstimate, closed_form_estimate
+from evaluators.iteration.inputs import Cluster, Execution
 from evaluators.iteration.model import PURPOSES, IterationResult, evaluate
 
 __all__ = ["evaluate", "IterationResult", "PURPOSES", "closed_form_estimate",
-           "ClosedFormEstimate"]
+           "ClosedFormEstimate", "Cluster", "Execution"]

@@ -1,6 +1,6 @@
 """The training-iteration model: :func:`evaluate` and :class:`IterationResult`.
 
-A pure function of (system, workload, strategy, options), Calculon-style (DESIGN.md
+A pure function of (system, workload, strategy, options), Calculon-style (docs/architecture.md
 sections 3 and 9): the :class:`~codesign.workloads.demand.Demand` of one iteration is
 laid on the topology and timed.
 
@@ -68,6 +68,7 @@ import numpy as np
 
 from codesign.errors import invalid
 from evaluators.iteration.comm import CommCost, CommTimer, System
+from evaluators.iteration.inputs import as_cluster, as_execution
 from evaluators.iteration.phase import DEFAULT_RTOL
 
 __all__ = ["IterationResult", "evaluate", "resolve_system", "resolve_auto", "PURPOSES",
@@ -324,24 +325,34 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
     return out
 
 
-def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement=None,
-             collective_method: str = "ring", network_model: str = "flow",
+def evaluate(system, workload, execution, *, hardware: Any = None, placement=None,
+             collective_method: str | None = None, network_model: str = "flow",
              efficiency: float | None = None, bucket_bytes: float | None = None,
-             overlap: bool = True, rtol: float = DEFAULT_RTOL,
-             routing: str = "shortest", check_memory: bool = True,
-             tp_comm_overlap: bool = False,
-             param_gather_overlap: bool = False) -> IterationResult:
-    """Time one training iteration of ``workload`` under ``strategy`` on ``system``.
+             overlap: bool | None = None, rtol: float = DEFAULT_RTOL,
+             routing: str | None = None, check_memory: bool = True,
+             tp_comm_overlap: bool | None = None,
+             param_gather_overlap: bool | None = None) -> IterationResult:
+    """Time one training iteration of ``workload`` run as ``execution`` on ``system``.
+
+    The three inputs are Calculon's (:mod:`evaluators.iteration.inputs`): what is built,
+    what is trained, how it runs.  The short form passes a topology and a strategy and
+    the rest as keywords (``hardware`` for the system; ``placement``,
+    ``collective_method``, ``routing``, ``overlap``, ``bucket_bytes``,
+    ``tp_comm_overlap``, ``param_gather_overlap`` for the execution); a keyword that a
+    :class:`Cluster` or :class:`Execution` argument already fixes is an error.
 
     Parameters
     ----------
-    system : topologies.Topology or str
-        The network (a spec string is parsed with :func:`topologies.registry.load_topology`);
-        its NPUs are the job's servers or its GPUs (module docstring).
+    system : Cluster, topologies.Topology or str
+        The network and GPU type; a topology or spec string (parsed with
+        :func:`topologies.registry.load_topology`) takes ``hardware``.  The network's NPUs
+        are the job's servers or its GPUs (module docstring).
     workload : codesign.workloads.Workload or str
         A zoo name (its default configuration) or a workload.
-    strategy : codesign.workloads.Strategy or str
-        ``"dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]"``.
+    execution : Execution, codesign.workloads.Strategy or str
+        How it runs; a strategy
+        ``"dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]"``
+        takes the execution keywords below.
     hardware : Hardware or str, optional
         GPU (compute roofline, memory, GPUs per server, fabric); default A100-80.
     placement : Placement, optional
@@ -398,20 +409,24 @@ def evaluate(system, workload, strategy, *, hardware: Any = "A100-80", placement
     >>> r.iteration_time_s >= r.compute_time_s
     True
     """
-    from codesign.workloads import get_hardware, get_workload
+    from codesign.workloads import get_workload
     from codesign.workloads.demand import DEFAULT_BUCKET_BYTES, demand_for
     from codesign.workloads.model import Workload
     from codesign.workloads.placement import Placement
-    from codesign.workloads.strategy import as_strategy
-    from topologies.registry import load_topology
 
-    topo = load_topology(system) if isinstance(system, str) else system
+    cluster = as_cluster(system, hardware)
+    run = as_execution(execution, placement=placement, collective_method=collective_method,
+                       routing=routing, overlap=overlap, bucket_bytes=bucket_bytes,
+                       tp_comm_overlap=tp_comm_overlap,
+                       param_gather_overlap=param_gather_overlap)
+    topo, hw, s = cluster.topology, cluster.hardware, run.strategy
+    placement, collective_method, routing = run.placement, run.collective_method, run.routing
+    overlap, bucket_bytes = run.overlap, run.bucket_bytes
+    tp_comm_overlap, param_gather_overlap = run.tp_comm_overlap, run.param_gather_overlap
     if isinstance(workload, str):
         workload = get_workload(workload)
     elif not isinstance(workload, Workload):
         raise invalid("workload", type(workload).__name__, "a zoo name or a Workload")
-    hw = get_hardware(hardware)
-    s = as_strategy(strategy)
     if not isinstance(overlap, bool):
         raise invalid("overlap", overlap, "True or False")
     if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not 0 <= rtol < 1:

@@ -6,7 +6,7 @@ of a collective schedule.  Every message of a phase is ready at time 0 and has n
 dependencies, so the general event simulator :func:`evaluators.netsim.simulate` is
 more than needed -- and too slow for the 16 k flows of an all-to-all over 128 servers
 (one max-min recomputation per distinct finish time).  This module runs the same
-fluid model (DESIGN.md section 5: max-min fair sharing, progressive filling via
+fluid model (docs/architecture.md section 5: max-min fair sharing, progressive filling via
 :func:`evaluators.netsim.flow.max_min_rates`, finish = drain time + path latency) with
 two speed-ups:
 

@@ -1,4 +1,4 @@
-"""Network simulator (DESIGN.md section 5): three models, message and schedule replay.
+"""Network simulator (docs/architecture.md section 5): three models, message and schedule replay.
 
 Models (``--model``):
 

@@ -1,6 +1,6 @@
 """The ``analytical`` network model: ASTRA-sim's congestion-unaware backend.
 
-DESIGN.md section 5: a message takes ``hops * link_latency + size /
+docs/architecture.md section 5: a message takes ``hops * link_latency + size /
 link_bandwidth`` and never waits for another message (no contention).  As in
 ASTRA-sim's analytical network (``congestion_unaware``: ``BasicTopology::send``
 and ``MultiDimTopology::send``):

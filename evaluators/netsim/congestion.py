@@ -1,6 +1,6 @@
 """The ``congestion`` network model: FIFO store-and-forward per hop.
 
-DESIGN.md section 5, which is the TACOS link model (TACOS paper, section
+docs/architecture.md section 5, which is the TACOS link model (TACOS paper, section
 II-C: a link costs ``alpha + beta * n`` for an ``n``-byte message; section IV:
 on the time-expanded network a link carries one chunk per time span and a
 chunk is forwarded only after it has fully arrived):

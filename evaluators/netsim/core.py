@@ -1,6 +1,6 @@
 """Shared types of the network simulator: messages in, results out.
 
-A simulation takes point-to-point *messages* (DESIGN.md section 6,
+A simulation takes point-to-point *messages* (docs/architecture.md section 6,
 ``codesign simulate SPEC --send SRC:DST:SIZE``): a message is ``size_bytes``
 sent from NPU ``src`` to NPU ``dst`` along ``path`` (link ids; by default
 ``topology.route(src, dst)``), no earlier than ``ready_s`` and only after every

@@ -1,6 +1,6 @@
 """The ``flow`` network model: max-min fair sharing of link capacity.
 
-DESIGN.md section 5: for large concurrent transfers, every message is a fluid
+docs/architecture.md section 5: for large concurrent transfers, every message is a fluid
 *flow* over its whole path at once; the active flows share each link's
 bandwidth max-min fairly (progressive filling, also called water-filling),
 and the rates are recomputed whenever a flow starts or ends.

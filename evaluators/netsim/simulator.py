@@ -1,6 +1,6 @@
 """Front door of the network simulator: the model registry and :func:`simulate`.
 
-The three models of DESIGN.md section 5 are registered here by name
+The three models of docs/architecture.md section 5 are registered here by name
 (``--model`` on the command line):
 
 * ``analytical`` - ASTRA-sim's congestion-unaware formula

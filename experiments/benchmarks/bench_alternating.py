@@ -2,7 +2,7 @@
 
 Target (issue 8): a full alternating optimisation (TopoOpt Sec. 4.1: MCMC strategy
 search on the current topology, then TopologyFinder on the best strategy's demand,
-repeated; :func:`search.alternating.optimize`) for DLRM on 128 servers in under
+repeated; :func:`search.topoopt.alternating.optimize`) for DLRM on 128 servers in under
 2 minutes on 2 cores, and its speed-up from 1 to 2 Ray evaluator workers.
 
 Setup: DLRM at TopoOpt's Sec. 5.3 configuration (zoo config ``simulation``), 128 servers
@@ -36,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from results_file import append_result, markdown_table, print_rows  # noqa: E402
 
-from search.alternating import OptimizeSpec, optimize  # noqa: E402
+from search.topoopt.alternating import OptimizeSpec, optimize  # noqa: E402
 
 TARGET_S = 120.0
 

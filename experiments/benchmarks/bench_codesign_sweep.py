@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from results_file import append_result, markdown_table, print_rows  # noqa: E402
 
 from codesign.records import load_records  # noqa: E402
-from search.sweep import run_sweep  # noqa: E402
-from search.sweep_spec import parse_sweep_spec  # noqa: E402
+from search.sweeps.driver import run_sweep  # noqa: E402
+from search.sweeps.spec import parse_sweep_spec  # noqa: E402
 
 TARGET_SPEEDUP = 1.7
 COMPARED = ("trial", "status", "family", "degree", "link_bandwidth_Bps", "iteration_time_s",

@@ -36,7 +36,7 @@ def main() -> None:
     from fabric_failures import fabrics
     from search.failure_whatif import (DEFAULT_FAILURE_SEARCH, MAX_FAILURE_WORK, FailureStudy,
                                        fabric_failures)
-    from search.feasible import feasible_start
+    from search.strategy.feasible import feasible_start
     from topologies.failures import parse_failure_spec
 
     hw, wl = get_hardware("H100"), get_workload("llama3-70b")

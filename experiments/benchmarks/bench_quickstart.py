@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from results_file import append_result, markdown_table, print_rows  # noqa: E402
 
-from codesign.report import write_report  # noqa: E402
-from search.quickstart import QuickstartConfig, run_quickstart  # noqa: E402
+from codesign.app.report import write_report  # noqa: E402
+from search.sweeps.quickstart import QuickstartConfig, run_quickstart  # noqa: E402
 
 
 def main() -> None:

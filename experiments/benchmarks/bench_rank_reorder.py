@@ -10,7 +10,7 @@ Three seeded 512-node one-way cost matrices (seconds):
 * ``random``: independent uniform entries in [0, 100) us (the hardest for local
   search).
 
-Each is reordered twice with ``search.rank_order.reorder(matrix, "ring",
+Each is reordered twice with ``search.reorder.rank_order.reorder(matrix, "ring",
 time_limit_s=10)``: ``solver="none"`` (nearest neighbour + 2-opt/Or-opt + kicks)
 and the default ``solver="cp-sat"`` (nearest neighbour + 2-opt/Or-opt, then
 OR-tools CP-SAT).  The table gives wall time, identity and found cost, a reference
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from search.rank_order import reorder
+from search.reorder.rank_order import reorder
 
 sys.path.insert(0, str(Path(__file__).parent))
 from results_file import append_result, print_rows  # noqa: E402

@@ -1,6 +1,6 @@
 """Benchmark: sweep throughput (trials per minute) on a 128-server design space, 1 vs 2 Ray workers.
 
-Runs :func:`search.sweep.run_sweep` three times on the same specification in
+Runs :func:`search.sweeps.driver.run_sweep` three times on the same specification in
 fresh temporary folders: a local Ray of 1 CPU with 1 trial in flight, 1 CPU with
 ``--in-flight`` trials in flight (default 4), and 2 CPUs with ``--in-flight``.
 The headline speed-up is the first against the third (a sequential sweep
@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from results_file import append_result, markdown_table, print_rows  # noqa: E402
 
-from search.sweep import run_sweep, time_model_name  # noqa: E402
-from search.sweep_spec import parse_sweep_spec  # noqa: E402
+from search.sweeps.driver import run_sweep, time_model_name  # noqa: E402
+from search.sweeps.spec import parse_sweep_spec  # noqa: E402
 
 SPACE = {"families": ["fattree", "leafspine", "ideal", "expander", "torus", "perms"],
          "servers": 128, "degree": {"low": 2, "high": 8},
@@ -47,7 +47,7 @@ SPACE = {"families": ["fattree", "leafspine", "ideal", "expander", "torus", "per
 
 def _padded(pad_s: float):
     def evaluate(point):
-        from search.sweep import evaluate_trial
+        from search.sweeps.driver import evaluate_trial
 
         out = evaluate_trial(point)
         end = time.perf_counter() + pad_s
@@ -69,7 +69,7 @@ def _run(trials: int, cpus: int, in_flight: int, pad_s: float) -> tuple[float, f
              logging_level="ERROR")
     try:
         # Warm the workers (imports) so that both runs measure the steady state.
-        ray.get([ray.remote(lambda: __import__("search.sweep")).remote() for _ in range(cpus)])
+        ray.get([ray.remote(lambda: __import__("search.sweeps.driver")).remote() for _ in range(cpus)])
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
             res = run_sweep(spec, results_dir=tmp, evaluate=_padded(pad_s) if pad_s else None)

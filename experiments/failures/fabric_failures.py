@@ -30,10 +30,10 @@ from pathlib import Path
 from codesign.workloads import get_hardware, get_workload
 from search.design_point import DesignPoint, topology_spec_for
 from search.failure_whatif import DEFAULT_FAILURE_SEARCH, FailureStudy, fabric_failures
-from search.feasible import feasible_start
+from search.strategy.feasible import feasible_start
 from search.per_fabric import WorkloadPlan, best_strategies, topoopt_fabric
-from search.sweep_spec import WorkloadItem
-from search.sweep_trial import SweepPoint, plan_workloads
+from search.sweeps.spec import WorkloadItem
+from search.sweeps.trial import SweepPoint, plan_workloads
 from topologies.failures import parse_failure_spec
 from topologies.registry import from_spec
 

@@ -17,10 +17,10 @@ import json
 from pathlib import Path
 
 from codesign.records import load_records
-from codesign.report import write_report
+from codesign.app.report import write_report
 from codesign.units import format_bandwidth
-from search.sweep import run_sweep
-from search.sweep_spec import load_sweep_spec
+from search.sweeps.driver import run_sweep
+from search.sweeps.spec import load_sweep_spec
 
 HERE = Path(__file__).parent
 _NOTE = """Reading it against the paper: `topoopt` is TopologyFinder (Algorithm 1) run on

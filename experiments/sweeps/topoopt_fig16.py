@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from search.sweep import time_model_name
+from search.sweeps.driver import time_model_name
 from search.whatif import shared_cluster
 
 

@@ -11,10 +11,10 @@ B = 100 Gbps, d = 4 and d = 8.
 For each (d, batch):
 
 * TopoOpt: TopologyFinder (Algorithm 1) on the strategy's demand
-  (:func:`search.alternating.topoopt_topology`), the iteration model on it (multiring
+  (:func:`search.topoopt.alternating.topoopt_topology`), the iteration model on it (multiring
   AllReduce, minimum-hop host forwarding of the MP transfers);
-* the cost-equivalent Fat-tree and the Ideal Switch of :func:`search.alternating.optimize`
-  (same construction: :func:`search.alternating.baseline_topologies`);
+* the cost-equivalent Fat-tree and the Ideal Switch of :func:`search.topoopt.alternating.optimize`
+  (same construction: :func:`search.topoopt.alternating.baseline_topologies`);
 * Fig. 12 top axis: all-to-all / AllReduce bytes (:meth:`Demand.split_totals`);
 * Fig. 13: bandwidth tax of the iteration (all inter-server traffic, forwarded bytes
   counted again: :attr:`IterationResult.bandwidth_tax`) and of the all-to-all alone
@@ -57,7 +57,7 @@ CDF_BATCH = 128
 
 
 def _spec(d: int, batch_per_gpu: int):
-    from search.alternating import OptimizeSpec
+    from search.topoopt.alternating import OptimizeSpec
 
     return OptimizeSpec("dlrm", SERVERS, d, f"{GBPS:g}Gbps", config="alltoall",
                         batch_size=batch_per_gpu * SERVERS * GPUS_PER_SERVER,
@@ -80,8 +80,8 @@ def run_one(d: int, b: int, cdf: bool) -> dict:
     from codesign.workloads.demand import demand_for
     from evaluators.iteration import evaluate
     from evaluators.iteration.comm import CommTimer, System
-    from search.alternating import baseline_topologies, topoopt_topology
-    from search.strategy_space import initial_candidate
+    from search.topoopt.alternating import baseline_topologies, topoopt_topology
+    from search.strategy.space import initial_candidate
     from topologies.cost import topoopt_cost
 
     spec = _spec(d, b)

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from codesign.cli import main
+from codesign.app.cli import main
 
 
 def run(capsys, *argv):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 
-from codesign.cli import main
+from codesign.app.cli import main
 from evaluators.collectives import Collective
 from evaluators.mcf import fluid_optimum
 from topologies.registry import from_spec

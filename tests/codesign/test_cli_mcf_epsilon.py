@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from codesign.cli import main
+from codesign.app.cli import main
 
 
 def _run(capsys, argv):

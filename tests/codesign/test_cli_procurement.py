@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from codesign.cli import main
+from codesign.app.cli import main
 
 SMALL = ("whatif", "--servers", "16", "--workload", "resnet50", "--budget", "2e5,1e6",
          "--families", "fattree,torus,perms", "--search-evaluations", "0",

@@ -7,7 +7,7 @@ import json
 import pytest
 import yaml
 
-from codesign.cli import main
+from codesign.app.cli import main
 from search.ray_session import ray_session
 
 SPEC = {"study": "cli", "workloads": "bert", "trials": 2, "seed": 1, "population_size": 2,

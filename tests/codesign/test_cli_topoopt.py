@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from codesign.cli import main
+from codesign.app.cli import main
 from topologies.topoopt import coin_change_table
 from topologies.yaml_io import load_yaml_topology
 

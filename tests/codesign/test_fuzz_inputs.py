@@ -26,7 +26,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codesign.cli import main
+from codesign.app.cli import main
 from codesign.errors import InvalidSpecError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,7 +186,7 @@ def test_fuzz_yaml_topologies(capsys, data):
 @given(data=st.data())
 def test_fuzz_sweep_files(data):
     """The sweep parser (what `codesign sweep` runs before any Ray): spec or InvalidSpecError."""
-    from search.sweep_spec import load_sweep_spec
+    from search.sweeps.spec import load_sweep_spec
 
     base = yaml.safe_load((ROOT / "experiments" / "sweeps" / "small.yaml").read_text())
     text = (data.draw(raw_texts()) if data.draw(st.booleans())

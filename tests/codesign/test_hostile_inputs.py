@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from codesign.cli import main
+from codesign.app.cli import main
 from codesign.resources import memory_limit_scope
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +65,7 @@ OVERSIZED = [
 _RUNNER = textwrap.dedent("""
     import contextlib, io, json, resource, sys, time
     resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
-    from codesign.cli import main
+    from codesign.app.cli import main
     results = []
     for argv in json.loads(sys.argv[1]):
         out, err = io.StringIO(), io.StringIO()
@@ -314,7 +314,7 @@ def test_memory_limit_scope_restores():
 
 # ------------------------------------------------------------------ sweeps
 def test_sweep_trials_of_oversized_designs_are_pruned_with_the_reason():
-    from search.sweep import SweepPoint, evaluate_trial
+    from search.sweeps.driver import SweepPoint, evaluate_trial
 
     with memory_limit_scope(256 * 2 ** 20):
         big = evaluate_trial(SweepPoint("torus", 4096, 4, 12.5e9))   # 4096^2 hop matrix

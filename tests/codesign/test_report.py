@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from codesign.errors import InvalidSpecError
 from codesign.records import RecordWriter
-from codesign.report import pareto_mask, write_report
+from codesign.app.report import pareto_mask, write_report
 
 
 def _brute_force(points: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ import threading
 import numpy as np
 import pytest
 
-from codesign.procurement_report import write_whatif_report
+from codesign.app.procurement_report import write_whatif_report
 
 # Flags that work headless as root on a closed network (no background connections).
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -133,7 +133,7 @@ def test_sweep_report_procurement_section(tmp_path):
     """A sweep with procurement columns gets the section and its plot (the browser test
     above covers the what-if report's images; this one checks the sweep report's)."""
     from codesign.records import RecordWriter
-    from codesign.report import write_report
+    from codesign.app.report import write_report
 
     rows = [{"study": "p", "trial": i, "status": "complete", "family": "torus", "degree": 4,
              "link_bandwidth_Bps": 12.5e9, "servers": 16, "cost_usd": 100.0 * (i + 1),

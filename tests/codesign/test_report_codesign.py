@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from codesign.records import RecordWriter
-from codesign.report import codesign_by_family, write_report
+from codesign.app.report import codesign_by_family, write_report
 
 
 def _rows():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from codesign.records import RecordWriter, load_records
-from codesign.report import best_per_budget, sensitivity, spearman, write_report
+from codesign.app.report import best_per_budget, sensitivity, spearman, write_report
 
 # (trial, family, degree, rate, cost, time): a saved sweep dataset.
 DATA = [(0, "torus", 2, 12.5e9, 100.0, 0.9), (1, "torus", 4, 12.5e9, 200.0, 0.6),

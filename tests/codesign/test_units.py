@@ -1,4 +1,4 @@
-"""Units parsing and formatting (DESIGN.md section 4): hand values and properties."""
+"""Units parsing and formatting (docs/architecture.md section 4): hand values and properties."""
 
 import math
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from codesign.cli import main
+from codesign.app.cli import main
 
 
 def test_workload_show_strategy_json(capsys):

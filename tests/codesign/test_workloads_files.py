@@ -5,7 +5,7 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from codesign.cli import main
+from codesign.app.cli import main
 from codesign.errors import InvalidSpecError
 from codesign.workloads import BUILDERS, Workload, get_workload, load_workload
 from codesign.workloads.registry import workload_from_dict

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codesign.cli import main
+from codesign.app.cli import main
 from codesign.errors import InvalidSpecError
 from codesign.workloads import get_hardware, get_workload
 from evaluators.iteration.calibrate import calibrate

@@ -62,7 +62,7 @@ def test_dp_congestion_model_is_store_and_forward_at_the_switch():
     r = evaluate(f"ideal:{n},degree=1,bw=100Gbps,lat=0", w, f"dp={n}",
                  placement=Placement(servers=n, gpus_per_server=1), overlap=False,
                  network_model="congestion", bucket_bytes=G)
-    # DESIGN.md sec. 5: each hop costs size / bandwidth: 2 hops per ring step
+    # docs/architecture.md section 5: each hop costs size / bandwidth: 2 hops per ring step
     assert r.exposed_communication_s == pytest.approx(2 * (n - 1) * 2 * (G / n) / (100 * GBPS),
                                                       rel=1e-9)
 
@@ -372,7 +372,7 @@ def test_gpu_level_topology():
 
 # ---------------------------------------------------------------- CLI
 def test_cli_evaluate_json(capsys):
-    from codesign.cli import main
+    from codesign.app.cli import main
 
     rc = main(["evaluate", "--topology", "ideal:16,degree=4,bw=100Gbps", "--workload",
                "resnet50", "--option", "batch_size=512", "--strategy", "dp=16", "--gpus-per-server",
@@ -397,7 +397,7 @@ def test_cli_evaluate_json(capsys):
     (["--topology", "ring:4", "--workload", "llama3-8b", "--strategy", "dp=4,tp=8"], 1),
 ])
 def test_cli_evaluate_errors(capsys, argv, code):
-    from codesign.cli import main
+    from codesign.app.cli import main
 
     assert main(["evaluate", *argv]) == code
     err = capsys.readouterr().err

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from codesign.cli import main
+from codesign.app.cli import main
 from codesign.workloads import demand_for, get_hardware, get_workload
 from codesign.workloads.placement import Placement
 from evaluators.iteration import evaluate

@@ -23,12 +23,32 @@ HETERO = "mesh:2x3,bw=50GB/s:25GB/s"
 SPECS = ["ring:4", "torus:3x3", "switch:4", "dgx1", HETERO]
 KINDS = ["allgather", "reducescatter", "allreduce", "broadcast", "alltoall"]
 _TOPO: dict = {}
+_SOLVED: dict = {}
+_SCHEDULES: dict = {}
 
 
 def topo(spec):
     if spec not in _TOPO:
         _TOPO[spec] = from_spec(spec)
     return _TOPO[spec]
+
+
+def solved(spec, kind, size=6e6):
+    """(topology, collective, fluid optimum), solved once per module run: several tests
+    start from the same LP (results and schedules are only read)."""
+    if (spec, kind, size) not in _SOLVED:
+        t = topo(spec)
+        c = Collective.on(kind, t.npus, size)
+        _SOLVED[spec, kind, size] = (t, c, fluid_optimum(t, c))
+    return _SOLVED[spec, kind, size]
+
+
+def discretized(spec, kind, epsilon):
+    """:func:`discretize` of :func:`solved` (tree master on), computed once."""
+    if (spec, kind, epsilon) not in _SCHEDULES:
+        t, c, r = solved(spec, kind)
+        _SCHEDULES[spec, kind, epsilon] = discretize(r, t, c, epsilon=epsilon)
+    return _SCHEDULES[spec, kind, epsilon]
 
 
 def _bound(sched, R, eps, t):
@@ -43,10 +63,8 @@ def _bound(sched, R, eps, t):
 @pytest.mark.parametrize("spec", SPECS)
 @pytest.mark.parametrize("kind", KINDS)
 def test_valid_and_within_its_bound(spec, kind):
-    t = topo(spec)
-    c = Collective.on(kind, t.npus, 6e6)
-    r = fluid_optimum(t, c)
-    s = discretize(r, t, c, epsilon=0.1)
+    t, c, r = solved(spec, kind)
+    s = discretized(spec, kind, 0.1)
     rep = validate_schedule(s, t)
     assert rep.valid, rep.errors[:3]
     assert s.link_model == "shared"
@@ -138,12 +156,10 @@ def test_tree_master_reaches_epsilon_where_greedy_trees_do_not(spec, kind):
     # The greedy decomposition overuses links here (+4 % to +71 %); the tree
     # master's trees reach R, certified by its Lagrangian bound (exact MILP
     # pricing), and the schedule is within epsilon.
-    t = topo(spec)
-    c = Collective.on(kind, t.npus, 6e6)
-    r = fluid_optimum(t, c)
+    t, c, r = solved(spec, kind)
     greedy = discretize(r, t, c, tree_master=False, epsilon=0.02)
     assert not greedy.metadata["within_epsilon"]
-    s = discretize(r, t, c)
+    s = discretized(spec, kind, 0.1)   # the default epsilon (shared with the test above)
     assert validate_schedule(s, t).valid
     m = s.metadata
     assert m["within_epsilon"] and m["tree_master"]

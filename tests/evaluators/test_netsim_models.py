@@ -1,4 +1,4 @@
-"""Hand-computed cases for the three network models (DESIGN.md section 5)."""
+"""Hand-computed cases for the three network models (docs/architecture.md section 5)."""
 
 from __future__ import annotations
 

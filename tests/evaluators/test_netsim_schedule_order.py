@@ -312,7 +312,7 @@ def test_tacos_switch_schedule_replays_to_its_time(spec, kind, degree):
 def test_cli_simulate_passes_the_order_option(tmp_path, capsys):
     import json
 
-    from codesign.cli import main
+    from codesign.app.cli import main
     from evaluators.schedule_io import save_schedule
 
     t = topo("mesh:3x4")

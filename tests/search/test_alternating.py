@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from codesign.cli import main
+from codesign.app.cli import main
 from codesign.errors import InvalidSpecError
-from search.alternating import BASELINES, OptimizeSpec, optimize
+from search.topoopt.alternating import BASELINES, OptimizeSpec, optimize
 from topologies.cost import topoopt_cost
 
 
@@ -100,7 +100,7 @@ def test_cli_optimize_bad_input_exits_2(capsys):
 def test_same_network_recognises_a_copy_and_a_change():
     import pickle
 
-    from search.alternating import _same_network
+    from search.topoopt.alternating import _same_network
     from topologies.registry import from_spec
 
     t = from_spec("perms:8,p=1:3,bw=100Gbps")

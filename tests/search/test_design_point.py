@@ -8,7 +8,7 @@ import pytest
 
 from codesign.errors import InfeasibleError, InvalidSpecError
 from search.design_point import DESIGN_FAMILIES, DesignPoint, topology_spec_for
-from search.quickstart import DEFAULT_FAMILIES
+from search.sweeps.quickstart import DEFAULT_FAMILIES
 
 G100 = 100e9 / 8  # 100 Gbps in bytes/s
 

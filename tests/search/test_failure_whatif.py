@@ -4,7 +4,7 @@ import pytest
 
 from codesign.workloads import get_hardware, get_workload
 from search.failure_whatif import FailureStudy, fabric_failures, format_failure_summary
-from search.feasible import feasible_start
+from search.strategy.feasible import feasible_start
 from topologies.failures import parse_failure_spec
 from topologies.registry import from_spec
 

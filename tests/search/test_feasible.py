@@ -8,7 +8,7 @@ from codesign.errors import InfeasibleError
 from codesign.workloads import get_hardware, get_workload
 from codesign.workloads.memory import memory_per_gpu
 from codesign.workloads.strategy import Strategy, check_applicable
-from search.feasible import feasible_start, model_parallel_shapes
+from search.strategy.feasible import feasible_start, model_parallel_shapes
 
 
 def _fits(w, s, hw) -> bool:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from codesign.cli import main
+from codesign.app.cli import main
 from codesign.errors import InvalidSpecError
-from search.alternating import OptimizeSpec
-from search.sweep_spec import parse_sweep_spec
-from search.sweep_trial import SweepPoint
+from search.topoopt.alternating import OptimizeSpec
+from search.sweeps.spec import parse_sweep_spec
+from search.sweeps.trial import SweepPoint
 
 CATALOG = """gpus:
   Small-GPU:

@@ -11,10 +11,10 @@ import pytest
 from codesign.errors import CodesignError
 from codesign.workloads import Strategy, get_hardware, get_workload
 from evaluators.iteration import evaluate
-from search.feasible import feasible_start
+from search.strategy.feasible import feasible_start
 from search.per_fabric import SearchBudget, WorkloadPlan, best_strategies
-from search.sweep_spec import WorkloadItem
-from search.sweep_trial import SweepPoint, evaluate_trial
+from search.sweeps.spec import WorkloadItem
+from search.sweeps.trial import SweepPoint, evaluate_trial
 from topologies.registry import from_spec
 
 RATE = 100e9 / 8

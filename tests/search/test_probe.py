@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codesign.errors import InvalidSpecError
-from search.probe import _EchoNode, probe_latencies, round_robin_schedule, save_cost_matrix
-from search.rank_order import load_cost_matrix
+from search.reorder.probe import _EchoNode, probe_latencies, round_robin_schedule, save_cost_matrix
+from search.reorder.rank_order import load_cost_matrix
 from search.ray_session import ray_session
 
 

@@ -9,7 +9,7 @@ import yaml
 
 from codesign.errors import InvalidSpecError
 from codesign.records import load_records
-from search.quickstart import QUICKSTART_SPEC, QuickstartConfig, run_quickstart
+from search.sweeps.quickstart import QUICKSTART_SPEC, QuickstartConfig, run_quickstart
 from search.ray_session import ray_session
 
 ROOT = Path(__file__).resolve().parents[2]

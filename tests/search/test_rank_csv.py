@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codesign.errors import InvalidSpecError
-from search.rank_order import load_cost_matrix
+from search.reorder.rank_order import load_cost_matrix
 
 SETTINGS = settings(max_examples=60, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

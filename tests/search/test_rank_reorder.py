@@ -1,4 +1,4 @@
-"""search.rank_order.reorder against brute force and planted instances with known optima."""
+"""search.reorder.rank_order.reorder against brute force and planted instances with known optima."""
 
 import itertools
 
@@ -7,7 +7,7 @@ import pytest
 
 from codesign.errors import InvalidSpecError
 from evaluators.rank_cost import cost_function, rank_cost
-from search.rank_order import reorder
+from search.reorder.rank_order import reorder
 
 A, B = 1e-5, 1e-4   # in-rack and cross-rack one-way costs (s)
 

@@ -1,4 +1,4 @@
-"""The CP-SAT ring stage of search.rank_order against brute force, Held-Karp, planted optima
+"""The CP-SAT ring stage of search.reorder.rank_order against brute force, Held-Karp, planted optima
 and the assignment lower bound; determinism, time limit, graceful failure, bad options."""
 
 import itertools
@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from ortools.sat.python import cp_model  # imported here so that timings below exclude it
 from scipy.optimize import linear_sum_assignment
 
-import search.rank_order as ro
+import search.reorder.rank_order as ro
 from codesign.errors import InvalidSpecError
 from evaluators.rank_cost import ring_cost
-from search.rank_order import CIRCUIT_NEIGHBOURS, improve_ring_order, reorder
+from search.reorder.rank_order import CIRCUIT_NEIGHBOURS, improve_ring_order, reorder
 
 A, B = 1e-5, 1e-4   # in-rack and cross-rack one-way costs (s)
 

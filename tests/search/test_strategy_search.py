@@ -15,8 +15,8 @@ from codesign.errors import InvalidSpecError
 from codesign.workloads import get_workload
 from codesign.workloads.placement import AXES
 from codesign.workloads.strategy import Strategy, check_applicable
-from search.strategy_search import accept_probability, mcmc_search
-from search.strategy_space import MOVES, Candidate, initial_candidate, prime_factors, propose
+from search.strategy.mcmc import accept_probability, mcmc_search
+from search.strategy.space import MOVES, Candidate, initial_candidate, prime_factors, propose
 
 ZOO = ["dlrm", "candle", "bert", "ncf", "resnet50", "vgg16", "mixtral-8x7b"]
 

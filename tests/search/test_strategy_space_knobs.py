@@ -8,15 +8,15 @@ import zlib
 import numpy as np
 import pytest
 
-from codesign.cli import main
+from codesign.app.cli import main
 from codesign.errors import InfeasibleError, InvalidSpecError
 from codesign.workloads import get_workload
 from codesign.workloads.hardware import Hardware
 from codesign.workloads.memory import memory_per_gpu
 from codesign.workloads.strategy import RECOMPUTE, Strategy, check_applicable
-from search.strategy_search import mcmc_search
-from search.feasible import feasible_start
-from search.strategy_space import Candidate, initial_candidate, propose
+from search.strategy.mcmc import mcmc_search
+from search.strategy.feasible import feasible_start
+from search.strategy.space import Candidate, initial_candidate, propose
 
 
 def gpt(batch: int = 32):

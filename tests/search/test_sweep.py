@@ -17,8 +17,8 @@ import pytest
 from codesign.errors import InvalidSpecError
 from codesign.records import load_records
 from search.ray_session import ray_session
-from search.sweep import SweepPoint, evaluate_trial, run_sweep
-from search.sweep_spec import WorkloadItem, parse_sweep_spec
+from search.sweeps.driver import SweepPoint, evaluate_trial, run_sweep
+from search.sweeps.spec import WorkloadItem, parse_sweep_spec
 
 RATE = 100e9 / 8
 
@@ -163,8 +163,9 @@ def test_failures_and_timeouts_are_recorded(tmp_path, ray_cluster):
             time.sleep(60)
         return evaluate_trial(point)
 
-    # A generous timeout: a loaded CI machine must not time out the honest trials.
-    spec = _spec(trials=4, trial_timeout_s=10.0, seed=4, population_size=50)
+    # A generous timeout: a loaded CI machine must not time out the honest trials.  Seed 1
+    # proposes torus, fattree, torus, ideal: one trial waits out the timeout (not two).
+    spec = _spec(trials=4, trial_timeout_s=10.0, seed=1, population_size=50)
     res = run_sweep(spec, results_dir=tmp_path, evaluate=flaky)
     df = load_records(tmp_path)
     assert df["trial"].tolist() == [0, 1, 2, 3]
@@ -176,6 +177,7 @@ def test_failures_and_timeouts_are_recorded(tmp_path, ray_cluster):
         else:
             assert row["status"] in ("complete", "pruned")
     assert res.failed == int((df["family"] != "torus").sum()) >= 1
+    assert set(df["family"]) == {"torus", "fattree", "ideal"}   # every path taken
 
 
 def test_a_lost_worker_is_retried_once_then_recorded_failed(tmp_path, ray_cluster):
@@ -204,8 +206,8 @@ def test_a_lost_worker_is_retried_once_then_recorded_failed(tmp_path, ray_cluste
 
 _DRIVER = textwrap.dedent("""
     import sys, time
-    from search.sweep import run_sweep, evaluate_trial
-    from search.sweep_spec import parse_sweep_spec
+    from search.sweeps.driver import run_sweep, evaluate_trial
+    from search.sweeps.spec import parse_sweep_spec
 
     def slow(point):
         time.sleep(0.4)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from codesign.errors import InvalidSpecError
-from search.sweep_spec import OBJECTIVES, load_sweep_spec, parse_sweep_spec
+from search.sweeps.spec import OBJECTIVES, load_sweep_spec, parse_sweep_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = {"study": "s", "workloads": "resnet50",

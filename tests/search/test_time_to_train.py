@@ -107,8 +107,8 @@ def test_procurement_combines_days_and_tco():
 
 
 def test_sweep_trial_records_procurement_objectives():
-    from search.sweep_spec import OBJECTIVES, WorkloadItem
-    from search.sweep_trial import SweepPoint, evaluate_trial
+    from search.sweeps.spec import OBJECTIVES, WorkloadItem
+    from search.sweeps.trial import SweepPoint, evaluate_trial
 
     for name in ("tco_usd", "usd_per_run", "days_to_train"):
         assert OBJECTIVES[name] == "minimize"
@@ -125,7 +125,7 @@ def test_sweep_trial_records_procurement_objectives():
 
 
 def test_sweep_spec_procurement_validation():
-    from search.sweep_spec import parse_sweep_spec
+    from search.sweeps.spec import parse_sweep_spec
 
     base = {"study": "s", "workloads": "llama3-8b",
             "space": {"families": ["torus"], "servers": 16, "degree": 4,
@@ -170,7 +170,7 @@ def test_price_file_errors_are_one_line(tmp_path):
 def test_procurement_sweep_example_parses():
     from pathlib import Path
 
-    from search.sweep_spec import load_sweep_spec
+    from search.sweeps.spec import load_sweep_spec
 
     path = Path(__file__).parents[2] / "experiments" / "sweeps" / "procurement.yaml"
     spec = load_sweep_spec(path)

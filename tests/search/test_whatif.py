@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codesign.cli import main
+from codesign.app.cli import main
 from codesign.errors import InvalidSpecError
-from search.sweep import SweepPoint, evaluate_trial
-from search.sweep_spec import WorkloadItem
+from search.sweeps.driver import SweepPoint, evaluate_trial
+from search.sweeps.spec import WorkloadItem
 from search.whatif import parse_budgets, parse_mix, run_whatif
 
 GRID = dict(families=("torus", "ideal", "perms"), degrees=(2, 4), link_rates_Bps=(12.5e9, 50e9))

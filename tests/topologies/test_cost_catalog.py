@@ -105,7 +105,7 @@ def test_user_catalog_replaces_the_default(tmp_path):
 
 
 def test_cli_topology_cost_with_catalog(tmp_path, capsys):
-    from codesign.cli import main
+    from codesign.app.cli import main
 
     path = write(tmp_path, minimal_spec(nic_ports=1))
     assert main(["topology", "cost", "switch:4,bw=100Gbps", "--catalog", str(path),

@@ -1,4 +1,4 @@
-"""Contract test: every registered topology family's example spec (DESIGN.md section 8).
+"""Contract test: every registered topology family's example spec (docs/architecture.md section 8).
 
 Registering a family is enough to be covered here.  Each check uses an
 oracle independent of the model's own bookkeeping (networkx BFS, Python sums,

@@ -20,7 +20,7 @@ HAND = [
     # 64 NPUs x 3 dims x 2 directions; farthest node is 2+2+2 hops away.
     ("torus:4x4x4", 64, 0, 384, 6),
     ("torus:3x4", 12, 0, 48, 3),
-    # A ring of 2 has one cable, not two (DESIGN.md section 4).
+    # A ring of 2 has one cable, not two (docs/architecture.md section 4).
     ("ring:2", 2, 0, 2, 1),
     ("ring:8", 8, 0, 16, 4),
     ("ring:7", 7, 0, 14, 3),

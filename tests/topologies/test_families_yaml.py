@@ -1,4 +1,4 @@
-"""YAML topology files: explicit graph and ASTRA-sim network file (DESIGN.md section 6)."""
+"""YAML topology files: explicit graph and ASTRA-sim file (docs/architecture.md section 6)."""
 
 import textwrap
 

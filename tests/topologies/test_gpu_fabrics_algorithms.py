@@ -1,4 +1,5 @@
-"""Every registered collective algorithm on the new fabrics' examples (DESIGN.md section 8).
+"""Every registered collective algorithm on the new fabrics' examples
+(docs/architecture.md section 8).
 
 The same contract as tests/evaluators/test_algorithms_contract.py (whose topology list is
 fixed): a schedule is accepted by the independent validator, takes a positive finite time

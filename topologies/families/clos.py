@@ -283,7 +283,7 @@ def ideal(servers: int, *, degree: int = 1, bandwidth: float = DEFAULT_BW,
     We model each server's attachment as **one** cable of ``degree *
     bandwidth`` rather than ``degree`` parallel cables of ``bandwidth``: the
     paper's point is that no network with degree ``d`` and link rate ``B`` can
-    be faster, and under the one-chunk-per-link model (DESIGN.md section 5) a
+    be faster, and under the one-chunk-per-link model (docs/architecture.md section 5) a
     single transfer on ``d`` parallel links would only get ``B``, whereas on the
     ideal switch it gets the whole ``d x B``.
 

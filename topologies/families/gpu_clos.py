@@ -50,8 +50,9 @@ from topologies.registry import register_family
 __all__ = ["clos_fattree", "railopt", "multiplane", "path_stats", "MAX_ENDPOINTS",
            "DEFAULT_RADIX"]
 
-#: Largest endpoint count of the sized Clos families (DESIGN.md: any server count up to
-#: 100,000 servers; with 8 GPUs per server that is 800,000 GPU endpoints).
+#: Largest endpoint count of the sized Clos families (docs/architecture.md section 6: Clos
+#: families for any size, up to 100,000 servers; with 8 GPUs per server that is 800,000 GPU
+#: endpoints).
 MAX_ENDPOINTS = 1_000_000
 #: Default switch radix: a 51.2 Tb/s switch as 64 x 800G ports.
 DEFAULT_RADIX = 64

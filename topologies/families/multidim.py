@@ -4,10 +4,10 @@ Switch, as in Themis Table 2 and ASTRA-sim's analytical network).
 
 All of them are built by :func:`multidim` from a list of
 :class:`~topologies.model.Dimension`, fastest-varying first: NPU id
-``x0 + d0*(x1 + d1*(x2 ...))`` (DESIGN.md section 4).  Per dimension:
+``x0 + d0*(x1 + d1*(x2 ...))`` (docs/architecture.md section 4).  Per dimension:
 
 * ``ring``: a cable between neighbours ``x`` and ``x+1 mod d``; a ring of size 2
-  has one cable, not two (DESIGN.md section 4).
+  has one cable, not two (docs/architecture.md section 4).
 * ``uniring``: one directed link ``x -> x+1 mod d``.
 * ``mesh``: cables between ``x`` and ``x+1`` for ``x < d-1`` (no wrap-around).
 * ``fc``: a cable between every pair of the dimension's NPUs.

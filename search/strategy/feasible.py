@@ -5,7 +5,7 @@ from?" without timing anything: the first strategy, in order of increasing model
 parallelism, whose most loaded GPU fits in HBM (:func:`codesign.workloads.memory.
 memory_per_gpu`).  Pure data parallelism of a 70B model does not fit on an 80 GB GPU,
 so a search that starts there (and a sweep that times only it) answers "infeasible";
-this module finds a start the MCMC (:mod:`search.strategy_search`) can improve.
+this module finds a start the MCMC (:mod:`search.strategy.mcmc`) can improve.
 
 Order of the enumeration (stated because it is ours; Megatron-LM's practice, Narayanan
 et al. SC'21 Sec. 3.3 "Takeaway #1": tensor parallelism up to the GPUs of one server,
@@ -34,7 +34,7 @@ O(divisor pairs + knob combinations of the first pair that fits) memory checks.
 
 Extending it: append a :class:`Knob` to :data:`KNOBS` whose ``options`` lists the
 alternatives cheapest-first and most memory-saving last; :func:`feasible_start` needs no
-other change.  ``codesign optimize`` (:mod:`search.alternating`), sweep trials and
+other change.  ``codesign optimize`` (:mod:`search.topoopt.alternating`), sweep trials and
 what-ifs all start from it.
 """
 
@@ -49,7 +49,7 @@ from codesign.workloads.memory import MemoryBreakdown, memory_per_gpu
 from codesign.workloads.model import Workload
 from codesign.workloads.placement import Placement
 from codesign.workloads.strategy import Strategy, check_applicable, is_table, recompute_modes
-from search.strategy_space import Candidate
+from search.strategy.space import Candidate
 
 __all__ = ["Knob", "KNOBS", "feasible_start", "model_parallel_shapes"]
 
@@ -251,7 +251,7 @@ def feasible_start(workload: Workload, gpus: int, hardware: Hardware | str, *,
     --------
     >>> from codesign.workloads import get_workload
     >>> str(feasible_start(get_workload("llama3-70b"), 1024, "H100").strategy)
-    'dp=256,tp=4,pp=1,microbatches=8,zero=2'
+    'dp=256,tp=4,pp=1,microbatches=8,zero=2,sp=true'
     """
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise invalid("gpus", gpus, "a positive integer")

@@ -1,4 +1,4 @@
-"""The ``codesign`` command line (DESIGN.md section 6): a thin front end.
+"""The ``codesign`` command line (docs/architecture.md section 6): a thin front end.
 
 Every command accepts ``--json`` and then prints one JSON object on stdout.
 Bad input prints one line on stderr and exits with status 2; a valid but
@@ -398,7 +398,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
 
 def _cmd_reorder(args: argparse.Namespace) -> int:
-    from search.rank_order import load_cost_matrix, reorder
+    from search.reorder.rank_order import load_cost_matrix, reorder
 
     matrix = load_cost_matrix(args.matrix)
     result = reorder(matrix.costs, args.algorithm, seed=args.seed, time_limit_s=args.time_limit)
@@ -413,7 +413,7 @@ def _cmd_reorder(args: argparse.Namespace) -> int:
 def _cmd_probe(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from search.probe import probe_latencies, save_cost_matrix
+    from search.reorder.probe import probe_latencies, save_cost_matrix
 
     result = probe_latencies(nodes=args.nodes, rounds=args.rounds, ray_address=args.ray_address,
                              seed=args.seed)
@@ -495,7 +495,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from codesign.errors import invalid
-    from search.alternating import BASELINES, OptimizeSpec, optimize
+    from search.topoopt.alternating import BASELINES, OptimizeSpec, optimize
 
     if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
         raise invalid("--out", args.out, "a folder (it exists and is a file)")
@@ -643,17 +643,18 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                    "topology": topo.name, "hardware": hw.name, "model": "topoopt-eq1",
                    **closed_form_estimate(topo, demand).to_dict()}
     else:
-        from evaluators.iteration import evaluate
+        from evaluators.iteration import Cluster, Execution, evaluate
 
-        payload = evaluate(topo, workload, strategy, hardware=hw, placement=placement,
-                           collective_method=args.collective_method,
-                           network_model=args.network_model, routing=args.routing,
-                           overlap=not args.no_overlap).to_dict()
+        execution = Execution(strategy, placement=placement,
+                              collective_method=args.collective_method, routing=args.routing,
+                              overlap=not args.no_overlap)
+        payload = evaluate(Cluster(topo, hw), workload, execution,
+                           network_model=args.network_model).to_dict()
     if args.fail is not None:
         import dataclasses
 
         from search.failure_whatif import FailureStudy, fabric_failures
-        from search.strategy_space import Candidate
+        from search.strategy.space import Candidate
         from topologies.failures import parse_failure_spec
 
         spec = parse_failure_spec(args.fail)
@@ -699,8 +700,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------- pipeline
 def _cmd_quickstart(args: argparse.Namespace) -> int:
-    from codesign.report import write_report
-    from search.quickstart import QuickstartConfig, run_quickstart
+    from codesign.app.report import write_report
+    from search.sweeps.quickstart import QuickstartConfig, run_quickstart
 
     config = QuickstartConfig(**{k: v for k, v in (
         ("results_dir", args.results), ("trials", args.trials), ("seed", args.seed),
@@ -751,8 +752,8 @@ class _progress_bar:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from search.sweep import run_sweep
-    from search.sweep_spec import load_sweep_spec
+    from search.sweeps.driver import run_sweep
+    from search.sweeps.spec import load_sweep_spec
 
     spec = load_sweep_spec(args.config)
     progress = None if args.json or args.quiet else _progress_bar(spec.trials)
@@ -824,7 +825,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     search = DEFAULT_SEARCH if evals is None else (SearchBudget(evals) if evals else None)
     families = {}
     if args.families is not None:
-        from search.sweep_spec import SWEEP_FAMILIES
+        from search.sweeps.spec import SWEEP_FAMILIES
 
         names = tuple(f.strip() for f in args.families.split(","))
         bad = [f for f in names if f not in SWEEP_FAMILIES]
@@ -845,7 +846,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
         if progress is not None:
             progress.close()
     if args.report:
-        from codesign.procurement_report import write_whatif_report
+        from codesign.app.procurement_report import write_whatif_report
 
         write_whatif_report(result, args.report)
     _emit(args, result.to_dict(), lambda: print(format_whatif(result)))
@@ -892,7 +893,7 @@ def _procurement_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from codesign.report import write_report
+    from codesign.app.report import write_report
 
     paths = write_report(args.results_dir, out_dir=args.out)
     _emit(args, {k: str(v) for k, v in paths.items()})

@@ -4,7 +4,7 @@ TopoOpt's Comp. x Comm. plane (NSDI'23, Sec. 4.1) searches parallelization strat
 FlexFlow's MCMC (Jia et al., SysML'19, Sec. 6): start from a strategy, propose a random
 local change, evaluate it on the *current* topology with the simulator, accept it by the
 Metropolis criterion, and keep the best strategy seen, within a search budget and with
-restarts.  :func:`mcmc_search` does that with :mod:`search.strategy_space`'s moves.
+restarts.  :func:`mcmc_search` does that with :mod:`search.strategy.space`'s moves.
 
 Acceptance (Metropolis-Hastings with a symmetric proposal, as FlexFlow)::
 
@@ -19,7 +19,7 @@ Parallel evaluation, same result for any number of workers
 ------------------------------------------------------------
 Every step draws ``batch`` proposals from the current state with the chain's own random
 generator, evaluates them together (``evaluate_many``: a plain loop, a process pool or a
-pool of Ray actors, :mod:`search.alternating`), then applies the Metropolis test to them
+pool of Ray actors, :mod:`search.topoopt.alternating`), then applies the Metropolis test to them
 in proposal order and moves to the first accepted one (the others are discarded but their
 times still count for the best-so-far).  The proposals and the acceptance draws depend only
 on the seed and on the times, never on which worker finished first, so the search gives
@@ -44,7 +44,7 @@ import numpy as np
 from codesign.errors import invalid
 from codesign.specs import check_int
 from codesign.workloads.model import Workload
-from search.strategy_space import MOVES, Candidate, propose
+from search.strategy.space import MOVES, Candidate, propose
 
 __all__ = ["SearchResult", "mcmc_search", "accept_probability"]
 
@@ -111,7 +111,7 @@ def mcmc_search(workload: Workload, initial: Candidate, evaluate_many: EvaluateM
     ----------
     workload : Workload
     initial : Candidate
-        Starting point of every chain (e.g. :func:`~search.strategy_space.initial_candidate`).
+        Starting point of every chain (e.g. :func:`~search.strategy.space.initial_candidate`).
     evaluate_many : callable
         ``evaluate_many(candidates) -> times`` in seconds, ``inf`` for infeasible ones; must
         be deterministic.
@@ -130,7 +130,7 @@ def mcmc_search(workload: Workload, initial: Candidate, evaluate_many: EvaluateM
     gpus_per_server : int, optional
         For table moves.
     moves : tuple of str, optional
-        Allowed local changes (:data:`~search.strategy_space.MOVES`).
+        Allowed local changes (:data:`~search.strategy.space.MOVES`).
     seed : int, optional
 
     Returns
@@ -140,7 +140,7 @@ def mcmc_search(workload: Workload, initial: Candidate, evaluate_many: EvaluateM
     Examples
     --------
     >>> from codesign.workloads import get_workload
-    >>> from search.strategy_space import initial_candidate
+    >>> from search.strategy.space import initial_candidate
     >>> w = get_workload("resnet50")
     >>> toy = lambda cs: [1 + abs(c.strategy.dp - 8) for c in cs]
     >>> r = mcmc_search(w, initial_candidate(w, 64), toy, budget=40, moves=("axes",), seed=1)

@@ -21,7 +21,7 @@ make the matrix symmetric.  We follow that with Ray actors instead of DPDK:
   ``RTT / 2`` and the matrix is symmetrised with the maximum, as in the paper.
 
 :func:`save_cost_matrix` writes the CSV read by
-:func:`search.rank_order.load_cost_matrix` (``codesign reorder``).
+:func:`search.reorder.rank_order.load_cost_matrix` (``codesign reorder``).
 """
 
 from __future__ import annotations
@@ -327,7 +327,7 @@ def _run_schedule(ray, actors, addresses, rounds, payload_bytes, seed, deadline)
 def save_cost_matrix(path: str | Path, matrix: np.ndarray, names) -> Path:
     """Write a square cost matrix (seconds) as CSV with a header row of node names.
 
-    The file is what :func:`search.rank_order.load_cost_matrix` (and ``codesign
+    The file is what :func:`search.reorder.rank_order.load_cost_matrix` (and ``codesign
     reorder``) reads; values are written with ``repr`` so they round-trip exactly.
 
     Parameters

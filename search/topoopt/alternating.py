@@ -1,7 +1,7 @@
 """TopoOpt's alternating optimisation of strategy and topology, on Ray actors.
 
 TopoOpt (NSDI'23) Sec. 4.1: the *Comp. x Comm.* plane searches the parallelization strategy
-on a fixed topology (FlexFlow's MCMC, :mod:`search.strategy_search`), the *Comm.* plane
+on a fixed topology (FlexFlow's MCMC, :mod:`search.strategy.mcmc`), the *Comm.* plane
 then builds the topology for that strategy's traffic (TopologyFinder, Algorithm 1,
 :mod:`topologies.topoopt`), and the two alternate "until the iteration time stops
 improving or k rounds".  :func:`optimize` runs that loop for one job and evaluates the
@@ -11,7 +11,7 @@ The loop, as implemented
 ------------------------
 0. Start from ``initial_strategy`` (default pure data parallelism on ``servers x
    gpus_per_server`` GPUs) and the TopologyFinder topology of its demand; if it does not
-   fit in memory, from the first strategy that does (:func:`search.feasible.feasible_start`:
+   fit in memory, from the first strategy that does (:func:`search.strategy.feasible.feasible_start`:
    the least model parallelism, TP inside the server first, with the cheapest memory
    knobs -- sequence parallelism, micro-batches, ZeRO, tables on servers, recomputation).
    When nothing fits the run stops with :class:`~codesign.errors.InfeasibleError` naming
@@ -23,7 +23,7 @@ The loop, as implemented
 3. Keep the new topology if it is faster; stop when a round improves the iteration time
    by less than ``tolerance`` (relative) or after ``rounds`` rounds.
 
-Ray layout (DESIGN.md section 7)
+Ray layout (docs/architecture.md section 7)
 --------------------------------
 One **coordinator actor** per job runs the loop; it owns a pool of ``workers``
 **evaluator actors**.  A strategy search is ``restarts`` independent MCMC chains (each
@@ -64,9 +64,9 @@ from codesign.workloads import get_workload
 from codesign.workloads.demand import demand_for
 from codesign.workloads.hardware import get_hardware
 from codesign.workloads.model import Workload
-from search.strategy_search import SearchResult, mcmc_search
-from search.feasible import feasible_start
-from search.strategy_space import Candidate, initial_candidate
+from search.strategy.mcmc import SearchResult, mcmc_search
+from search.strategy.feasible import feasible_start
+from search.strategy.space import Candidate, initial_candidate
 
 __all__ = ["OptimizeSpec", "RoundLog", "BaselineResult", "OptimizeResult", "optimize",
            "BASELINES", "evaluate_candidates"]
@@ -409,7 +409,7 @@ def _alternate(spec: OptimizeSpec, pool) -> dict[str, Any]:
     """The loop of the module docstring; returns the pieces of :class:`OptimizeResult`."""
     workload = spec.load_workload()
     given = initial_candidate(workload, spec.gpus, spec.initial_strategy)
-    # The given strategy if it fits, else the first that does (search.feasible: the least
+    # The given strategy if it fits, else the first that does (search.strategy.feasible: the least
     # model parallelism with the cheapest memory knobs); InfeasibleError when none does.
     cand = feasible_start(workload, spec.gpus, spec.hw,
                           gpus_per_server=spec.gpus_per_server, preferred=given.strategy)
@@ -603,5 +603,5 @@ def optimize(spec: OptimizeSpec, *, workers: int = 1, ray_address: str | None = 
 
     with ray_session(ray_address, num_cpus=None):
         # The loop is deterministic, so a lost worker (OOM, crash) is retried once
-        # from the start, as sweeps retry a lost trial (DESIGN.md section 7).
+        # from the start, as sweeps retry a lost trial (docs/architecture.md section 7).
         return retry_lost_worker(job, what="optimize")

@@ -16,7 +16,7 @@
 
 A top-layer front end (DESIGN.md section 2): it reads a
 :class:`search.whatif.WhatIfResult` as a dict.  matplotlib is driven through its object
-API with the Agg canvas, as in :mod:`codesign.report`.
+API with the Agg canvas, as in :mod:`codesign.app.report`.
 """
 
 from __future__ import annotations
@@ -220,7 +220,7 @@ def write_whatif_report(result, out_dir: str | Path) -> dict[str, Path]:
 def sweep_procurement_section(best: list[dict[str, Any]], out_dir: str | Path
                               ) -> tuple[str, str] | None:
     """The procurement section of a sweep report: per budget (rows of
-    :func:`codesign.report.best_per_budget`, the fastest affordable design) its days to
+    :func:`codesign.app.report.best_per_budget`, the fastest affordable design) its days to
     train, USD per run and TCO, with a plot ``procurement.png`` (days to train and TCO
     against the budget).  ``None`` when the records carry no procurement columns.
 

@@ -1,7 +1,7 @@
 """The quickstart study: the canonical small sweep with an embedded specification.
 
 ``codesign quickstart`` calls :func:`run_quickstart`, which runs
-:func:`search.sweep.run_sweep` on :data:`QUICKSTART_SPEC` (the same
+:func:`search.sweeps.driver.run_sweep` on :data:`QUICKSTART_SPEC` (the same
 specification as ``experiments/sweeps/small.yaml``; a test keeps them equal):
 16 servers of 8 A100-80 GPUs training ResNet-50 with pure data parallelism,
 six fabric families, degree 2-8, 25-400 Gbps links, 12 NSGA-II trials
@@ -11,7 +11,7 @@ minimising iteration time and network cost.  ``codesign report`` then reads
 Unlike ``codesign sweep``, the quickstart always tops its study up (running it
 twice does nothing the second time; raising ``trials`` runs only the missing
 ones).  The loop, outcomes, records and resume rules are those of
-:mod:`search.sweep`.
+:mod:`search.sweeps.driver`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from codesign.specs import check_int
-from search.sweep import SweepPoint, SweepResult, TrialOutcome, run_sweep
-from search.sweep_spec import SweepSpec, parse_sweep_spec
+from search.sweeps.driver import SweepPoint, SweepResult, TrialOutcome, run_sweep
+from search.sweeps.spec import SweepSpec, parse_sweep_spec
 
 __all__ = ["DEFAULT_FAMILIES", "QUICKSTART_SPEC", "QuickstartConfig", "QuickstartResult",
            "run_quickstart"]
@@ -120,12 +120,12 @@ def run_quickstart(config: QuickstartConfig | None = None, *,
     progress : callable, optional
         ``progress(done, total)`` after every finished trial of this call.
     evaluate : callable, optional
-        Replacement evaluation (tests), see :func:`search.sweep.run_sweep`.
+        Replacement evaluation (tests), see :func:`search.sweeps.driver.run_sweep`.
 
     Returns
     -------
     SweepResult
-        ``results_dir`` is the folder to pass to :func:`codesign.report.write_report`.
+        ``results_dir`` is the folder to pass to :func:`codesign.app.report.write_report`.
 
     Notes
     -----

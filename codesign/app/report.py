@@ -16,7 +16,7 @@ minimised, :func:`pareto_mask`), and writes next to the records (or into
 * with procurement columns (a sweep with a ``procurement`` mapping): a
   "Procurement" section, per budget the fastest affordable design's days to train,
   USD per run and TCO, and ``procurement.png``
-  (:func:`codesign.procurement_report.sweep_procurement_section`).
+  (:func:`codesign.app.procurement_report.sweep_procurement_section`).
 
 Best design per budget: for each budget ``B`` (the studies' ``budget_usd`` and
 the 25/50/75/100 % quantiles of the complete designs' costs), the complete
@@ -30,7 +30,7 @@ average ranks; ties share their mean rank).  Medians say *how much* each value
 changes the objective, the rank correlation says whether it moves
 monotonically; both are descriptive (the sampler decides which designs exist).
 
-This is a top-layer front end (DESIGN.md section 2): it only reads records.
+This is a top-layer front end (docs/architecture.md section 2): it only reads records.
 matplotlib is driven through its object API with the Agg canvas, so no global
 backend is changed.
 """
@@ -618,7 +618,7 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
         sections.append((f"Pareto front ({study})", md, htm))
     sections += _sweep_sections(frame)
     if "tco_usd" in frame and frame["tco_usd"].notna().any():
-        from codesign.procurement_report import sweep_procurement_section
+        from codesign.app.procurement_report import sweep_procurement_section
 
         procurement = sweep_procurement_section(best_per_budget(frame), out)
         if procurement is not None:

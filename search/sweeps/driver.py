@@ -1,12 +1,12 @@
 """The design-space sweep driver: Optuna ask/tell on Ray, records to Parquet, resumable.
 
 ``codesign sweep CONFIG.yaml`` and ``codesign quickstart`` call :func:`run_sweep`
-with a :class:`search.sweep_spec.SweepSpec`.  Each trial is one design point
+with a :class:`search.sweeps.spec.SweepSpec`.  Each trial is one design point
 (:class:`SweepPoint`: topology family, servers, degree, link rate, GPU type,
 collective method, the strategy-search budget) evaluated by :func:`evaluate_trial` in a
 Ray task (which co-designs the strategies of the mix on the trial's fabric,
 :mod:`search.per_fabric`); its record goes to the study's Parquet
-folder through :class:`codesign.records.RecordWriter`.  DESIGN.md section 7 is
+folder through :class:`codesign.records.RecordWriter`.  docs/architecture.md section 7 is
 the contract: Ray embedded locally by default (an address joins a cluster),
 Optuna ask/tell driven by this loop, a journal file as storage (any Optuna URL
 on request), Parquet parts appended per batch.
@@ -46,7 +46,7 @@ The loop (moved here from the quickstart, which is now a sweep with an embedded 
   uninterrupted run would have.
 
 The evaluation of one trial (:func:`evaluate_trial`, the performance models) lives in
-:mod:`search.sweep_trial`.
+:mod:`search.sweeps.trial`.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import InvalidSpecError
-from search.sweep_spec import SweepSpec
-from search.sweep_trial import SweepPoint, TrialOutcome, evaluate_trial, time_model_name
+from search.sweeps.spec import SweepSpec
+from search.sweeps.trial import SweepPoint, TrialOutcome, evaluate_trial, time_model_name
 
 __all__ = [
     "SweepPoint",
@@ -420,7 +420,7 @@ def run_sweep(spec: SweepSpec, *, results_dir: str | Path = "results", resume: b
     Parameters
     ----------
     spec : SweepSpec
-        The validated specification (:func:`search.sweep_spec.load_sweep_spec`).
+        The validated specification (:func:`search.sweeps.spec.load_sweep_spec`).
     results_dir : str or pathlib.Path, optional
         Root of the results; the study lives in ``results_dir/<study>/``.
     resume : bool, optional

@@ -1,7 +1,7 @@
 """The sweep specification: a strictly validated YAML file (or dict) describing a design study.
 
 ``codesign sweep CONFIG.yaml`` reads one of these (:func:`load_sweep_spec`) and hands
-the :class:`SweepSpec` to :func:`search.sweep.run_sweep`.  Every key is checked with
+the :class:`SweepSpec` to :func:`search.sweeps.driver.run_sweep`.  Every key is checked with
 :mod:`codesign.specs`: an unknown key, a wrong type or an out-of-range value raises
 :class:`~codesign.errors.InvalidSpecError` with one line naming the field, the value
 and what is allowed.  Example (``experiments/sweeps/small.yaml`` is the canonical
@@ -47,7 +47,7 @@ assumptions, :mod:`search.time_to_train`) also ``tco_usd``, ``usd_per_run`` and
 Strategy search (co-design per trial, :mod:`search.per_fabric`): with
 ``strategy_search`` on (the default; ``on`` means ``{evaluations: 16, restarts: 1}``)
 every trial searches, per workload of the mix, the fastest memory-feasible strategy on
-its fabric, starting from :func:`search.feasible.feasible_start` (or from the
+its fabric, starting from :func:`search.strategy.feasible.feasible_start` (or from the
 workload's ``strategy`` when given and it fits); ``off`` times each workload's
 ``strategy`` (default: the feasible start) as it is.
 """
@@ -95,7 +95,7 @@ OBJECTIVES: dict[str, str] = {
 SAMPLERS = ("nsga2", "tpe", "grid", "random")
 #: Topology families of a sweep: the spec-string families of
 #: :data:`search.design_point.DESIGN_FAMILIES` plus ``topoopt`` (TopologyFinder on the
-#: trial's demand, :mod:`search.sweep_trial`).
+#: trial's demand, :mod:`search.sweeps.trial`).
 SWEEP_FAMILIES = ("fattree", "leafspine", "ideal", "expander", "torus", "perms", "topoopt",
                   "railopt", "multiplane")
 #: Collective methods beyond the registered algorithms (:mod:`evaluators.iteration.comm`).
@@ -205,7 +205,7 @@ class WorkloadItem:
     strategy : str or None
         Parallelization strategy string: the strategy search's start (when it fits) or,
         with ``strategy_search: off``, the strategy timed; ``None``: the feasible start
-        (:func:`search.feasible.feasible_start`).
+        (:func:`search.strategy.feasible.feasible_start`).
     """
 
     name: str
@@ -309,7 +309,7 @@ class SweepSpec:
 
     def config_hash(self) -> str:
         """First 16 hex digits of the SHA-256 of :meth:`identity` as canonical JSON."""
-        from search.sweep_trial import time_model_name
+        from search.sweeps.trial import time_model_name
 
         ident = {**self.identity(), "time_model": time_model_name()}
         return hashlib.sha256(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16]

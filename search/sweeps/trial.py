@@ -1,7 +1,7 @@
 """One trial of a sweep: a design point in, its metrics out (:func:`evaluate_trial`).
 
-Search proposes, evaluation never searches (DESIGN.md section 3): the driver
-(:mod:`search.sweep`) asks Optuna for a :class:`SweepPoint` and runs
+Search proposes, evaluation never searches (docs/architecture.md section 3): the driver
+(:mod:`search.sweeps.driver`) asks Optuna for a :class:`SweepPoint` and runs
 :func:`evaluate_trial` on it in a Ray task; the :class:`TrialOutcome` becomes one
 record row.
 
@@ -42,7 +42,7 @@ from functools import lru_cache
 from typing import Any
 
 from codesign.errors import CodesignError, InfeasibleError, InvalidSpecError
-from search.sweep_spec import WorkloadItem
+from search.sweeps.spec import WorkloadItem
 
 __all__ = ["SweepPoint", "TrialOutcome", "evaluate_trial", "time_model_name",
            "ITERATION_MODEL", "plan_workloads", "strategy_rows", "cached_topology"]
@@ -190,7 +190,7 @@ def plan_workloads(point: SweepPoint, hardware) -> list:
 
     A workload's ``strategy`` is its start when it fits (and, without a search budget,
     the strategy timed, fitting or not); otherwise the start is
-    :func:`search.feasible.feasible_start`.
+    :func:`search.strategy.feasible.feasible_start`.
 
     Raises
     ------
@@ -199,9 +199,9 @@ def plan_workloads(point: SweepPoint, hardware) -> list:
         in memory (the message names the closest attempt's shortfall).
     """
     from codesign.workloads import parse_strategy
-    from search.feasible import feasible_start
+    from search.strategy.feasible import feasible_start
     from search.per_fabric import WorkloadPlan
-    from search.strategy_space import Candidate
+    from search.strategy.space import Candidate
 
     gpus = point.servers * hardware.gpus_per_server
     plans = []

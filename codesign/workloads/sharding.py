@@ -1,0 +1,240 @@
+"""How a strategy shards one layer: :class:`LayerShard` and :func:`shard_layer`.
+
+This is the one home of the per-layer sharding rule.  A strategy applied to a layer
+gives what one GPU holds, computes, keeps and sends for that layer; the memory check
+(:mod:`codesign.workloads.memory`) and the demand (:mod:`codesign.workloads.demand`,
+which the iteration model :mod:`evaluators.iteration` times) both read it from here.
+
+Rules (``T`` = tp, ``C`` = cp, ``E`` = ep, ``b`` = samples of one micro-batch):
+
+* **Parameters** (Megatron-LM tensor parallelism, Shoeybi et al. 2019, Sec. 3; expert
+  parallelism): a ``tp_shardable`` layer keeps ``1 / T`` of its parameters on each GPU;
+  the experts are divided over the ``E`` ranks of the EP group (each GPU hosts
+  ``experts / E`` of them), each still split by ``T`` when the layer is shardable.
+  ZeRO then shards the model state over :attr:`Strategy.zero_groups`
+  (Rajbhandari et al. SC'20, Sec. 5.1): :meth:`LayerShard.model_state`.
+* **Work** (:attr:`LayerShard.local`): TP splits the FLOPs, the GEMMs (along the
+  dimension each GEMM names) and the activation traffic of a shardable layer by ``T``;
+  context parallelism splits the tokens by ``C`` (causal load balancing gives each CP
+  rank the same attention work, Megatron-LM's ``2 C`` chunk assignment).
+* **Recomputation** (Korthikanti et al. 2022, Sec. 5): ``full`` reruns the whole
+  forward in the backward pass; ``selective`` reruns the attention core when its
+  ``s x s`` tensors were dropped (with flash attention nothing is stored and its
+  backward kernel already recomputes the scores).
+* **Activations kept** (Korthikanti et al. 2022, Eqs. 2, 4, 6):
+  :attr:`LayerShard.activation_bytes_per_sample` (the memory module's docstring gives the
+  per-flag formulas).
+* **Communication per micro-batch**: the TP all-reduce (or SP reduce-scatter +
+  all-gather) of ``b x tp_allreduce_bytes / C`` after the forward and ``b x
+  tp_bwd_allreduce_bytes / C`` after the backward; the expert all-to-all of ``b x
+  ep_alltoall_bytes / (T C)`` per rank; the CP exchange of ``b x kv_bytes / T`` key/value
+  bytes; the pipeline boundary activation ``b x activation_bytes / C`` (each TP rank
+  sends ``1 / T`` of it).
+
+Examples
+--------
+>>> from codesign.workloads import get_workload, parse_strategy
+>>> w = get_workload("gpt3-175b")
+>>> sh = shard_layer(w.layer("block0.mlp"), parse_strategy("dp=8,tp=8,pp=16,microbatches=64"))
+>>> round(sh.shared_params * 8 / w.layer("block0.mlp").params, 6)
+1.0
+>>> round(sh.layer.fwd_flops / sh.local.fwd_flops)
+8
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Any
+
+from codesign.workloads.model import Layer
+from codesign.workloads.strategy import Strategy
+
+__all__ = ["LayerShard", "shard_layer", "layer_params_per_gpu", "activation_bytes_per_sample"]
+
+
+def layer_params_per_gpu(layer: Any, strategy: Strategy) -> tuple[float, float]:
+    """Parameters of ``layer`` one GPU holds before ZeRO: ``(shared, expert)``.
+
+    Megatron tensor parallelism divides a ``tp_shardable`` layer by ``tp``; expert
+    parallelism divides the experts by ``ep`` (each GPU hosts ``experts / ep`` of
+    them, each still split by ``tp`` when the layer is shardable).
+    """
+    t = strategy.tp if layer.tp_shardable else 1
+    expert = float(layer.expert_params)
+    shared = float(layer.params) - expert
+    return shared / t, expert / (t * strategy.ep)
+
+
+def activation_bytes_per_sample(layer: Any, strategy: Strategy) -> float:
+    """Bytes ``layer`` keeps per sample of a micro-batch on one GPU for the backward pass.
+
+    Korthikanti et al. 2022: TP divides what a shardable layer saves except the
+    ``sp_saved_bytes`` part (norm and first-linear inputs, dropout masks), which only
+    sequence parallelism divides (Eqs. 2 and 4); ``selective`` drops the attention
+    core's saved tensors (Eq. 6); ``full`` keeps only the layer input (the checkpoint);
+    context parallelism divides everything by ``cp``.
+    """
+    s = strategy
+    t = s.tp if layer.tp_shardable else 1
+    tsp = t if s.sp else 1
+    if s.recompute == "full":
+        return layer.checkpoint_size / tsp / s.cp
+    core = layer.attn_core_saved_bytes if s.recompute == "selective" else 0.0
+    sp_part = min(layer.sp_saved_bytes, layer.saved_bytes) if t > 1 else 0.0
+    rest = layer.saved_bytes - sp_part - core
+    return (rest / t + sp_part / tsp) / s.cp
+
+
+@dataclass(frozen=True)
+class LayerShard:
+    """One layer as one GPU runs it under a strategy (module docstring for the rules).
+
+    Attributes
+    ----------
+    layer : Layer
+        The whole layer (per-sample numbers of the model).
+    strategy : Strategy
+        The strategy applied.
+    """
+
+    layer: Layer
+    strategy: Strategy
+
+    @cached_property
+    def params(self) -> tuple[float, float]:
+        """``(shared, expert)`` parameters on one GPU before ZeRO
+        (:func:`layer_params_per_gpu`)."""
+        return layer_params_per_gpu(self.layer, self.strategy)
+
+    @property
+    def shared_params(self) -> float:
+        """Non-expert parameters on one GPU before ZeRO."""
+        return self.params[0]
+
+    @property
+    def expert_params(self) -> float:
+        """Expert parameters on one GPU before ZeRO."""
+        return self.params[1]
+
+    @property
+    def shared_bytes(self) -> float:
+        """Bytes of the non-expert weights on one GPU (also their gradient's), bytes."""
+        return self.params[0] * self.layer.dtype_bytes
+
+    @property
+    def expert_bytes(self) -> float:
+        """Bytes of the expert weights on one GPU (also their gradient's), bytes."""
+        return self.params[1] * self.layer.dtype_bytes
+
+    def step_params(self) -> float:
+        """Parameters this GPU updates in the optimizer step: its parameters divided by
+        the shard groups of :attr:`Strategy.zero_groups` (each group 1 without ZeRO)."""
+        n_dense, n_expert = self.strategy.zero_groups
+        shared, expert = self.params
+        return shared / n_dense + expert / n_expert
+
+    def model_state(self, optimizer_bytes_per_param: float
+                    ) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+        """Weights, gradients and optimizer state on one GPU after ZeRO, bytes.
+
+        Returns ``((w, g, o) of the shared parameters, (w, g, o) of the expert ones)``.
+        ZeRO (Rajbhandari et al. SC'20, Sec. 5.1, Fig. 1) divides the optimizer state
+        (stage >= 1), the gradients (>= 2) and the weights (3) by the shard group
+        (:attr:`Strategy.zero_groups`: ``dp x cp`` for shared, ``dp / ep`` for expert
+        parameters).
+        """
+        s = self.strategy
+        out = []
+        for params, group in zip(self.params, s.zero_groups):
+            dtype = self.layer.dtype_bytes
+            w, g, o = params * dtype, params * dtype, params * optimizer_bytes_per_param
+            if s.zero >= 1:
+                o /= group
+            if s.zero >= 2:
+                g /= group
+            if s.zero >= 3:
+                w /= group
+            out.append((w, g, o))
+        return out[0], out[1]
+
+    @cached_property
+    def local(self) -> Layer:
+        """The part of the layer one GPU computes, per sample.
+
+        TP divides FLOPs, HBM traffic (``io_bytes``), the attention core and the GEMMs
+        of a shardable layer; CP divides the tokens (every GEMM's ``M``); expert GEMMs
+        (shard ``en``/``ek``) gather ``ep`` ranks' tokens on ``experts / ep`` local
+        experts; memory-bound operators are split by TP (``tp`` ones, and ``sp`` ones with
+        sequence parallelism) and CP.  Parameters are :attr:`params`' (experts folded in,
+        ``experts = 0``)."""
+        layer, s = self.layer, self.strategy
+        shared, expert = self.params
+        T = s.tp if layer.tp_shardable else 1
+        t = T * s.cp
+        E = s.ep if layer.experts else 1
+        gemms = tuple((m / s.cp * (E if shard in ("en", "ek") else 1),
+                       n / T if shard in ("n", "en") else n,
+                       k / T if shard in ("k", "ek") else k,
+                       c / T if shard == "count" else c / E if shard in ("en", "ek") else c,
+                       shard)
+                      for m, n, k, c, shard in layer.gemms) if t * E > 1 else layer.gemms
+        ops = tuple((name, f / split, b / split, shard)
+                    for name, f, b, shard in layer.memory_ops
+                    for split in [s.cp * (T if shard == "tp" or (shard == "sp" and s.sp)
+                                          else 1)])
+        return replace(layer, params=int(round(shared + expert)), expert_params=0, experts=0,
+                       top_k=0, fwd_flops=layer.fwd_flops / t, bwd_flops=layer.bwd_flops / t,
+                       io_bytes=layer.io_bytes / t,
+                       attn_core_fwd_flops=layer.attn_core_fwd_flops / t, gemms=gemms,
+                       memory_ops=ops)
+
+    @cached_property
+    def recompute_flops(self) -> float:
+        """Forward FLOPs per sample of :attr:`local` rerun in the backward pass.
+
+        ``full``: the whole forward; ``selective``: the attention core, when its
+        ``s x s`` tensors were dropped (``attn_core_saved_bytes > 0``)."""
+        s, local = self.strategy, self.local
+        if s.recompute == "full":
+            return local.fwd_flops
+        if s.recompute == "selective" and local.attn_core_saved_bytes > 0:
+            return local.attn_core_fwd_flops
+        return 0.0
+
+    @cached_property
+    def activation_bytes_per_sample(self) -> float:
+        """Bytes kept per sample for the backward pass (:func:`activation_bytes_per_sample`)."""
+        return activation_bytes_per_sample(self.layer, self.strategy)
+
+    def tp_bytes(self, batch: float, phase: str) -> float:
+        """Size of the TP collective after the ``forward`` or ``backward`` pass of
+        ``batch`` samples (Megatron's ``g`` / ``f`` operators; with sequence parallelism
+        the reduce-scatter and the all-gather each have this size), bytes."""
+        per = (self.layer.tp_allreduce_bytes if phase == "forward"
+               else self.layer.tp_bwd_allreduce_bytes)
+        return batch * per / self.strategy.cp
+
+    def ep_alltoall_bytes(self, batch: float) -> float:
+        """Per-rank send buffer of the expert dispatch (and combine) all-to-all, bytes."""
+        s = self.strategy
+        return batch * self.layer.ep_alltoall_bytes / (s.tp * s.cp)
+
+    def cp_kv_bytes(self, batch: float) -> float:
+        """Key/value bytes of ``batch`` samples one TP rank exchanges in its CP ring
+        (0 without context parallelism or attention), bytes."""
+        s = self.strategy
+        if s.cp <= 1 or not self.layer.kv_bytes:
+            return 0.0
+        return batch * self.layer.kv_bytes / s.tp
+
+    def boundary_bytes(self, batch: float) -> float:
+        """The layer's output activation of ``batch`` samples on one CP rank when it
+        crosses a pipeline boundary (each TP rank sends ``1 / tp`` of it), bytes."""
+        return batch * self.layer.activation_bytes / self.strategy.cp
+
+
+def shard_layer(layer: Layer, strategy: Strategy) -> LayerShard:
+    """``layer`` under ``strategy``: what one GPU holds, computes, keeps and sends."""
+    return LayerShard(layer, strategy)

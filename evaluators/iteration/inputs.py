@@ -1,0 +1,168 @@
+"""The three inputs of :func:`evaluators.iteration.evaluate`: system, workload, execution.
+
+Calculon (Isaev et al., SC'23) separates what is built (the *system*), what is trained
+(the *application*) and how it is run (the *execution*), and evaluates a pure function
+of the three; docs/architecture.md section 3 asks the same.  Here:
+
+* :class:`Cluster` -- the system: the network (a :class:`~topologies.model.Topology`, its
+  NPUs the job's servers or its GPUs) and the GPU type
+  (:class:`~codesign.workloads.hardware.Hardware`: peak, memory, GPUs per server,
+  intra-server fabric).
+* the workload -- a :class:`~codesign.workloads.model.Workload` (or a zoo name).
+* :class:`Execution` -- the strategy, where ranks go (:class:`Placement`), which
+  algorithm times the collectives, how transfers are routed, and the overlap knobs of
+  the training framework (gradient buckets, TP communication, ZeRO's parameter
+  gather).
+
+How the evaluator models all this (the network model, its ``rtol``, a forced compute
+``efficiency``, the memory check) stays a keyword of :func:`evaluate`: it is not part of
+the design being evaluated.
+
+Examples
+--------
+>>> from evaluators.iteration import Cluster, Execution, evaluate
+>>> r = evaluate(Cluster("ideal:16,degree=4,bw=100Gbps", "A100-80"), "resnet50",
+...              Execution("dp=128", collective_method="ring"))
+>>> r.gpus, r.servers
+(128, 16)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from codesign.errors import invalid
+
+__all__ = ["Cluster", "Execution", "as_cluster", "as_execution", "EXECUTION_KEYS",
+           "DEFAULT_HARDWARE"]
+
+#: GPU type of a system given without one.
+DEFAULT_HARDWARE = "A100-80"
+
+
+@dataclass(frozen=True, eq=False)
+class Cluster:
+    """The system: a network and the GPU type in its servers.
+
+    Parameters
+    ----------
+    topology : topologies.Topology or str
+        The network, or a spec string / YAML path (loaded by
+        :func:`topologies.registry.load_topology`).
+    hardware : codesign.workloads.Hardware or str, optional
+        The GPU (a catalog name or an entry); default ``A100-80``.
+
+    Notes
+    -----
+    Both are resolved when the cluster is made, so a bad spec or GPU name raises
+    :class:`~codesign.errors.InvalidSpecError` here.
+    """
+
+    topology: Any
+    hardware: Any = DEFAULT_HARDWARE
+
+    def __post_init__(self) -> None:
+        from codesign.workloads.hardware import get_hardware
+        from topologies.model import Topology
+        from topologies.registry import load_topology
+
+        topo = self.topology
+        if isinstance(topo, str):
+            topo = load_topology(topo)
+        elif not isinstance(topo, Topology):
+            raise invalid("system topology", type(topo).__name__,
+                          "a Topology or a topology spec string")
+        object.__setattr__(self, "topology", topo)
+        object.__setattr__(self, "hardware", get_hardware(self.hardware))
+
+
+@dataclass(frozen=True)
+class Execution:
+    """How the job runs on the system.
+
+    Parameters
+    ----------
+    strategy : codesign.workloads.Strategy or str
+        The parallelization (``"dp=D,tp=T,pp=P[,...]"``, docs/architecture.md section 6).
+    placement : codesign.workloads.Placement, optional
+        Ranks onto servers and tables onto GPUs; default
+        :meth:`Placement.for_strategy` with the hardware's GPUs per server.
+    collective_method : str, optional
+        Registered algorithm for inter-node collectives (default ``ring``), ``auto`` or
+        ``best`` (:mod:`evaluators.iteration.comm`).
+    routing : str, optional
+        Paths of transfers and all-to-alls: ``shortest`` (default), ``ecmp``, ``dmodk``
+        or ``auto``.
+    overlap : bool, optional
+        Gradient buckets overlap the backward pass (default True).
+    bucket_bytes : float, optional
+        Gradient bucket size, bytes (default 25 MiB, PyTorch DDP's).
+    tp_comm_overlap : bool, optional
+        TP collectives hide under their layer's GEMMs (Megatron-LM's
+        ``--tp-comm-overlap``).
+    param_gather_overlap : bool, optional
+        ZeRO-1/2's parameter all-gather overlaps the next forward (Megatron-LM's
+        ``--overlap-param-gather``).
+    """
+
+    strategy: Any
+    placement: Any = None
+    collective_method: str = "ring"
+    routing: str = "shortest"
+    overlap: bool = True
+    bucket_bytes: float | None = None
+    tp_comm_overlap: bool = False
+    param_gather_overlap: bool = False
+
+    def __post_init__(self) -> None:
+        from codesign.workloads.placement import Placement
+        from codesign.workloads.strategy import as_strategy
+
+        object.__setattr__(self, "strategy", as_strategy(self.strategy))
+        if self.placement is not None and not isinstance(self.placement, Placement):
+            raise invalid("execution placement", type(self.placement).__name__,
+                          "a Placement or None")
+        for name in ("collective_method", "routing"):
+            value = getattr(self, name)
+            if not isinstance(value, str):
+                raise invalid(f"execution {name}", value, "a name (string)")
+
+
+#: Fields of :class:`Execution` that :func:`evaluate` also takes as keywords (old form).
+EXECUTION_KEYS = tuple(f.name for f in fields(Execution) if f.name != "strategy")
+
+
+def as_cluster(system: Any, hardware: Any = None) -> Cluster:
+    """The :class:`Cluster` of ``system`` (a Cluster, a Topology or a spec string).
+
+    ``hardware`` completes a bare topology (default ``A100-80``); given together with a
+    Cluster it is an :class:`~codesign.errors.InvalidSpecError` (the cluster has its own).
+    """
+    if isinstance(system, Cluster):
+        if hardware is not None:
+            raise invalid("hardware", getattr(hardware, "name", hardware),
+                          "no hardware keyword when the system is a Cluster (it has its own)")
+        return system
+    return Cluster(system, DEFAULT_HARDWARE if hardware is None else hardware)
+
+
+def as_execution(execution: Any, **keywords: Any) -> Execution:
+    """The :class:`Execution` of ``execution`` (an Execution, a Strategy or a string).
+
+    ``keywords`` are the :data:`EXECUTION_KEYS` given to :func:`evaluate` beside the
+    strategy (``None`` = not given); with an Execution any given one is an
+    :class:`~codesign.errors.InvalidSpecError` (the execution already says it).
+    """
+    unknown = sorted(set(keywords) - set(EXECUTION_KEYS))
+    if unknown:
+        raise invalid("execution keyword", unknown[0], f"one of {', '.join(EXECUTION_KEYS)}")
+    given = {k: v for k, v in keywords.items() if v is not None}
+    if isinstance(execution, Execution):
+        if given:
+            name = sorted(given)[0]
+            raise invalid(name, given[name],
+                          "no execution keyword when the execution is an Execution "
+                          "(use dataclasses.replace on it)")
+        return execution
+    return Execution(execution, **given)
