@@ -260,10 +260,10 @@ def fluid_loop(size, network, *, ready=None, deps=None, rtol: float = 0.0, t0: f
     end of its pause) starts a new phase (``t0`` := now): measured from the first call
     instead, the window grew with the epochs and pauses waited through and moved single
     flows of the fabric by up to 34 % from exact max-min on the cases of
-    ``tests/evaluators/fluid_cases.py`` (at most 1 % with the reset).  ``rtol = 0`` batches only flows draining within 1e-12
-    (relative) of ``t1``: exact max-min fluid timing.  When the loop stops for an arrival
-    or a network change, flows left with at most ``1e-9`` of their bytes (rounding
-    residue, :data:`RTOL`) drain there.
+    ``tests/evaluators/fluid_cases.py`` (at most 1 % with the reset).  ``rtol = 0``
+    batches only flows draining within 1e-12 (relative) of ``t1``: exact max-min timing.
+    When the loop stops for an arrival or a network change, flows left with at most
+    ``1e-9`` of their bytes (rounding residue, :data:`RTOL`) drain there.
 
     Parameters
     ----------

@@ -13,10 +13,10 @@ circuits, the next epoch boundary and the end of a pause -- so an iteration mode
 send its communication phase by phase (:meth:`ReconfigurableFabric.transfer` returns the
 finish times and advances the clock).  The flows of a transfer run in the one fluid loop
 (:func:`evaluators.netsim.flow.fluid_loop`, the fabric being its network): between events
-they share the circuits max-min fairly, parallel circuits of a pair adding up; with forwarding a flow takes a minimum-hop path over the circuits (the
-hosts relay: TopoOpt's bandwidth tax), without it only a direct circuit, and it waits
-for one.  Events: epoch boundaries (every ``epoch_s``), the end of a pause, flow
-releases and flow completions.
+they share the circuits max-min fairly, parallel circuits of a pair adding up; with
+forwarding a flow takes a minimum-hop path over the circuits (the hosts relay: TopoOpt's
+bandwidth tax), without it only a direct circuit, and it waits for one.  Events: epoch
+boundaries (every ``epoch_s``), the end of a pause, flow releases and flow completions.
 
 Reconfiguration rule: at every epoch boundary with unsatisfied demand the policy
 computes circuits from the *remaining bytes of the released flows* (the instantaneous
