@@ -689,6 +689,11 @@ def participant_orbits(topology, members: Sequence[int]) -> list[list[int]]:
     Automorphisms preserve cut capacities, hop counts and path latencies, so
     one representative per orbit stands in exactly for every member.
 
+    Not :func:`evaluators.mcf.symmetry.npu_classes` (colour refinement and search, with
+    the node and link maps Mirrored Dantzig-Wolfe needs): that one took 5.6 s on
+    ``ring:2000`` and over 240 s on ``ring:20000`` (this one: 0.02 s and 0.14 s), and
+    these orbits may be finer (``fattree:k=4``: 8 twin pairs where it finds 1 class).
+
     Returns
     -------
     list of list of int

@@ -3,12 +3,11 @@
 The iteration model (:mod:`evaluators.iteration.model`) cuts an iteration into phases:
 the model-parallel transfers and all-to-alls between two compute steps, or one level
 of a collective schedule.  Every message of a phase is ready at time 0 and has no
-dependencies, so the general event simulator :func:`evaluators.netsim.simulate` is
-more than needed -- and too slow for the 16 k flows of an all-to-all over 128 servers
-(one max-min recomputation per distinct finish time).  This module runs the same
-fluid model (docs/architecture.md section 5: max-min fair sharing, progressive filling via
-:func:`evaluators.netsim.flow.max_min_rates`, finish = drain time + path latency) with
-two speed-ups:
+dependencies; exact max-min timing (one rate computation per distinct finish time) is
+too slow for the 16 k flows of an all-to-all over 128 servers.  This module runs the
+fluid model (docs/architecture.md section 5: max-min fair sharing, finish = drain time + path
+latency) in the one fluid loop :func:`evaluators.netsim.flow.fluid_loop` with two
+speed-ups:
 
 * routes of many pairs are built at once (:func:`topologies.routing.pair_paths`: the
   same path :meth:`topologies.model.Topology.route` returns, tables cached per topology);
@@ -35,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from codesign.errors import invalid
-from evaluators.netsim.flow import fair_rates
+from evaluators.netsim.flow import StaticPaths, fluid_loop
 from topologies.routing import pair_paths
 
 __all__ = ["PhaseResult", "flow_phase", "DEFAULT_RTOL"]
@@ -119,7 +118,6 @@ def flow_phase(topology, src, dst, size, *, rtol: float = DEFAULT_RTOL,
         ptr, links = (np.asarray(a, dtype=np.int64) for a in paths)
     n_hops = np.diff(ptr)
     hop_msg = np.repeat(np.arange(n), n_hops)
-    lat = np.bincount(hop_msg, weights=topology.latency[links], minlength=n)
     # Intermediate nodes of a path: the destination of every hop but the last.
     mids = topology.dst[links]
     last = np.zeros(links.size, dtype=bool)
@@ -127,27 +125,7 @@ def flow_phase(topology, src, dst, size, *, rtol: float = DEFAULT_RTOL,
     forwards = np.bincount(hop_msg, weights=((mids < topology.npus) & ~last).astype(float),
                            minlength=n).astype(np.int64)
     link_bytes = np.bincount(links, weights=size[hop_msg], minlength=topology.n_links)
-    rem = size.copy()
-    finish = np.zeros(n)
-    act = np.flatnonzero(size > 0)
-    finish[size <= 0] = lat[size <= 0]
-    t = 0.0
-    while act.size:
-        counts = n_hops[act]
-        offsets = np.cumsum(counts) - counts
-        hops = np.repeat(ptr[act] - offsets, counts) + np.arange(int(counts.sum()))
-        local = np.repeat(np.arange(act.size), counts)
-        rate = fair_rates(topology.bandwidth, local, links[hops], act.size, rtol)
-        left = rem[act] / rate
-        t1 = t + float(left.min())
-        horizon = max(t1 * (1 + rtol), t1)
-        done = t + left <= horizon * (1 + 1e-12)
-        t_end = float((t + left[done]).max())
-        finish[act[done]] = t + left[done] + lat[act[done]]
-        keep = act[~done]
-        rem[keep] -= rate[~done] * (t_end - t)
-        rem[keep] = np.maximum(rem[keep], 0.0)
-        t = t_end
-        act = keep
+    net = StaticPaths(topology.bandwidth, topology.latency, ptr, links)
+    finish = fluid_loop(size, net, rtol=rtol).finish_s
     return PhaseResult(float(finish.max()), finish, link_bytes, n_hops.astype(np.int64),
                        forwards)

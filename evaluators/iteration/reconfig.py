@@ -174,8 +174,8 @@ def _walk(demand, fabric: ReconfigurableFabric, g: int, fabric_Bps: float, t0: f
 
 def evaluate_reconfigurable(demand, *, degree: int, bandwidth_Bps: float, fabric_Bps: float,
                             policy, epoch_s: float = 0.05, delay_s: float = 0.01,
-                            forwarding: bool = True, latency_s: float = 0.0
-                            ) -> ReconfigIterationResult:
+                            forwarding: bool = True, latency_s: float = 0.0,
+                            rtol: float = 0.05) -> ReconfigIterationResult:
     """Iteration time of ``demand`` on a reconfigurable fabric (module docstring).
 
     Parameters
@@ -197,6 +197,9 @@ def evaluate_reconfigurable(demand, *, degree: int, bandwidth_Bps: float, fabric
         Host-based forwarding (OCS-reconfig-FW) or direct circuits only (-noFW).
     latency_s : float, optional
         Per-circuit-hop latency, seconds.
+    rtol : float, optional
+        Event-batching tolerance of the fabric's flow simulation
+        (:class:`~evaluators.netsim.reconfigurable.ReconfigurableFabric`); 0 = exact.
 
     Returns
     -------
@@ -207,7 +210,7 @@ def evaluate_reconfigurable(demand, *, degree: int, bandwidth_Bps: float, fabric
         raise invalid("servers", placement.servers, "at least 2 for a circuit fabric")
     fabric = ReconfigurableFabric(placement.servers, degree, bandwidth_Bps, policy=policy,
                                   epoch_s=epoch_s, delay_s=delay_s, latency_s=latency_s,
-                                  forwarding=forwarding)
+                                  forwarding=forwarding, rtol=rtol)
     g = placement.gpus_per_server
     first, compute = _walk(demand, fabric, g, fabric_Bps, 0.0)
     second, _ = _walk(demand, fabric, g, fabric_Bps, first)

@@ -11,12 +11,12 @@ OCS-reconfig-noFW of Sec. 5.7).
 :class:`ReconfigurableFabric` keeps that state across calls -- the clock, the current
 circuits, the next epoch boundary and the end of a pause -- so an iteration model can
 send its communication phase by phase (:meth:`ReconfigurableFabric.transfer` returns the
-finish times and advances the clock).  Between events the flows share the circuits
-max-min fairly (:func:`evaluators.netsim.flow.max_min_rates`), parallel circuits of a
-pair adding up; with forwarding a flow takes a minimum-hop path over the circuits (the
-hosts relay: TopoOpt's bandwidth tax), without it only a direct circuit, and it waits
-for one.  Events: epoch boundaries (every ``epoch_s``), the end of a pause, flow
-releases and flow completions.
+finish times and advances the clock).  The flows of a transfer run in the one fluid loop
+(:func:`evaluators.netsim.flow.fluid_loop`, the fabric being its network): between events
+they share the circuits max-min fairly, parallel circuits of a pair adding up; with
+forwarding a flow takes a minimum-hop path over the circuits (the hosts relay: TopoOpt's
+bandwidth tax), without it only a direct circuit, and it waits for one.  Events: epoch
+boundaries (every ``epoch_s``), the end of a pause, flow releases and flow completions.
 
 Reconfiguration rule: at every epoch boundary with unsatisfied demand the policy
 computes circuits from the *remaining bytes of the released flows* (the instantaneous
@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from scipy.sparse import csr_matrix
@@ -36,7 +35,7 @@ from scipy.sparse.csgraph import shortest_path
 
 from codesign.errors import InfeasibleError, invalid
 from codesign.specs import check_number
-from evaluators.netsim.flow import RTOL, fair_rates
+from evaluators.netsim.flow import fluid_loop
 from topologies.routing import predecessor_walk
 
 __all__ = ["ReconfigurableFabric", "Policy"]
@@ -45,17 +44,6 @@ __all__ = ["ReconfigurableFabric", "Policy"]
 #: ``n x n`` integer array of directed circuits (row: transmitter, column: receiver) with
 #: row and column sums at most ``degree``.
 Policy = Callable[[np.ndarray, int], np.ndarray]
-
-
-@dataclass
-class _Flows:
-    src: np.ndarray
-    dst: np.ndarray
-    rem: np.ndarray
-    size: np.ndarray
-    release: np.ndarray
-    finish: np.ndarray
-    hops: np.ndarray
 
 
 class ReconfigurableFabric:
@@ -80,9 +68,9 @@ class ReconfigurableFabric:
     forwarding : bool, optional
         Host-based forwarding over multi-hop circuit paths.
     rtol : float, optional
-        Event batching and coarse rates: flows finishing within ``(1 + rtol)`` of the next
-        completion finish together, and rates are max-min fair to within ``rtol``
-        (:func:`~evaluators.netsim.flow.coarse_max_min_rates`); 0 = exact max-min.
+        Event batching and coarse rates of :func:`~evaluators.netsim.flow.fluid_loop`
+        (the window measured from the start of the transfer or the last change of the
+        circuits); 0 = exact max-min.
     """
 
     def __init__(self, n: int, degree: int, bandwidth_Bps: float, *, policy: Policy,
@@ -111,14 +99,18 @@ class ReconfigurableFabric:
         self.paused_s = 0.0
         self.bytes_sent = 0.0
         self.bytes_carried = 0.0
+        self.capacity = np.zeros(n * n)
         self._pred: np.ndarray | None = None
+        self._paused = False
+        self._active = 0
         self._changed = True  # did the last epoch boundary change the circuits?
         self._moved = False   # has any byte moved since the last epoch boundary?
+        self._seen = (0, 0.0)  # (active flows, remaining bytes) at the last boundary
 
     # ------------------------------------------------------------------ circuits
-    def _reconfigure(self, flows: _Flows, live: np.ndarray) -> None:
+    def _reconfigure(self, src: np.ndarray, dst: np.ndarray, rem: np.ndarray) -> None:
         demand = np.zeros((self.n, self.n))
-        np.add.at(demand, (flows.src[live], flows.dst[live]), flows.rem[live])
+        np.add.at(demand, (src, dst), rem)
         if not demand.any():
             return
         new = np.asarray(self.policy(demand, self.degree), dtype=np.int64)
@@ -130,6 +122,7 @@ class ReconfigurableFabric:
         self._changed = not np.array_equal(new, self.circuits)
         if self._changed:
             self.circuits = new
+            self.capacity = new.ravel().astype(np.float64) * self.bandwidth
             self._pred = None
             self.reconfigurations += 1
             self.pause_until = self.t + self.delay
@@ -141,21 +134,72 @@ class ReconfigurableFabric:
             _, self._pred = shortest_path(graph, unweighted=True, return_predecessors=True)
         return self._pred
 
-    def _paths(self, src: np.ndarray, dst: np.ndarray
-               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Circuit paths of flows ``src -> dst``: ``(ok, local, pair)`` -- which flows have
-        a path now, and the incidence list (flow position among the ``ok`` ones, pair id
-        ``u * n + v`` of each hop).  With forwarding: minimum-hop paths over the circuit
-        graph (:func:`topologies.routing.predecessor_walk`)."""
+    # ------------------------------------------------ the network of evaluators.netsim.flow
+    # :func:`~evaluators.netsim.flow.fluid_loop` runs the flows of one :meth:`transfer`;
+    # these methods are its view of the fabric (links: ordered server pairs ``u * n + v``,
+    # capacity = circuits x circuit rate).
+    def update(self, t: float, ids: np.ndarray, rem: np.ndarray) -> bool:
+        """Advance the clock to ``t``; at an epoch boundary recompute the circuits from the
+        remaining bytes of the active flows.  True if what the flows may use changed (new
+        circuits, or the start or end of a pause)."""
+        self.t = t
+        before = (self.reconfigurations, self._paused)
+        self._active = ids.size
+        seen = (ids.size, float(rem[ids].sum()))
+        if t >= self.next_epoch - 1e-15:
+            if ids.size:
+                self._reconfigure(self._src[ids], self._dst[ids], rem[ids])
+                self._seen = seen
+            self.next_epoch = (math.floor(t / self.epoch + 1e-9) + 1) * self.epoch
+        self._moved = seen != self._seen
+        self._paused = t < self.pause_until
+        return (self.reconfigurations, self._paused) != before
+
+    def next_change(self, idle: bool) -> float:
+        """The end of the pause or the next epoch boundary; ``inf`` when nothing moves and
+        the next boundary would see the same demand with the same circuits (the policy
+        would keep them: the flows are stuck)."""
+        if self._paused:
+            return min(self.pause_until, self.next_epoch)
+        if idle and self._active and not self._changed and not self._moved:
+            return math.inf
+        return self.next_epoch
+
+    def instant(self, ids: np.ndarray) -> np.ndarray:
+        """None (:meth:`transfer` finishes empty and local flows itself)."""
+        return np.zeros(ids.size, dtype=bool)
+
+    def latency_of(self, ids: np.ndarray) -> np.ndarray:
+        """Circuit hops of each flow's last path x the per-hop latency, s."""
+        return self._hops[ids] * self.latency
+
+    def routes(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Circuit paths of flows ``ids``: ``(ok, local, pair)`` -- which flows have a path
+        now (none during a pause), and the incidence list (flow position among the ``ok``
+        ones, pair id ``u * n + v`` of each hop).  With forwarding: minimum-hop paths over
+        the circuit graph (:func:`topologies.routing.predecessor_walk`); without, only a
+        direct circuit."""
         n = self.n
-        if not self.forwarding:
+        src, dst = self._src[ids], self._dst[ids]
+        if self._paused:
+            ok = np.zeros(ids.size, dtype=bool)
+            local, pair = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        elif not self.forwarding:
             ok = self.circuits[src, dst] > 0
-            return ok, np.arange(int(ok.sum())), src[ok] * n + dst[ok]
-        pred = self._predecessors()
-        ok = pred[src, dst] >= 0
-        s, d = src[ok], dst[ok]
-        ptr, prev, nxt = predecessor_walk(s, d, lambda a, cur: pred[s[a], cur])
-        return ok, np.repeat(np.arange(s.size), np.diff(ptr)), prev * n + nxt
+            local, pair = np.arange(int(ok.sum())), src[ok] * n + dst[ok]
+        else:
+            pred = self._predecessors()
+            ok = pred[src, dst] >= 0
+            s, d = src[ok], dst[ok]
+            ptr, prev, nxt = predecessor_walk(s, d, lambda a, cur: pred[s[a], cur])
+            local, pair = np.repeat(np.arange(s.size), np.diff(ptr)), prev * n + nxt
+        self._hops[ids[ok]] = np.bincount(local, minlength=int(ok.sum()))
+        return ok, local, pair
+
+    def stall_error(self) -> InfeasibleError:
+        return InfeasibleError("flows cannot be delivered: no circuit path and no future "
+                               "reconfiguration (the policy left them unconnected)",
+                               reason="connectivity")
 
     # ------------------------------------------------------------------ simulation
     def transfer(self, src, dst, size_bytes, release_s=None) -> np.ndarray:
@@ -190,65 +234,18 @@ class ReconfigurableFabric:
                           f"a server in 0..{self.n - 1}")
         if m and (~np.isfinite(size) | (size < 0)).any():
             raise invalid("flow size", float(size.min()), "finite bytes >= 0")
-        flows = _Flows(src, dst, size.copy(), size, release, np.full(m, np.nan),
-                       np.zeros(m, dtype=np.int64))
-        trivial = (src == dst) | (size == 0)
-        flows.finish[trivial] = release[trivial]
-        flows.rem[trivial] = 0.0
         self.bytes_sent += float(size.sum())
-        while np.isnan(flows.finish).any():
-            self._step(flows)
+        finish = release.copy()          # local and empty flows finish at release
+        ids = np.flatnonzero((src != dst) & (size > 0))
+        if ids.size:
+            self._src, self._dst = src[ids], dst[ids]
+            self._hops = np.zeros(ids.size)
+            res = fluid_loop(size[ids], self, ready=release[ids], rtol=self.rtol, t0=self.t)
+            finish[ids] = res.finish_s
+            self.bytes_carried += res.hop_bytes
         if m:
-            self.t = max(self.t, float(np.max(flows.finish)))
-        return flows.finish
-
-    def _step(self, flows: _Flows) -> None:
-        open_ = np.isnan(flows.finish)
-        live = open_ & (flows.release <= self.t * (1 + 1e-15) + 1e-15)
-        if self.t >= self.next_epoch - 1e-15:
-            if live.any():
-                self._reconfigure(flows, live)
-                self._moved = False
-            self.next_epoch = (math.floor(self.t / self.epoch + 1e-9) + 1) * self.epoch
-        upcoming = flows.release[open_ & ~live]
-        t_release = float(upcoming.min()) if upcoming.size else math.inf
-        horizon = min(self.next_epoch, t_release)
-        if self.t < self.pause_until:
-            self.t = min(self.pause_until, horizon)
-            return
-        ids = np.flatnonzero(live)
-        ok, local, pair = self._paths(flows.src[ids], flows.dst[ids])
-        if not ok.any():
-            # Nothing moves and nothing new arrives: the next boundary sees the same
-            # demand, so a policy that just kept its circuits will keep them forever.
-            if t_release == math.inf and not self._changed and not self._moved \
-                    or horizon == math.inf:
-                raise InfeasibleError("flows cannot be delivered: no circuit path and no "
-                                      "future reconfiguration (the policy left them "
-                                      "unconnected)", reason="connectivity")
-            self.t = horizon
-            return
-        flow_ids = ids[ok]
-        counts = np.bincount(local, minlength=flow_ids.size)
-        capacity = self.circuits.ravel().astype(np.float64) * self.bandwidth
-        rate = fair_rates(capacity, local, pair, flow_ids.size, self.rtol)
-        rem = flows.rem[flow_ids]
-        left = rem / rate
-        dt_done = float(left.min())
-        # Flows due within (1 + rtol) of the first completion finish together at the last
-        # of them; the others move at their current rates meanwhile (max-min rates are not
-        # monotone, so a flow may gain or lose a little; tested within rtol of exact).
-        dt = min(float(left[left <= dt_done * (1 + self.rtol)].max()), horizon - self.t)
-        moved = np.minimum(rate * dt, rem)
-        self._moved = True
-        flows.rem[flow_ids] = rem - moved
-        self.bytes_carried += float((moved * counts).sum())
-        self.t += dt
-        done = flows.rem[flow_ids] <= RTOL * flows.size[flow_ids] + 1e-9
-        drained = flow_ids[done]
-        flows.rem[drained] = 0.0
-        flows.hops[drained] = counts[done]
-        flows.finish[drained] = self.t + counts[done] * self.latency
+            self.t = max(self.t, float(np.max(finish)))
+        return finish
 
     @property
     def bandwidth_tax(self) -> float:
