@@ -1,6 +1,6 @@
 """The collective kinds, defined once for every layer (workloads, evaluators, search).
 
-Size convention (nccl-tests, DESIGN.md section 4): ``size`` is the output buffer of an
+Size convention (nccl-tests, docs/architecture.md section 4): ``size`` is the output buffer of an
 allgather, the input buffer of a reducescatter, one rank's buffer of an allreduce,
 broadcast or reduce, one rank's send buffer of an alltoall (N blocks), the root's send
 buffer of a scatter and its receive buffer of a gather.  algbw is ``size / time``; busbw

@@ -1,6 +1,6 @@
 """Routing: the one place that computes paths, on any topology and on Clos fabrics as deployed.
 
-Every evaluator that needs a path asks this module (DESIGN.md section 5's "minimum-hop
+Every evaluator that needs a path asks this module (docs/architecture.md section 5's "minimum-hop
 routes"); the methods, named so that the two meanings of "ECMP" cannot be confused:
 
 Any topology (all-pairs BFS tables, :func:`all_pairs`, cached per topology)

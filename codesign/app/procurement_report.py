@@ -14,7 +14,7 @@
   budget's fabric over the failure samples (samples in which training cannot continue
   are off the right edge: the curve ends below 1 by that fraction).
 
-A top-layer front end (DESIGN.md section 2): it reads a
+A top-layer front end (docs/architecture.md section 2): it reads a
 :class:`search.whatif.WhatIfResult` as a dict.  matplotlib is driven through its object
 API with the Agg canvas, as in :mod:`codesign.app.report`.
 """
