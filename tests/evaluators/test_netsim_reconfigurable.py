@@ -7,19 +7,7 @@ import pytest
 
 from codesign.errors import InfeasibleError, InvalidSpecError
 from evaluators.netsim.reconfigurable import ReconfigurableFabric
-
-
-def greedy(demand: np.ndarray, d: int) -> np.ndarray:
-    """One circuit per demanded pair, largest demand first, within the degree."""
-    n = len(demand)
-    c = np.zeros((n, n), dtype=np.int64)
-    for flat in np.argsort(-demand, axis=None, kind="stable"):
-        u, v = divmod(int(flat), n)
-        if demand[u, v] <= 0:
-            break
-        if c[u].sum() < d and c[:, v].sum() < d:
-            c[u, v] += 1
-    return c
+from fluid_cases import greedy   # the greedy circuit policy, shared with the loop cases
 
 
 def ring(demand: np.ndarray, d: int) -> np.ndarray:
