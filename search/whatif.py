@@ -313,14 +313,9 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     else:
         hardware = get_hardware(gpu)
     if catalog is not None:   # a bad name or file is the caller's error, not "unbuildable"
-        from pathlib import Path
+        from topologies.cost import check_catalog
 
-        from topologies.cost import CATALOG_NAMES, load_catalog
-
-        if catalog not in CATALOG_NAMES and not Path(catalog).is_file():
-            raise invalid("whatif catalog", catalog,
-                          f"one of {', '.join(CATALOG_NAMES)} or a catalog YAML file")
-        load_catalog(catalog)
+        check_catalog(catalog, "whatif catalog")
     budgets = parse_budgets(list(budgets))
     mix = parse_mix(workloads) if isinstance(workloads, str) else tuple(workloads)
     if objective not in WHATIF_OBJECTIVES:

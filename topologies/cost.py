@@ -96,7 +96,8 @@ from codesign.specs import check_keys, get_int, load_yaml
 from codesign.units import format_bandwidth, parse_bandwidth, parse_money
 
 __all__ = [
-    "COMPONENTS", "RatePrices", "Catalog", "CostBreakdown", "load_catalog", "catalog_from_dict",
+    "COMPONENTS", "RatePrices", "Catalog", "CostBreakdown", "load_catalog", "check_catalog",
+    "catalog_from_dict",
     "fattree_cost", "ideal_switch_cost", "topoopt_cost", "ocs_reconfig_cost", "expander_cost",
     "cost_equivalent_fattree", "topology_cost", "group_cables", "intra_server_links",
     "CATALOG_NAMES",
@@ -355,6 +356,28 @@ def _default_catalog() -> Catalog:
 
     with as_file(files("topologies") / "data" / "components.yaml") as path:
         return catalog_from_dict(load_yaml(path), source="topologies/data/components.yaml")
+
+
+def check_catalog(value: Any, field: str) -> str:
+    """A catalog argument (``whatif --catalog``, a sweep's ``catalog``), checked and loaded.
+
+    Returns
+    -------
+    str
+        The name of :data:`CATALOG_NAMES` as given, or the file's absolute path.
+
+    Raises
+    ------
+    InvalidSpecError
+        Naming ``field``: neither a catalog name nor a file, or a bad catalog file.
+    """
+    if not isinstance(value, str) or not value or (
+            value not in CATALOG_NAMES and not Path(value).is_file()):
+        raise invalid(field, value, f"one of {', '.join(CATALOG_NAMES)} or a catalog YAML file")
+    if value not in CATALOG_NAMES:
+        value = str(Path(value).resolve())
+    load_catalog(value)
+    return value
 
 
 def load_catalog(path: str | Path | None = None):

@@ -43,7 +43,7 @@ from evaluators.schedule import COPY, REDUCE, Schedule
 from topologies.routing import shortest_paths
 
 __all__ = ["Send", "Step", "Plan", "concurrent", "sequence", "as_chunks", "shard_chunks",
-           "ordered_members", "prune_above", "Pruned", "COPY", "REDUCE"]
+           "ordered_members", "prune_above", "Pruned", "busiest_link_s", "COPY", "REDUCE"]
 
 #: One send of a step: ``(chunk ids, src NPU, dst NPU, op)`` - one transfer per chunk.
 Send = tuple[np.ndarray, int, int, int]
@@ -63,6 +63,15 @@ class Pruned(CodesignError):
     def __init__(self, load_s: float, bound_s: float) -> None:
         super().__init__(f"its busiest link needs {load_s:.3g} s >= {bound_s:.3g} s")
         self.load_s = load_s
+
+
+def busiest_link_s(schedule: Schedule, topology) -> float:
+    """Seconds the schedule's most loaded link needs to carry its bytes at its rate (0 for
+    a schedule that moves nothing): no network model can finish the schedule sooner."""
+    if not schedule.path_links.size:
+        return 0.0
+    return float((np.bincount(schedule.path_links, minlength=topology.n_links)
+                  * schedule.chunk_bytes / topology.bandwidth).max())
 
 
 @contextmanager
@@ -251,9 +260,7 @@ class Plan:
                               network_model="congestion", **metadata)
         bound = _PRUNE_ABOVE.get()
         if bound is not None and sched.path_links.size:
-            topo = self.topology
-            load = float((np.bincount(sched.path_links, minlength=topo.n_links)
-                          * sched.chunk_bytes / topo.bandwidth).max())
+            load = busiest_link_s(sched, self.topology)
             if load >= bound:
                 raise Pruned(load, bound)
         timed = _replay(sched, self.topology)

@@ -598,7 +598,7 @@ class CommTimer:
         hit = self._best.get(key)
         if hit is not None:
             return hit[1]
-        from evaluators.algorithms.plan import Pruned, prune_above
+        from evaluators.algorithms.plan import Pruned, busiest_link_s, prune_above
         from evaluators.collectives import Collective
         from evaluators.registry import synthesize
         from evaluators.validate import validate_schedule
@@ -634,11 +634,9 @@ class CommTimer:
             # cannot win (every network model serves a link's bytes at most at its
             # rate): skip its re-timing.
             if best is not None and not self._spray:
-                load = np.bincount(sched.path_links, minlength=self.topology.n_links) \
-                    * sched.chunk_bytes / self.topology.bandwidth
-                if float(load.max(initial=0.0)) >= best[1]:
-                    skipped[name] = (f"slower: {Pruned(float(load.max()), best[1])} "
-                                     f"({best[0]}'s time)")
+                load = busiest_link_s(sched, self.topology)
+                if load >= best[1]:
+                    skipped[name] = f"slower: {Pruned(load, best[1])} ({best[0]}'s time)"
                     continue
             t = self._time(sched)
             times[name] = t

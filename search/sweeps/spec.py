@@ -446,15 +446,9 @@ def _space(value: Any) -> SweepSpace:
         per_server = check_int(f"{where} gpus_per_server", per_server, 1, 1024)
     catalog = value.get("catalog")
     if catalog is not None:
-        from topologies.cost import CATALOG_NAMES, load_catalog
+        from topologies.cost import check_catalog
 
-        if not isinstance(catalog, str) or not catalog or (
-                catalog not in CATALOG_NAMES and not Path(catalog).is_file()):
-            raise invalid(f"{where} catalog", catalog,
-                          f"one of {', '.join(CATALOG_NAMES)} or a catalog YAML file")
-        if catalog not in CATALOG_NAMES:
-            catalog = str(Path(catalog).resolve())
-        load_catalog(catalog)
+        catalog = check_catalog(catalog, f"{where} catalog")
     return SweepSpace(families, servers, degrees, is_range, rates, gpus, methods, search,
                       oversub, per_server, hardware_file, catalog)
 
