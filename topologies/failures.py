@@ -102,11 +102,15 @@ def degrade(topology: Topology, failures: Failures, *, name: str = "") -> Topolo
     params = {k: v for k, v in topology.params.items() if k not in _INTACT_ONLY}
     params.update(failed=failures.describe(), failed_npus=npus, failed_switches=sw,
                   failed_links=int(links.size), npu_ids=survivors.tolist())
-    sizes = [int(d.size) for d in topology.dims]
-    if len(sizes) > 1 and int(np.prod(sizes)) == topology.npus:
-        # What is left of a torus or mesh keeps its grid coordinates (through npu_ids),
-        # so collective rings can still sweep it (topologies.routing.grid_ring_order).
-        params["grid_sizes"] = sizes
+    from topologies.routing import grid_coordinates
+
+    sizes, ids = grid_coordinates(topology)
+    params.pop("grid_sizes", None)
+    if sizes is not None:
+        # What is left of a torus or mesh keeps its grid coordinates (npu_ids: the intact
+        # grid's ids, also when an already degraded grid loses more), so collective rings
+        # can still sweep it (topologies.routing.grid_ring_order).
+        params.update(grid_sizes=sizes, npu_ids=ids[survivors].tolist())
     attrs = {k: v[survivors] for k, v in topology.node_attrs.items()}
     return Topology(len(survivors), topology.switches - len(sw),
                     new_id[topology.src[keep_link]], new_id[topology.dst[keep_link]],

@@ -87,7 +87,7 @@ from codesign.errors import InfeasibleError, invalid
 
 __all__ = ["ROUTING_METHODS", "PAIR_PATH_METHODS", "all_pairs", "route", "predecessor_walk",
            "shortest_paths", "ecmp_hashed_paths", "pair_paths", "path_counts",
-           "grid_ring_order", "grid_coordinates",
+           "grid_ring_order", "grid_coordinates", "is_grid",
            "ecmp_split_loads", "neighbour_lists", "k_shortest_paths", "MAX_EXTRA_HOPS",
            "ClosStructure", "clos_structure", "is_clos", "clos_paths", "spray_paths",
            "ring_order", "max_link_flows"]
@@ -826,14 +826,26 @@ def ring_order(topology, members) -> list[int]:
     return out
 
 
+def _whole_grid_sizes(topology) -> list[int] | None:
+    """Sizes of the dimensions of a torus or mesh of several dimensions over all its NPUs."""
+    sizes = [int(d.size) for d in getattr(topology, "dims", ()) or ()]
+    return sizes if len(sizes) > 1 and int(np.prod(sizes)) == topology.npus else None
+
+
+def is_grid(topology) -> bool:
+    """Whether ``topology`` is a whole direct-connect torus or mesh of several dimensions
+    (dimension-wise collectives apply; a degraded one is not: :func:`grid_coordinates`)."""
+    return topology.switches == 0 and _whole_grid_sizes(topology) is not None
+
+
 def grid_coordinates(topology) -> tuple[list[int] | None, np.ndarray]:
     """``(sizes, ids)``: the grid a torus or mesh spans (sizes of its dimensions, the
     first varying fastest) and every NPU's id in that grid; a degraded grid
     (:func:`topologies.failures.degrade`) keeps the intact one's.  ``(None, ids)`` when
     ``topology`` is not a multi-dimensional grid."""
     ids = np.arange(topology.npus, dtype=np.int64)
-    sizes = [int(d.size) for d in topology.dims]
-    if len(sizes) > 1 and int(np.prod(sizes)) == topology.npus:
+    sizes = _whole_grid_sizes(topology)
+    if sizes is not None:
         return sizes, ids
     grid = topology.params.get("grid_sizes")
     if grid and "npu_ids" in topology.params:

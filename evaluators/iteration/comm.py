@@ -86,7 +86,7 @@ import numpy as np
 
 from codesign.errors import CodesignError, InvalidSpecError, invalid
 from evaluators.iteration.phase import DEFAULT_RTOL, flow_phase
-from topologies.routing import pair_paths
+from topologies.routing import is_grid, pair_paths
 
 __all__ = ["System", "CommCost", "CommTimer", "intra_ring_time", "SIZE_FREE", "ROUTINGS",
            "BEST", "BEST_TIME_LIMIT_S", "BestChoice", "best_candidates", "best_choices"]
@@ -251,12 +251,6 @@ def _ring_options(topology, method: str, nodes: tuple[int, ...]) -> dict[str, An
         return {}
     return {} if order == list(nodes) else {"order": order}
 
-
-def is_grid(topology) -> bool:
-    """Whether ``topology`` is a torus or mesh of several dimensions over all its NPUs
-    (a direct-connect grid: dimension-wise collectives apply)."""
-    sizes = [int(d.size) for d in getattr(topology, "dims", ()) or ()]
-    return len(sizes) > 1 and int(np.prod(sizes)) == topology.npus and topology.switches == 0
 
 
 def best_choices(topology) -> list[BestChoice]:
@@ -543,7 +537,7 @@ class CommTimer:
         else:
             base = self._structure.get((kind, nodes)) if self.method in SIZE_FREE else None
         method = self.method
-        if method == "hierarchical" and is_grid(topo) and len(nodes) != topo.npus:
+        if method == "hierarchical" and len(nodes) != topo.npus and is_grid(topo):
             # Dimension-wise rings need the whole grid; a group of some of its nodes
             # (e.g. one pipeline stage's data-parallel replicas) runs one ring in the
             # grid's sweep order (single-link hops, _ring_options).

@@ -139,14 +139,12 @@ def resolve_auto(topology, collective_method: str, routing: str) -> tuple[str, s
     one plane would get ``1/planes`` of the endpoint's bandwidth)."""
     direct = topology.switches == 0
     if collective_method == "auto":
-        from evaluators.iteration.comm import is_grid
-
         # Tori and meshes of several dimensions: dimension-wise rings (``hierarchical``,
         # the torus all-reduce of Themis Sec. 2 / TPU pods; groups of part of the grid: one
         # ring in the grid's sweep order).  Circulant rings i -> i + p are not links of a
         # grid, and TotientPerms' fallback rings then cross several links per hop: 3.5x
         # slower than dimension-wise rings for BERT on a 4x4x8 torus.
-        from topologies.routing import grid_coordinates
+        from topologies.routing import grid_coordinates, is_grid
 
         if not direct:
             collective_method = "ring"

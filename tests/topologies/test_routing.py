@@ -295,3 +295,6 @@ def test_a_degraded_grid_keeps_its_coordinates_for_the_sweep():
     intact = [i for i in grid_ring_order(t, range(16)) if i != 5]
     assert [int(ids[i]) for i in order] == intact
     assert grid_coordinates(from_spec("fattree:k=4"))[0] is None
+    # Degraded again: the ids stay those of the intact grid.
+    twice = degrade(d, Failures(npus=(0,)))     # d's NPU 0 is the grid's NPU 0
+    assert grid_coordinates(twice)[1].tolist() == [i for i in range(16) if i not in (0, 5)]
