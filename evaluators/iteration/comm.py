@@ -64,8 +64,9 @@ under the network model, and the fastest valid one is kept.  A synthesizer whose
 estimated cost (transfers it will produce x a per-transfer cost measured on this
 machine; the MCF LP's variables) exceeds :data:`BEST_TIME_LIMIT_S` is skipped, and
 the reason recorded.  The choice is made once per (fabric, kind, participant group,
-size class) -- size classes are factors of 16 of the buffer size -- and the winner's
-schedule is re-timed for every size of its class, as for the size-independent
+size class) -- size classes are factors of 16 of the buffer size, the candidates timed at
+the class's geometric middle (:func:`best_size_class`) so that a decision does not depend
+on which size asked first -- and the winner's schedule is re-timed for every size of its class, as for the size-independent
 baselines.  :func:`best_choices` lists the decisions made on a fabric (the winner per
 collective, every candidate's time and the gain over ring).
 
@@ -89,7 +90,8 @@ from evaluators.iteration.phase import DEFAULT_RTOL, flow_phase
 from topologies.routing import is_grid, pair_paths
 
 __all__ = ["System", "CommCost", "CommTimer", "intra_ring_time", "SIZE_FREE", "ROUTINGS",
-           "BEST", "BEST_TIME_LIMIT_S", "BestChoice", "best_candidates", "best_choices"]
+           "BEST", "BEST_TIME_LIMIT_S", "BestChoice", "best_candidates", "best_choices",
+           "best_size_class"]
 
 #: Routing of MP phases (:func:`topologies.routing.pair_paths`: ``shortest``, ``ecmp`` =
 #: one hashed minimum-hop path per pair, ``dmodk`` = deterministic up/down routing on Clos
@@ -139,7 +141,8 @@ class BestChoice:
     size_class : int
         ``floor(log2(bytes) / BEST_SIZE_CLASS_OCTAVES)`` of the buffers it serves.
     size_bytes : float
-        The buffer size at which the candidates were timed.
+        The buffer size at which the candidates were timed (the class's representative,
+        :func:`best_size_class`).
     algorithm : str
         The winner.
     time_s : float
@@ -174,6 +177,24 @@ class BestChoice:
                 "time_s": self.time_s, "ring_time_s": self.ring_time_s,
                 "gain_over_ring": self.gain_over_ring, "times_s": dict(self.times_s),
                 "skipped": dict(self.skipped)}
+
+
+def best_size_class(size: float) -> tuple[int, float]:
+    """``(class, representative bytes)`` of a ``best`` decision for a ``size``-byte buffer.
+
+    Classes are :data:`BEST_SIZE_CLASS_OCTAVES` octaves wide; the representative is the
+    class's geometric middle, ``2 ** (OCTAVES * (class + 1/2))``.  A non-positive size
+    is class 0 at its own size.
+
+    >>> best_size_class(2 ** 26)     # 64 MiB: class 6 = [16 MiB, 256 MiB), middle 64 MiB
+    (6, 67108864.0)
+    >>> best_size_class(3e5)[0], best_size_class(3e5)[1] == 2 ** 18
+    (4, True)
+    """
+    if not size > 0:
+        return 0, float(size)
+    c = int(math.floor(math.log2(size) / BEST_SIZE_CLASS_OCTAVES))
+    return c, float(2.0 ** (BEST_SIZE_CLASS_OCTAVES * (c + 0.5)))
 
 
 def _estimated_transfers(name: str, kind: str, n: int) -> float:
@@ -321,14 +342,18 @@ class CommCost:
     net_bytes: float = 0.0
     carried_bytes: float = 0.0
     pairs: frozenset = field(default_factory=frozenset)
+    #: The ``best`` decisions this step uses, as keys of the timer's decision cache.
+    decisions: frozenset = field(default_factory=frozenset)
 
     def add_footprint(self, other: "CommCost") -> None:
-        """Add ``other``'s network footprint (bytes, pairs) to this step's; the time is
-        the caller's (steps that run side by side take the longest)."""
+        """Add ``other``'s network footprint (bytes, pairs) and the ``best`` decisions it
+        uses to this step's; the time is the caller's (steps that run side by side take
+        the longest)."""
         self.link_bytes = self.link_bytes + other.link_bytes
         self.net_bytes += other.net_bytes
         self.carried_bytes += other.carried_bytes
         self.pairs = self.pairs | other.pairs
+        self.decisions = self.decisions | other.decisions
 
 
 def _forwards(topology, ptr: np.ndarray, links: np.ndarray) -> np.ndarray:
@@ -424,6 +449,9 @@ class CommTimer:
         self._levels: dict[tuple, float] = caches["levels"]
         self._structure: dict[tuple, Any] = caches["structure"]
         self._best: dict[tuple, tuple[BestChoice, Any]] = caches["best"]
+        #: Keys of the ``best`` decisions the collectives timed by this timer use (an
+        #: evaluation's own, whatever the shared caches already held).
+        self.used: set[tuple] = set()
 
     # ------------------------------------------------------------------ collectives
     def collective_set(self, kind: str, groups: list[tuple[int, ...]], size: float) -> CommCost:
@@ -432,6 +460,7 @@ class CommTimer:
         hit = self._sets.get(key)
         if hit is None:
             hit = self._sets[key] = self._collective_set(kind, groups, float(size))
+        self.used |= hit.decisions
         return hit
 
     def _collective_set(self, kind: str, groups: list[tuple[int, ...]], size: float) -> CommCost:
@@ -524,6 +553,7 @@ class CommTimer:
         key = (kind, nodes, size)
         hit = self._inter.get(key)
         if hit is not None:
+            self.used |= hit.decisions
             return hit
         from evaluators.collectives import Collective
         from evaluators.registry import synthesize
@@ -532,8 +562,10 @@ class CommTimer:
 
         topo = self.topology
         coll = Collective(kind, nodes, size)
+        decisions: frozenset = frozenset()
         if self.method == BEST:
-            base = self._best_schedule(kind, nodes, size)
+            decision, base = self._best_schedule(kind, nodes, size)
+            decisions = frozenset([decision])
         else:
             base = self._structure.get((kind, nodes)) if self.method in SIZE_FREE else None
         method = self.method
@@ -572,8 +604,9 @@ class CommTimer:
         pairs = frozenset(zip(sched.src[moving].tolist(), sched.dst[moving].tolist()))
         time_s = self._time(sched)
         cost = CommCost(float(time_s), link_bytes.astype(float), n_moving * chunk,
-                        float((1 + fw[moving]).sum()) * chunk, pairs)
+                        float((1 + fw[moving]).sum()) * chunk, pairs, decisions)
         self._inter[key] = cost
+        self.used |= decisions
         return cost
 
     def _time(self, sched) -> float:
@@ -584,14 +617,26 @@ class CommTimer:
 
         return float(replay_time(sched, self.topology, model=self.model))
 
+    def decisions(self, keys=None) -> list[BestChoice]:
+        """The ``best`` decisions behind ``keys`` (default: those this timer has used),
+        sorted by collective kind, group and size class."""
+        return [self._best[k][0] for k in sorted(self.used if keys is None else keys,
+                                                 key=repr)]
+
     def _best_schedule(self, kind: str, nodes: tuple[int, ...], size: float):
-        """The fastest valid schedule of the size class (``best``; module docstring)."""
-        size_class = int(math.floor(math.log2(size) / BEST_SIZE_CLASS_OCTAVES)) if size > 0 \
-            else 0
+        """The fastest valid schedule of the size class (``best``; module docstring):
+        ``(decision key, schedule)``.
+
+        The candidates are timed at the class's representative size (its geometric
+        middle, :func:`best_size_class`), not at the first size that happens to ask, so
+        a decision depends only on the fabric, the collective, the group and the class:
+        the same in every process and in any order of evaluation (chains on several
+        Ray workers with warm caches agree with one process)."""
+        size_class, size = best_size_class(size)
         key = (kind, nodes, size_class)
         hit = self._best.get(key)
         if hit is not None:
-            return hit[1]
+            return key, hit[1]
         from evaluators.algorithms.plan import Pruned, busiest_link_s, prune_above
         from evaluators.collectives import Collective
         from evaluators.registry import synthesize
@@ -643,7 +688,7 @@ class CommTimer:
         choice = BestChoice(kind, len(nodes), size_class, float(size), best[0], best[1],
                             times.get("ring", float("nan")), times, skipped)
         self._best[key] = (choice, best[2])
-        return best[2]
+        return key, best[2]
 
     def _flow_levels(self, sched) -> float:
         from evaluators.netsim import transfer_dependencies

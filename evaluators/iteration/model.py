@@ -67,7 +67,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import invalid
-from evaluators.iteration.comm import CommCost, CommTimer, System
+from evaluators.iteration.comm import BEST, CommCost, CommTimer, System
 from evaluators.iteration.inputs import as_cluster, as_execution
 from evaluators.iteration.phase import DEFAULT_RTOL
 
@@ -120,6 +120,10 @@ class IterationResult:
     breakdown: dict[str, float] | None = None
     memory: dict[str, Any] | None = None
     model_error: float | None = None
+    #: With ``collective_method="best"``: the decisions the timed collectives use
+    #: (:meth:`BestChoice.to_dict`: winner per kind, group size and size class, every
+    #: candidate's time, the gain over ring), sorted; ``None`` otherwise.
+    collectives: tuple[dict[str, Any], ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (every field; per-purpose seconds also under ``by_purpose_s``)."""
@@ -592,7 +596,9 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         mfu=flops_per_gpu_s / peak, flops_per_gpu_s=flops_per_gpu_s,
         precision=demand.precision, peak_flops=peak, breakdown=parts,
         memory=demand.memory.to_dict(),
-        model_error=_model_error(hw, efficiency, demand.precision))
+        model_error=_model_error(hw, efficiency, demand.precision),
+        collectives=tuple(c.to_dict() for c in timer.decisions()) if timer.method == BEST
+        else None)
 
 
 def _model_error(hw, efficiency, precision: str) -> float | None:

@@ -246,22 +246,30 @@ def _server_bandwidth(topo) -> float:
     return float(out.mean())
 
 
-def _collective_summary(topo) -> dict[str, Any]:
-    """Record fields of the ``best`` decisions made on ``topo`` (empty without them)."""
-    from codesign.records import to_json
-    from evaluators.iteration.comm import best_choices
+def _collective_summary(choices) -> dict[str, Any]:
+    """Record fields of the ``best`` decisions the chosen strategies' collectives use
+    (each :class:`~search.per_fabric.WorkloadChoice`'s ``metrics["collectives"]``; the
+    same decision shared by two workloads counted once); empty without them.
 
-    choices = best_choices(topo)
-    if not choices:
+    Only the chosen strategies' decisions, not every decision the search made on the
+    fabric: those depend on what else ran in the process, the record must not."""
+    from codesign.records import to_json
+
+    used: dict[tuple, dict[str, Any]] = {}
+    for choice in choices:
+        for d in choice.metrics.get("collectives") or ():
+            used.setdefault((d["kind"], d["nodes"], d["size_class"], d["algorithm"],
+                             d["time_s"]), d)
+    decisions = list(used.values())
+    if not decisions:
         return {}
     wins: dict[str, int] = {}
-    for c in choices:
-        wins[c.algorithm] = wins.get(c.algorithm, 0) + 1
-    rings = [c for c in choices if c.ring_time_s == c.ring_time_s]
-    gain = (sum(c.ring_time_s for c in rings) / sum(c.time_s for c in rings)
-            if rings and sum(c.time_s for c in rings) > 0 else None)
-    return {"collective_algorithms_json": to_json({
-                "wins": wins, "choices": [c.to_dict() for c in choices]}),
+    for d in decisions:
+        wins[d["algorithm"]] = wins.get(d["algorithm"], 0) + 1
+    rings = [d for d in decisions if d["ring_time_s"] == d["ring_time_s"]]
+    gain = (sum(d["ring_time_s"] for d in rings) / sum(d["time_s"] for d in rings)
+            if rings and sum(d["time_s"] for d in rings) > 0 else None)
+    return {"collective_algorithms_json": to_json({"wins": wins, "choices": decisions}),
             "collective_gain_over_ring": gain}
 
 
@@ -399,7 +407,7 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
         return done("pruned", f"inapplicable: {_one_line(exc)}", **summary)
     summary.update(npus=int(topo.npus), switches=int(topo.switches), links=int(topo.n_links),
                    diameter=int(topo.diameter), server_bandwidth_Bps=_server_bandwidth(topo),
-                   **_collective_summary(topo))
+                   **_collective_summary(choices))
     total_w = sum(c.weight for c in choices)
 
     def mean(values: list[float]) -> float | None:
