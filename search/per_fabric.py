@@ -58,9 +58,11 @@ class SearchBudget:
     Attributes
     ----------
     evaluations : int
-        Distinct strategies timed per workload and fabric (>= 1), shared by the chains.
+        Strategies timed per workload and fabric beyond the start (>= 1), split over
+        the chains (each chain also times the start).
     restarts : int
-        Independent MCMC chains (>= 1).
+        Independent MCMC chains (>= 1), each with its own seed and candidate cache
+        (:mod:`search.strategy.chains`: they may run side by side).
     batch : int
         Proposals per Metropolis step (part of the algorithm: same result for any
         number of workers).
@@ -127,30 +129,6 @@ class WorkloadChoice:
     metrics: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
-def _timer(topology, workload, hardware, method: str):
-    """``evaluate_many`` for the MCMC: iteration time per candidate, ``inf`` if it
-    cannot run; keeps every result for the caller."""
-    from evaluators.iteration import evaluate
-
-    results: dict[Candidate, Any] = {}
-
-    def evaluate_many(cands: Sequence[Candidate]) -> list[float]:
-        out = []
-        for c in cands:
-            try:
-                r = evaluate(topology, workload, c.strategy, hardware=hardware,
-                             placement=c.placement(hardware.gpus_per_server),
-                             collective_method=method, routing="auto")
-            except CodesignError:
-                out.append(math.inf)
-                continue
-            results[c] = r
-            out.append(float(r.iteration_time_s))
-        return out
-
-    return evaluate_many, results
-
-
 def _metrics(result) -> dict[str, Any]:
     d = result.to_dict()
     d.pop("by_purpose_s", None)
@@ -161,6 +139,11 @@ def best_strategies(topology, plans: Sequence[WorkloadPlan], hardware, *,
                     collective_method: str = "best", budget: SearchBudget | None = None,
                     seed: int = 0) -> list[WorkloadChoice]:
     """Search the strategy of every workload of the mix on ``topology`` (module docstring).
+
+    The searches of all workloads are independent chains
+    (:func:`search.strategy.chains.run_chains`: one after another here, side by side as
+    Ray tasks inside a sweep's trial), merged in a fixed order: the same choices for any
+    number of workers.
 
     Parameters
     ----------
@@ -175,7 +158,7 @@ def best_strategies(topology, plans: Sequence[WorkloadPlan], hardware, *,
     budget : SearchBudget or None
         ``None``: no search, each workload keeps its start (a fixed-strategy sweep).
     seed : int
-        Seed of the chains (workload ``i`` uses ``(seed, i)``).
+        Seed of the chains (chain ``c`` of workload ``i`` uses ``(seed, i, c)``).
 
     Returns
     -------
@@ -188,35 +171,44 @@ def best_strategies(topology, plans: Sequence[WorkloadPlan], hardware, *,
         A workload has no strategy that runs on this fabric (its start does not fit or
         cannot be timed, and the search found nothing either).
     """
-    from search.strategy.mcmc import mcmc_search
+    from search.strategy.chains import Timing, chain_jobs, merge, run_chains
 
-    out = []
+    timing = Timing(hardware, collective_method)
+    jobs: list[list] = []
     for i, plan in enumerate(plans):
-        evaluate_many, results = _timer(topology, plan.workload, hardware, collective_method)
         if budget is None or plan.fixed:
-            t = evaluate_many([plan.start])[0]
-            best, best_t, t0, evals = plan.start, t, t, 1
+            jobs.append([])
         else:
-            found = mcmc_search(plan.workload, plan.start, evaluate_many,
-                                budget=budget.evaluations, restarts=budget.restarts,
-                                batch=budget.batch, gpus_per_server=hardware.gpus_per_server,
-                                seed=int(np.random.SeedSequence([seed, i]).generate_state(1)[0]))
-            evals = found.evaluations
-            t0, best_t = (float(results[c].iteration_time_s) if c in results else math.inf
-                          for c in (plan.start, found.best))
-            best = found.best
-            if not best_t < t0:
-                best, best_t = plan.start, t0
-        if not math.isfinite(best_t) or best not in results:
+            jobs.append(chain_jobs(topology, plan.workload, plan.start, timing,
+                                   budget=budget.evaluations, restarts=budget.restarts,
+                                   batch=budget.batch, seed=(seed, i)))
+    done = iter(run_chains([job for per in jobs for job in per]))
+    out = []
+    for plan, per in zip(plans, jobs):
+        start_r = best_r = None
+        best, evals = plan.start, 1
+        if per:
+            found = merge([next(done) for _ in per])
+            start_r, best_r = found.start_result, found.best_result
+            evals = found.search.evaluations
+            if best_r is not None and (start_r is None or best_r.iteration_time_s
+                                       < start_r.iteration_time_s):
+                best = found.search.best
+            else:
+                best_r = start_r
+        else:
+            try:
+                start_r = best_r = timing.evaluate(topology, plan.workload, plan.start)
+            except CodesignError:
+                pass
+        if best_r is None or not math.isfinite(best_r.iteration_time_s):
             # Re-raise the evaluator's own reason for the start (memory, inapplicable...).
-            from evaluators.iteration import evaluate
-
-            evaluate(topology, plan.workload, plan.start.strategy, hardware=hardware,
-                     placement=plan.start.placement(hardware.gpus_per_server),
-                     collective_method=collective_method, routing="auto")
+            timing.evaluate(topology, plan.workload, plan.start)
             raise InfeasibleError(f"no strategy of {plan.name} runs on {topology.name}")
-        out.append(WorkloadChoice(plan.name, plan.config, plan.weight, best, best_t, plan.start,
-                                  t0, evals, _metrics(results[best])))
+        t0 = float(start_r.iteration_time_s) if start_r is not None else math.inf
+        out.append(WorkloadChoice(plan.name, plan.config, plan.weight, best,
+                                  float(best_r.iteration_time_s), plan.start, t0, evals,
+                                  _metrics(best_r)))
     return out
 
 

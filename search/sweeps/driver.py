@@ -350,6 +350,17 @@ def _objective_values(row: dict[str, Any], objectives: tuple[str, ...]) -> list[
     return None
 
 
+def _trial_task(evaluate: Callable[[SweepPoint], TrialOutcome], point: SweepPoint
+                ) -> TrialOutcome:
+    """One trial as a Ray task: its strategy-search chains run as Ray tasks of their own
+    (:func:`search.strategy.chains.on_ray`), so a trial's workloads and restarts search
+    side by side; cancelling the trial (its timeout) cancels them too."""
+    from search.strategy.chains import on_ray
+
+    with on_ray():
+        return evaluate(point)
+
+
 def _run_trials(study, run: _Run, writer, to_run: int,
                 progress: Callable[..., Any] | None,
                 evaluate: Callable[[SweepPoint], TrialOutcome]) -> None:
@@ -359,7 +370,7 @@ def _run_trials(study, run: _Run, writer, to_run: int,
     spec = run.spec
     # max_retries=1: a lost worker (the process died) is retried once by Ray; exceptions
     # raised by the evaluation itself are not retried (it is deterministic): recorded failed.
-    remote = ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(evaluate)
+    remote = ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(_trial_task)
     space = run.search_space()
     in_flight: deque = deque()  # (trial, point, object ref), in trial order
     pending: list[dict[str, Any]] = []
@@ -369,7 +380,7 @@ def _run_trials(study, run: _Run, writer, to_run: int,
             while len(in_flight) < spec.max_in_flight and asked < to_run:
                 trial = study.ask(space)
                 point = run.point(trial.params)
-                in_flight.append((trial, point, remote.remote(point)))
+                in_flight.append((trial, point, remote.remote(evaluate, point)))
                 asked += 1
             # Tell strictly in trial order: the sampler's history at each ask is fixed.
             trial, point, ref = in_flight.popleft()

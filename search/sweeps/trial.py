@@ -352,7 +352,6 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
     from codesign.records import to_json
     from search.design_point import DesignPoint, topology_spec_for
     from search.per_fabric import alternate_topoopt, best_strategies
-    from topologies.cost import topology_cost
 
     started = datetime.now(timezone.utc)
     t0 = time.perf_counter()

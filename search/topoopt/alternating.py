@@ -53,10 +53,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import numpy as np
 
 from codesign.errors import CodesignError, invalid
 from codesign.units import parse_bandwidth
@@ -64,7 +63,9 @@ from codesign.workloads import get_workload
 from codesign.workloads.demand import demand_for
 from codesign.workloads.hardware import get_hardware
 from codesign.workloads.model import Workload
-from search.strategy.mcmc import SearchResult, mcmc_search
+from search.strategy.chains import (ChainJob, ChainResult, chain_jobs, local_topology, merge,
+                                    run_chain)
+from search.strategy.mcmc import SearchResult
 from search.strategy.feasible import feasible_start
 from search.strategy.space import Candidate, initial_candidate
 
@@ -246,6 +247,13 @@ class OptimizeResult:
 
 
 # ---------------------------------------------------------------------- evaluation
+def _timing(spec: OptimizeSpec):
+    from search.strategy.chains import Timing
+
+    return Timing(spec.hw, spec.collective_method, spec.network_model,
+                  gpus_per_server=spec.gpus_per_server)
+
+
 def evaluate_candidates(spec: OptimizeSpec, workload: Workload, topology,
                         candidates: Sequence[Candidate]) -> list[float]:
     """Iteration time (s) of each candidate on ``topology``; ``inf`` when it cannot run.
@@ -254,30 +262,13 @@ def evaluate_candidates(spec: OptimizeSpec, workload: Workload, topology,
     strategies the iteration model refuses (:class:`~codesign.errors.InvalidSpecError`)
     are infinite: the search never accepts them.
     """
-    from evaluators.iteration import evaluate
-
-    out = []
+    timing, out = _timing(spec), []
     for c in candidates:
         try:
-            r = evaluate(topology, workload, c.strategy, hardware=spec.hw,
-                         placement=c.placement(spec.gpus_per_server),
-                         collective_method=spec.collective_method, routing="auto",
-                         network_model=spec.network_model)
-            out.append(float(r.iteration_time_s))
+            out.append(float(timing.evaluate(topology, workload, c).iteration_time_s))
         except CodesignError:
             out.append(math.inf)
     return out
-
-
-def _same_network(a, b) -> bool:
-    """Whether topologies ``a`` and ``b`` have the same nodes and links (``a`` may be None)."""
-    if a is b:
-        return True
-    if a is None or b is None or (a.npus, a.switches, a.n_links) != (b.npus, b.switches,
-                                                                    b.n_links):
-        return False
-    return all(np.array_equal(getattr(a, f), getattr(b, f))
-               for f in ("src", "dst", "bandwidth", "latency"))
 
 
 class _LocalPool:
@@ -288,23 +279,16 @@ class _LocalPool:
 
     def set_topology(self, topology) -> None:
         # The iteration model caches routes and collective timings per topology *object*;
-        # a topology shipped to an actor again arrives as a new object, so keep the one we
-        # have when it is the same network (its caches stay warm).
-        if not _same_network(self.topology, topology):
-            self.topology = topology
+        # a topology shipped to an actor again arrives as a new object: use this
+        # process's object for that network (its caches stay warm).
+        self.topology = local_topology(topology)
 
     def evaluate(self, candidates: Sequence[Candidate]) -> list[float]:
         return evaluate_candidates(self.spec, self.workload, self.topology, candidates)
 
-    def search(self, topology, start: Candidate, seed: Sequence[int], budget: int
-               ) -> SearchResult:
-        """One MCMC chain on ``topology`` in this process (its own caches)."""
-        self.set_topology(topology)
-        return _chain(self.spec, self.workload, self, start, seed, budget)
-
-    def searches(self, jobs: Sequence[tuple]) -> list[SearchResult]:
-        """Independent chains ``(topology, start, seed, budget)``, one after another."""
-        return [self.search(*job) for job in jobs]
+    def searches(self, jobs: Sequence[ChainJob]) -> list[ChainResult]:
+        """Independent chains, one after another in this process."""
+        return [run_chain(job) for job in jobs]
 
 
 def _split(items: Sequence[Any], parts: int) -> list[list[Any]]:
@@ -339,14 +323,15 @@ class _RayPool:
         got = ray.get([a.evaluate.remote(p) for a, p in zip(self.actors, parts)])
         return [t for part in got for t in part]
 
-    def searches(self, jobs: Sequence[tuple]) -> list[SearchResult]:
+    def searches(self, jobs: Sequence[ChainJob]) -> list[ChainResult]:
         """Independent chains dealt round-robin to the actors (each runs alone, with its
-        own caches); results in job order, so the same for any number of actors."""
+        own candidate cache); results in job order, so the same for any number of actors
+        (:mod:`search.strategy.chains`)."""
         import ray
 
-        refs = [self.actors[i % len(self.actors)].search.remote(*job)
+        refs = [self.actors[i % len(self.actors)].searches.remote([job])
                 for i, job in enumerate(jobs)]
-        return ray.get(refs)
+        return [r for got in ray.get(refs) for r in got]
 
 
 class _Evaluator(_LocalPool):
@@ -368,41 +353,16 @@ def topoopt_topology(spec: OptimizeSpec, workload: Workload, c: Candidate):
                            link_bandwidth=spec.bandwidth_Bps, seed=spec.seed)
 
 
-def _chain(spec, workload, pool, start: Candidate, seed: Sequence[int], budget: int
-           ) -> SearchResult:
-    """One MCMC chain evaluated by ``pool``."""
-    return mcmc_search(workload, start, pool.evaluate, budget=budget, restarts=1,
-                       batch=spec.batch, gpus_per_server=spec.gpus_per_server,
-                       seed=_seed(seed))
-
-
 def _chain_jobs(spec: OptimizeSpec, topology, start: Candidate, seed: Sequence[int]
-                ) -> list[tuple]:
-    """``restarts`` independent chains sharing ``budget``: ``(topology, start, seed, budget)``."""
-    r = spec.restarts
-    return [(topology, start, (*seed, c), spec.budget // r + (1 if c < spec.budget % r else 0))
-            for c in range(r)]
-
-
-def _best(results: Sequence[SearchResult]) -> SearchResult:
-    """The best chain (first on ties), with the work of all chains added up."""
-    best = min(range(len(results)), key=lambda i: (results[i].best_time_s, i))
-    times: dict[str, float] = {}
-    for res in results:
-        times.update(res.times)
-    return replace(results[best], evaluations=sum(x.evaluations for x in results),
-                   accepted=sum(x.accepted for x in results),
-                   proposed=sum(x.proposed for x in results), times=times)
+                ) -> list[ChainJob]:
+    """``restarts`` independent chains sharing ``budget`` (chain ``c`` seeded ``(*seed, c)``)."""
+    return chain_jobs(topology, spec.load_workload(), start, _timing(spec),
+                      budget=spec.budget, restarts=spec.restarts, batch=spec.batch, seed=seed)
 
 
 def _search(spec, pool, topology, start: Candidate, seed: Sequence[int]) -> SearchResult:
     """The strategy search on ``topology``: its chains in parallel on the pool's actors."""
-    return _best(pool.searches(_chain_jobs(spec, topology, start, seed)))
-
-
-def _seed(parts: Sequence[int]) -> int:
-    """One integer seed from a tuple (stable across runs and processes)."""
-    return int(np.random.SeedSequence(list(parts)).generate_state(1)[0])
+    return merge(pool.searches(_chain_jobs(spec, topology, start, seed))).search
 
 
 def _alternate(spec: OptimizeSpec, pool) -> dict[str, Any]:
@@ -534,7 +494,7 @@ def _run(spec: OptimizeSpec, pool, workers: int) -> OptimizeResult:
             jobs += chains
     results, found = pool.searches(jobs), {}
     for name, k in names:
-        found[name], results = _best(results[:k]), results[k:]
+        found[name], results = merge(results[:k]).search, results[k:]
     for name, (topo, bcost, notes) in fabrics.items():
         if topo is None:
             baselines[name] = BaselineResult(name, math.inf, math.nan, "", "", notes)

@@ -100,11 +100,10 @@ def test_cli_optimize_bad_input_exits_2(capsys):
 def test_same_network_recognises_a_copy_and_a_change():
     import pickle
 
-    from search.topoopt.alternating import _same_network
+    from search.strategy.chains import local_topology
     from topologies.registry import from_spec
 
-    t = from_spec("perms:8,p=1:3,bw=100Gbps")
-    assert _same_network(t, pickle.loads(pickle.dumps(t)))       # as an actor receives it
-    assert not _same_network(t, from_spec("perms:8,p=1:5,bw=100Gbps"))
-    assert not _same_network(t, from_spec("perms:8,p=1:3,bw=200Gbps"))
-    assert not _same_network(None, t)
+    t = local_topology(from_spec("perms:8,p=1:3,bw=100Gbps"))
+    assert local_topology(pickle.loads(pickle.dumps(t))) is t    # as an actor receives it
+    assert local_topology(from_spec("perms:8,p=1:5,bw=100Gbps")) is not t
+    assert local_topology(from_spec("perms:8,p=1:3,bw=200Gbps")) is not t

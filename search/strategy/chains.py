@@ -1,0 +1,229 @@
+"""Strategy-search chains as independent jobs: run here, or in parallel on Ray.
+
+A strategy search (:func:`search.strategy.mcmc.mcmc_search`) of ``restarts`` chains is
+``restarts`` independent jobs, each one MCMC chain with its share of the budget and its
+own seed; the searches of a mix's workloads are independent too.  A :class:`ChainJob`
+carries everything a chain needs (fabric, workload, start, seed, budget and how
+candidates are timed), :func:`run_chain` runs one in the calling process, and
+:func:`run_chains` runs a list of them with the current runner: one after another in
+this process, or -- inside :func:`on_ray` (the sweep driver's trial tasks) -- as Ray tasks
+that run side by side on the cluster's workers.
+
+Same result for any number of workers
+-------------------------------------
+A chain's proposals and acceptance draws depend only on its seed and on the times it
+gets back (:mod:`search.strategy.mcmc`), each chain has its own candidate cache, and the
+iteration model's caches never change a time: the ``best`` collective decisions are made
+at a size class's representative size (:func:`evaluators.iteration.comm.best_size_class`),
+not at whichever size asked first.  Results come back in job order and the best chain
+wins, first on ties (:func:`merge`).  So a search gives the same answer in one process
+or spread over any number of Ray workers, warm caches or cold.
+
+Warm caches
+-----------
+Ray runs tasks in long-lived worker processes; the iteration model keeps its caches
+(routes, collective schedules, ``best`` decisions) with the topology *object*, so a
+worker maps every topology it receives to the first object it saw with the same network
+(:func:`local_topology`, a small LRU per process): the chains of one fabric -- the
+restarts, the workloads of a mix, TopoOpt's rounds -- reuse what the earlier ones
+timed on that worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import math
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from codesign.errors import CodesignError
+from search.strategy.mcmc import SearchResult, mcmc_search
+from search.strategy.space import Candidate
+
+__all__ = ["Timing", "ChainJob", "ChainResult", "run_chain", "run_chains", "merge",
+           "chain_jobs", "on_ray", "local_topology", "seed_of"]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How a candidate strategy is timed: :func:`evaluators.iteration.evaluate`'s options.
+
+    Attributes
+    ----------
+    hardware : Hardware
+        GPU type (``gpus_per_server`` places the candidate's ranks).
+    collective_method : str
+        ``best``, ``auto`` or a synthesizer name.
+    network_model : str
+        ``flow`` (default), ``analytical`` or ``packet``.
+    routing : str
+        ``auto`` or one of :data:`evaluators.iteration.comm.ROUTINGS`.
+    gpus_per_server : int or None
+        GPUs per server of the placement (``None``: the hardware's).
+    """
+
+    hardware: Any
+    collective_method: str = "best"
+    network_model: str = "flow"
+    routing: str = "auto"
+    gpus_per_server: int | None = None
+
+    @property
+    def per_server(self) -> int:
+        """GPUs per server of the placement."""
+        return self.gpus_per_server or self.hardware.gpus_per_server
+
+    def evaluate(self, topology, workload, candidate: Candidate):
+        """The candidate's :class:`~evaluators.iteration.IterationResult` on ``topology``."""
+        from evaluators.iteration import evaluate
+
+        return evaluate(topology, workload, candidate.strategy, hardware=self.hardware,
+                        placement=candidate.placement(self.per_server),
+                        collective_method=self.collective_method,
+                        network_model=self.network_model, routing=self.routing)
+
+
+@dataclass(frozen=True)
+class ChainJob:
+    """One MCMC chain: search ``workload``'s strategy on ``topology`` from ``start``.
+
+    ``budget`` distinct candidates at most, ``batch`` proposals per Metropolis step,
+    seeded with ``seed`` (an integer, :func:`seed_of`).
+    """
+
+    topology: Any
+    workload: Any
+    start: Candidate
+    seed: int
+    budget: int
+    timing: Timing
+    batch: int = 4
+
+
+@dataclass(frozen=True)
+class ChainResult:
+    """What a chain returns: the search and the iteration results of its start and of
+    its best candidate (``None`` where the candidate cannot run)."""
+
+    search: SearchResult
+    start_result: Any = field(default=None, repr=False)
+    best_result: Any = field(default=None, repr=False)
+
+
+def seed_of(parts: Sequence[int]) -> int:
+    """One integer seed from a tuple (stable across runs and processes)."""
+    return int(np.random.SeedSequence(list(parts)).generate_state(1)[0])
+
+
+#: Topologies a process has timed on, by network content (most recent last).
+_TOPOLOGIES: "OrderedDict[str, Any]" = OrderedDict()
+#: How many fabrics' caches a worker process keeps warm.
+_MAX_TOPOLOGIES = 8
+
+
+def _fingerprint(topology) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    h.update(repr((topology.name, topology.npus, topology.switches, topology.n_links)).encode())
+    for name in ("src", "dst", "bandwidth", "latency"):
+        h.update(np.ascontiguousarray(getattr(topology, name)).tobytes())
+    return h.hexdigest()
+
+
+def local_topology(topology):
+    """This process's object for ``topology``'s network: the first one it saw with the
+    same nodes, links, rates and latencies (whose caches are warm), else ``topology``."""
+    key = _fingerprint(topology)
+    kept = _TOPOLOGIES.get(key)
+    if kept is None:
+        kept = _TOPOLOGIES[key] = topology
+        while len(_TOPOLOGIES) > _MAX_TOPOLOGIES:
+            _TOPOLOGIES.popitem(last=False)
+    _TOPOLOGIES.move_to_end(key)
+    return kept
+
+
+def run_chain(job: ChainJob) -> ChainResult:
+    """Run one chain in this process (module docstring).
+
+    Candidates the iteration model refuses (they do not fit in memory, or a collective
+    method does not apply) time as ``inf``: the chain never accepts them.
+    """
+    topology = local_topology(job.topology)
+    results: dict[Candidate, Any] = {}
+
+    def evaluate_many(cands: Sequence[Candidate]) -> list[float]:
+        out = []
+        for c in cands:
+            try:
+                results[c] = r = job.timing.evaluate(topology, job.workload, c)
+            except CodesignError:
+                out.append(math.inf)
+                continue
+            out.append(float(r.iteration_time_s))
+        return out
+
+    found = mcmc_search(job.workload, job.start, evaluate_many, budget=job.budget,
+                        restarts=1, batch=job.batch,
+                        gpus_per_server=job.timing.per_server, seed=job.seed)
+    return ChainResult(found, results.get(job.start), results.get(found.best))
+
+
+def chain_jobs(topology, workload, start: Candidate, timing: Timing, *, budget: int,
+               restarts: int, batch: int, seed: Sequence[int]) -> list[ChainJob]:
+    """``restarts`` chains sharing ``budget``; chain ``c`` is seeded ``(*seed, c)``."""
+    return [ChainJob(topology, workload, start, seed_of((*seed, c)),
+                     budget // restarts + (1 if c < budget % restarts else 0), timing, batch)
+            for c in range(restarts)]
+
+
+def merge(results: Sequence[ChainResult]) -> ChainResult:
+    """The best chain (first on ties), with the work of all chains added up."""
+    best = min(range(len(results)), key=lambda i: (results[i].search.best_time_s, i))
+    times: dict[str, float] = {}
+    for res in results:
+        times.update(res.search.times)
+    s = results[best].search
+    return replace(results[best], search=replace(
+        s, evaluations=sum(r.search.evaluations for r in results),
+        accepted=sum(r.search.accepted for r in results),
+        proposed=sum(r.search.proposed for r in results), times=times))
+
+
+#: The runner of :func:`run_chains` in this context: ``None`` runs here.
+_RUNNER: contextvars.ContextVar = contextvars.ContextVar("chain_runner", default=None)
+
+
+def _ray_runner(jobs: Sequence[ChainJob]) -> list[ChainResult]:
+    import ray
+
+    task = ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(run_chain)
+    return ray.get([task.remote(job) for job in jobs])
+
+
+@contextlib.contextmanager
+def on_ray() -> Iterator[None]:
+    """Inside this block (in a Ray driver or task), :func:`run_chains` runs each job as
+    a Ray task of one CPU.  A task waiting for its chains gives its CPU back to Ray
+    meanwhile, so trials in flight and their chains share the cluster's CPUs without
+    deadlock, and cancelling a trial's task cancels its chains."""
+    token = _RUNNER.set(_ray_runner)
+    try:
+        yield
+    finally:
+        _RUNNER.reset(token)
+
+
+def run_chains(jobs: Sequence[ChainJob]) -> list[ChainResult]:
+    """Run independent chains with the current runner; results in job order.
+
+    One job (or none) always runs here: shipping it would only add overhead."""
+    runner = _RUNNER.get()
+    if runner is None or len(jobs) < 2:
+        return [run_chain(job) for job in jobs]
+    return runner(list(jobs))
