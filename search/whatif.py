@@ -26,10 +26,13 @@ How it stays fast (stated because the answer depends on it)
    (no search) and the cheap ``auto`` collectives (multiring on direct-connect fabrics,
    ring on switched ones); per budget the ``finalists`` fastest affordable ones then get
    the strategy search and the requested collective method (``best``: every applicable
-   synthesizer).  The answer for a budget is the fastest result among all timed
-   fabrics it affords, so a larger budget is never slower.  (A fabric that screened
-   outside the finalists could in principle search to a better time; that is the
-   heuristic, ``finalists`` trades it for time.)
+   synthesizer), and so does every other affordable fabric that the largest co-design
+   gain seen so far (screen time / searched time) would bring below the budget's best
+   searched time, round after round until none would (:func:`_finalists`).  The answer
+   for a budget is the fastest result among all timed fabrics it affords, so a larger
+   budget is never slower.  (The rule assumes no unsearched fabric gains more from the
+   search than the most any searched one did; a fabric whose gain would be larger
+   still can be missed -- raise ``finalists`` to search more.)
 5. **Shared timings.**  Fabrics are built once per process and the iteration model's
    caches (collective schedules, ``best`` decisions, flow phases) live with the
    topology object, so the search reuses the screen's collective timings.
@@ -419,20 +422,21 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     run_all(order, False)
     searched: set = set()
     if search is not None or collective_method != "auto":
-        pool: set = set()
-        for budget in budgets:
-            affordable = sorted((k for k in results if by_key[k][0] <= budget),
-                                key=lambda k: (results[k][1].metrics["iteration_time_s"],
-                                               by_key[k][0], k))
-            pool |= set(affordable[:finalists])
-        total = len(order) + len(pool)
-        keys = sorted(pool, key=lambda k: (by_key[k][0], k))
-        screened = {k: results[k] for k in keys}
-        run_all(keys, True)
-        for key in keys:
-            searched.add(key)
-            if key not in results:   # the search failed where the start ran: keep the start
-                results[key] = screened[key]
+        screen = {k: results[k][1].metrics["iteration_time_s"] for k in results}
+        screened = dict(results)
+        while True:
+            keys = sorted(_finalists(screen, {k: results[k][1].metrics["iteration_time_s"]
+                                              for k in searched if k in results},
+                                     {k: by_key[k][0] for k in screen}, budgets, finalists)
+                          - searched, key=lambda k: (by_key[k][0], k))
+            if not keys:
+                break
+            total = done + len(keys)
+            run_all(keys, True)
+            for key in keys:
+                searched.add(key)
+                if key not in results:   # the search failed where the start ran: keep it
+                    results[key] = screened[key]
     if not results:
         raise InfeasibleError(f"no fabric of the grid can run the mix on {servers} servers of "
                               f"{gpu} (pruned: {reasons})")
@@ -514,6 +518,48 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                         time_model_name(), len(order), len(searched), collective_method, evals,
                         time.perf_counter() - t0, catalog or "table2", objective,
                         goal.to_dict() if goal is not None else None)
+
+
+def _finalists(screen: dict, searched: dict, cost: dict, budgets, least: int) -> set:
+    """The fabrics that get the strategy search (module docstring, step 4).
+
+    Per budget, the ``least`` fastest affordable fabrics of the screen, then every
+    affordable fabric whose screen time, divided by the largest co-design gain seen so
+    far (screen time / searched time over the fabrics already searched, >= 1), would
+    still beat the budget's best searched time.  Called again after each round of
+    searches until it names no new fabric: a fabric stays unsearched only when even
+    that gain would not make it the answer.
+
+    Parameters
+    ----------
+    screen : dict
+        Fabric key -> screened iteration time (feasible starts, ``auto``), seconds.
+    searched : dict
+        Fabric key -> iteration time after its search, seconds.
+    cost : dict
+        Fabric key -> network cost, USD.
+    budgets : sequence of float
+    least : int
+        Fabrics searched per budget at least.
+
+    >>> screen = {"a": 1.0, "b": 1.1, "c": 1.05, "d": 1.5}
+    >>> cost = {"a": 1, "b": 1, "c": 1, "d": 1}
+    >>> sorted(_finalists(screen, {}, cost, [1], 1))
+    ['a']
+    >>> # b gained 1.375 from its search (1.1 -> 0.8): c could too and win, d could not.
+    >>> sorted(_finalists(screen, {"a": 0.95, "b": 0.8}, cost, [1], 1))
+    ['a', 'c']
+    """
+    gain = max([1.0] + [screen[k] / t for k, t in searched.items() if t > 0])
+    out: set = set()
+    for budget in budgets:
+        affordable = sorted((k for k in screen if cost[k] <= budget),
+                            key=lambda k: (screen[k], cost[k], k))
+        out |= set(affordable[:least])
+        best = min((searched[k] for k in affordable if k in searched), default=None)
+        if best is not None:
+            out |= {k for k in affordable if screen[k] / gain < best}
+    return out
 
 
 def _procurement_fields(p: dict[str, Any]) -> tuple:

@@ -1127,7 +1127,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="strategies timed per workload on each finalist fabric (default 12; "
                         "0: feasible starts only, no search)")
     p.add_argument("--finalists", type=int, default=3,
-                   help="fabrics per budget that get the strategy search (default 3)")
+                   help="fabrics per budget that get the strategy search at least (default 3;"
+                        " more while the largest co-design gain seen could make another win)")
     p.add_argument("--workers", type=int, default=2,
                    help="processes timing fabrics in parallel (default 2; same answer for any)")
     p.add_argument("--collective-method", default="best",
