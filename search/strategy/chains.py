@@ -7,7 +7,7 @@ carries everything a chain needs (fabric, workload, start, seed, budget and how
 candidates are timed), :func:`run_chain` runs one in the calling process, and
 :func:`run_chains` runs a list of them with the current runner: one after another in
 this process, or -- inside :func:`on_ray` (the sweep driver's trial tasks) -- as Ray tasks
-that run side by side on the cluster's workers.
+on the cluster's idle CPUs, side by side with the ones run here.
 
 Same result for any number of workers
 -------------------------------------
@@ -200,16 +200,29 @@ _RUNNER: contextvars.ContextVar = contextvars.ContextVar("chain_runner", default
 
 
 def _ray_runner(jobs: Sequence[ChainJob]) -> list[ChainResult]:
+    """Ship as many jobs as the cluster has idle CPUs (the last ones) to Ray tasks, run
+    the others here meanwhile (this process's caches are warm), gather in job order.
+
+    Where a job runs never changes its result (module docstring), so the split may
+    follow the cluster's load: on a busy cluster (every CPU running a trial) it all
+    runs here, without the start-up and cold caches of extra worker processes."""
     import ray
 
+    free = int(ray.available_resources().get("CPU", 0.0))
+    shipped = min(len(jobs) - 1, max(0, free))
+    if shipped <= 0:
+        return [run_chain(job) for job in jobs]
     task = ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(run_chain)
-    return ray.get([task.remote(job) for job in jobs])
+    refs = [task.remote(job) for job in jobs[len(jobs) - shipped:]]
+    here = [run_chain(job) for job in jobs[:len(jobs) - shipped]]
+    return here + ray.get(refs)
 
 
 @contextlib.contextmanager
 def on_ray() -> Iterator[None]:
-    """Inside this block (in a Ray driver or task), :func:`run_chains` runs each job as
-    a Ray task of one CPU.  A task waiting for its chains gives its CPU back to Ray
+    """Inside this block (in a Ray driver or task), :func:`run_chains` runs jobs as Ray
+    tasks of one CPU while the cluster has idle CPUs, the rest in this process
+    (:func:`_ray_runner`).  A task waiting for its chains gives its CPU back to Ray
     meanwhile, so trials in flight and their chains share the cluster's CPUs without
     deadlock, and cancelling a trial's task cancels its chains."""
     token = _RUNNER.set(_ray_runner)
