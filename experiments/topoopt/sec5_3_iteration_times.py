@@ -57,8 +57,10 @@ PAPER_TOPOOPT_OVER_IDEAL = {"dlrm": (1.3, 374), "ncf": (1.7, 374)}
 
 #: Version of the OCS-reconfig simulation the cached OCS numbers come from (points with an
 #: older one are rerun when OCS-reconfig is planned for them): 2 = the vectorised
-#: reconfigurable fabric with coarse max-min rates (evaluators.netsim.reconfigurable).
-OCS_IMPL = 2
+#: reconfigurable fabric with coarse max-min rates (evaluators.netsim.reconfigurable);
+#: 3 = the same fabric on the one fluid loop (evaluators.netsim.flow.fluid_loop, whose
+#: batching rule moves OCS points by at most ~1.3 %, experiments/benchmarks/bench_reconfig.py).
+OCS_IMPL = 3
 
 CACHE = HERE / "sec5_3_results.json"
 REPORT = HERE / "sec5_3_iteration_times.md"
