@@ -17,42 +17,21 @@ and a finished file is never rewritten (docs/architecture.md section 7: "never r
 finished row").  The parts are plain Parquet: pandas, DuckDB and Polars read
 the folder directly (``duckdb.sql("select * from 'results/quickstart/records/*.parquet'")``).
 
-Columns (units in the names, docs/architecture.md section 4)
--------------------------------------------------
-* identity: ``study``, ``trial`` (the Optuna trial number), ``status``
-  (``complete`` | ``pruned`` | ``failed``), ``reason`` (why it was pruned or
-  failed; empty when complete);
-* generic design parameters: ``family``, ``servers``, ``degree``,
-  ``link_bandwidth_Bps`` (one link), ``server_bandwidth_Bps`` (all links of a
-  server), ``topology_spec``, and
-  ``params_json`` (every parameter of the design as a JSON object, including
-  ones without a column of their own);
-* metrics: ``time_model`` (which performance model produced the times),
-  ``iteration_time_s``, ``cost_usd`` and
-  ``cost_breakdown`` (JSON object component -> USD);
-* topology summary: ``npus``, ``switches``, ``links`` (directed), ``diameter``;
-* timings: ``started_at`` (UTC), ``duration_s`` (evaluation wall time);
-* provenance: ``seed``, ``config_hash``, ``package_version``;
-* sweeps (schema version 2): ``workload``, ``workload_mix_json``, ``strategy``,
-  ``gpu``, ``gpus``, ``collective_method``, ``compute_time_s``,
-  ``exposed_communication_s``, ``communication_time_s``, ``bandwidth_tax``,
-  ``mean_path_length``, ``throughput_per_usd``, ``cost_per_throughput_usd``,
-  ``per_workload_json``, ``budget_usd``, ``sampler``, ``objectives``;
-* co-design (schema version 3): ``strategies`` -- a typed list with one struct per
-  workload of the mix: the chosen strategy's fields (:meth:`codesign.workloads.Strategy.
-  to_dict`: ``dp``, ``tp``, ``pp``, ``microbatches``, ``zero``, ``ep``, ...; new
-  strategy keys become new struct fields), ``workload``, ``weight``, ``text``,
-  ``order``, ``start_text``, ``iteration_time_s``, ``start_iteration_time_s``,
-  ``search_evaluations`` (DuckDB: ``select s.tp from (select unnest(strategies) s from
-  'records/*.parquet')``; Polars: ``.explode("strategies").unnest("strategies")``);
-  ``start_iteration_time_s`` (the search's feasible start: what a fixed-strategy sweep
-  reports), ``search_evaluations``, ``mfu``, ``server_bandwidth_Bps``,
-  ``collective_algorithms_json`` (the ``best`` winner per collective) and
-  ``collective_gain_over_ring``; procurement (schema version 4, sweeps with a
-  ``procurement`` mapping): ``tco_usd``, ``days_to_train``, ``usd_per_run``.  Version 3
-  dropped ``allreduce_size_bytes`` and
-  ``allreduce_time_s`` (always empty since the iteration model replaced the all-reduce
-  stand-in); older parts that have them still load.
+Columns
+-------
+:data:`_COLUMNS` below is the one list of the columns, each with its Arrow type and a
+description (units in the names, docs/architecture.md section 4); the schema carries
+the descriptions as field metadata.  Groups: identity (``study``, ``trial``,
+``status``, ``reason``), design parameters (``params_json`` holds every parameter,
+also those without a column), metrics, topology summary, timings, provenance; sweeps
+added columns in schema version 2, co-design per trial in version 3, procurement in
+version 4.  ``strategies`` is a typed list with one struct per workload of the mix
+(:func:`_strategy_struct`: the fields of :meth:`codesign.workloads.Strategy.to_dict`
+-- new strategy keys become new struct fields -- plus the search's); query it with
+DuckDB (``select s.tp from (select unnest(strategies) s from 'records/*.parquet')``) or
+Polars (``.explode("strategies").unnest("strategies")``).  Version 3 dropped
+``allreduce_size_bytes`` and ``allreduce_time_s`` (always empty since the iteration
+model replaced the all-reduce stand-in); older parts that have them still load.
 
 Extending the schema
 --------------------

@@ -15,8 +15,8 @@
   are off the right edge: the curve ends below 1 by that fraction).
 
 A top-layer front end (docs/architecture.md section 2): it reads a
-:class:`search.whatif.WhatIfResult` as a dict.  matplotlib is driven through its object
-API with the Agg canvas, as in :mod:`codesign.app.report`.
+:class:`search.whatif.WhatIfResult` as a dict and writes its pages, tables and plots
+with the helpers of :mod:`codesign.app.report`.
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_whatif_report", "procurement_rows", "sweep_procurement_section", "PLOTS"]
+from codesign.app.report import html_table, md_table, new_axes, write_pages
 
-#: The plot files the report may write (``slowdown_cdf.png`` only with failures).
-PLOTS = ("tco_breakdown.png", "days_vs_budget.png", "slowdown_cdf.png")
+__all__ = ["write_whatif_report", "procurement_rows", "sweep_procurement_section"]
 
 
 def _usd(v: Any) -> str:
@@ -75,18 +74,13 @@ def procurement_rows(result: dict[str, Any]) -> list[dict[str, str]]:
 
 def _plots(result: dict[str, Any], out: Path) -> list[tuple[str, str]]:
     """Write the plots; ``(file name, caption)`` of each written."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     answered = [c for c in result["budgets"] if c.get("tco_usd") is not None]
     written = []
     if not answered:
         return written
     labels = [f"${c['budget_usd'] / 1e6:g}M" for c in answered]
     # TCO breakdown bars.
-    fig = Figure(figsize=(6.4, 4.0), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    fig, ax = new_axes()
     bottom = [0.0] * len(answered)
     parts = []
     for c in answered:
@@ -106,9 +100,7 @@ def _plots(result: dict[str, Any], out: Path) -> list[tuple[str, str]]:
     written.append(("tco_breakdown.png", "TCO per budget: servers, network, power (or the "
                                          "cloud rent) over the amortisation period"))
     # Days to train (or iteration time) against the budget.
-    fig = Figure(figsize=(6.4, 4.0), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    fig, ax = new_axes()
     has_days = all(c.get("days_to_train") is not None for c in answered)
     ys = [c["days_to_train"] if has_days else c["iteration_time_s"] for c in answered]
     ax.plot([c["budget_usd"] / 1e6 for c in answered], ys, marker="o")
@@ -126,9 +118,7 @@ def _plots(result: dict[str, Any], out: Path) -> list[tuple[str, str]]:
     # Slowdown CDF under failures.
     with_f = [c for c in answered if c.get("failures")]
     if with_f:
-        fig = Figure(figsize=(6.4, 4.0), dpi=100)
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
+        fig, ax = new_axes()
         seen = set()
         for c in with_f:
             f = c["failures"]
@@ -184,35 +174,24 @@ def write_whatif_report(result, out_dir: str | Path) -> dict[str, Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plots = _plots(data, out)
-    rows = procurement_rows(data)
     mix = ", ".join(f"{w['name']} x{w['weight']:g}" for w in data["workloads"])
     title = f"Procurement what-if: {data['servers']} servers of {data['gpu']} ({mix})"
-    md = [f"# {title}", "", "## Procurement", ""]
-    hs = [f"<h1>{html.escape(title)}</h1>", "<h2>Procurement</h2>"]
-    for line in _assumptions(data):
-        md.append(f"- {line}")
-        hs.append(f"<p>{html.escape(line)}</p>")
-    md.append("")
-    for row in rows:
-        md += [f"### Budget {row['budget']}", "", "| " + " | ".join(row) + " |",
-               "|" + "---|" * len(row), "| " + " | ".join(v.replace("|", "/")
-                                                        for v in row.values()) + " |", ""]
-        hs.append(f"<h3>Budget {html.escape(row['budget'])}</h3><table border=\"1\">"
-                  "<tr>" + "".join(f"<th>{html.escape(k)}</th>" for k in row) + "</tr><tr>"
-                  + "".join(f"<td>{html.escape(v)}</td>" for v in row.values())
-                  + "</tr></table>")
-    md += ["## Plots", ""]
-    hs.append("<h2>Plots</h2>")
-    for name, caption in plots:
-        md += [f"![{caption}]({name})", "", f"*{caption}*", ""]
-        hs.append(f'<figure><img src="{html.escape(name)}" alt="{html.escape(caption)}">'
-                  f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    lines = _assumptions(data)
+    md = ["\n".join(f"- {line}" for line in lines)]
+    hs = [f"<p>{html.escape(line)}</p>" for line in lines]
+    for row in procurement_rows(data):
+        head, body = list(row), [list(row.values())]
+        md.append(f"### Budget {row['budget']}\n\n{md_table(head, body)}")
+        hs.append(f"<h3>Budget {html.escape(row['budget'])}</h3>\n{html_table(head, body)}")
+    figures = [(f"![{caption}]({name})\n\n*{caption}*",
+                f'<figure><img src="{html.escape(name)}" alt="{html.escape(caption)}">'
+                f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+               for name, caption in plots]
     paths = {"md": out / "report.md", "html": out / "report.html"}
-    paths["md"].write_text("\n".join(md) + "\n", encoding="utf-8")
-    paths["html"].write_text(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>"
-        f"{html.escape(title)}</title></head><body>" + "\n".join(hs) + "</body></html>\n",
-        encoding="utf-8")
+    write_pages(paths["md"], paths["html"], title,
+                [("Procurement", "\n\n".join(md), "\n".join(hs)),
+                 ("Plots", "\n\n".join(f[0] for f in figures),
+                  "\n".join(f[1] for f in figures))])
     paths.update({name: out / name for name, _ in plots})
     return paths
 
@@ -232,8 +211,6 @@ def sweep_procurement_section(best: list[dict[str, Any]], out_dir: str | Path
             and math.isfinite(r["tco_usd"])]
     if not rows:
         return None
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     def num(v: Any) -> float | None:
         return None if v is None or not math.isfinite(float(v)) else float(v)
@@ -243,9 +220,7 @@ def sweep_procurement_section(best: list[dict[str, Any]], out_dir: str | Path
              str(r.get("strategy") or "-"), f"{float(r['iteration_time_s']):.4g} s",
              _days(num(r.get("days_to_train"))), _usd(num(r.get("usd_per_run"))),
              _usd(num(r.get("tco_usd")))] for r in rows]
-    fig = Figure(figsize=(6.4, 4.0), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    fig, ax = new_axes()
     xs = [r["budget_usd"] / 1e6 for r in rows]
     ax.bar([f"${x:.3g}M" for x in xs], [num(r["tco_usd"]) / 1e6 for r in rows],
            color="#9ecae1", label="TCO, million USD")
@@ -262,12 +237,8 @@ def sweep_procurement_section(best: list[dict[str, Any]], out_dir: str | Path
     note = ("Per budget the fastest affordable design (as in 'Best design per budget') with "
             "its days to train, USD per training run and total cost of ownership "
             "(search.time_to_train, codesign.tco).")
-    md = "\n".join([note, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                   + ["| " + " | ".join(c.replace("|", "/") for c in b) + " |" for b in body]
-                   + ["", "![TCO and days to train per budget](procurement.png)"])
-    htm = (f"<p>{html.escape(note)}</p><table><tr>"
-           + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
-           + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in b) + "</tr>"
-                     for b in body) + "</table>"
-           + '<img src="procurement.png" alt="TCO and days to train per budget" width="640">')
+    md = (f"{note}\n\n{md_table(head, body)}\n\n"
+          "![TCO and days to train per budget](procurement.png)")
+    htm = (f"<p>{html.escape(note)}</p>\n{html_table(head, body)}\n"
+           '<img src="procurement.png" alt="TCO and days to train per budget" width="640">')
     return md, htm

@@ -49,7 +49,8 @@ import numpy as np
 from codesign.errors import InvalidSpecError, invalid
 
 __all__ = ["pareto_mask", "sensitivity", "spearman", "best_per_budget", "write_report",
-           "codesign_by_family", "DESIGN_KEY"]
+           "codesign_by_family", "DESIGN_KEY", "md_table", "html_table", "new_axes",
+           "write_pages"]
 
 #: Objective columns of the front: (x, y) = (cost, time), both minimised.
 OBJECTIVES = ("cost_usd", "iteration_time_s")
@@ -168,7 +169,9 @@ def _rows(frame, columns) -> tuple[list[str], list[list[str]]]:
     return head, body
 
 
-def _md_table(head: list[str], body: list[list[str]]) -> str:
+# ------------------------------------------- pages, tables, plots (both reports)
+def md_table(head: list[str], body: list[list[str]]) -> str:
+    """A Markdown table of text cells (``|`` escaped, newlines folded)."""
     def esc(s: str) -> str:
         return s.replace("|", "\\|").replace("\n", " ")
 
@@ -177,7 +180,8 @@ def _md_table(head: list[str], body: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _html_table(head: list[str], body: list[list[str]]) -> str:
+def html_table(head: list[str], body: list[list[str]]) -> str:
+    """The same table in HTML (cells escaped)."""
     th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
     trs = "\n".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
                     for row in body)
@@ -332,6 +336,40 @@ def _per_workload(frame) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def new_axes(width_in: float = 6.4, height_in: float = 4.0, dpi: int = 100):
+    """A matplotlib figure on the Agg canvas (no global backend is changed) and its axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width_in, height_in), dpi=dpi)
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+#: Style of the HTML pages.
+_STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+          "table{border-collapse:collapse;margin:1em 0;font-size:0.9em}"
+          "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}"
+          "th{background:#f3f3f3}")
+
+
+def write_pages(md_path: Path, html_path: Path, title: str,
+                sections: Sequence[tuple[str, str, str]]) -> None:
+    """Write a report as Markdown and HTML: the title, then per section
+    ``(heading, markdown, html)`` the heading and its text."""
+    md = [f"# {title}", ""]
+    for heading, text, _ in sections:
+        md += [f"## {heading}", "", text, ""]
+    md_path.write_text("\n".join(md), encoding="utf-8")
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>"]
+    for heading, _, text in sections:
+        parts += [f"<h2>{html.escape(heading)}</h2>", text]
+    parts.append("</body></html>")
+    html_path.write_text("\n".join(parts), encoding="utf-8")
+
+
 # ---------------------------------------------------------------------- plot
 def _usd_tick(value: float, _pos: object = None) -> str:
     for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
@@ -341,13 +379,9 @@ def _usd_tick(value: float, _pos: object = None) -> str:
 
 
 def _plot(frame, path: Path) -> None:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter
 
-    fig = Figure(figsize=(7.5, 5.0), dpi=110)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
+    fig, ax = new_axes(7.5, 5.0, dpi=110)
     done = frame[frame["status"] == "complete"]
     if len(done) == 0:
         ax.text(0.5, 0.5, "no complete trials", ha="center", va="center", transform=ax.transAxes)
@@ -397,8 +431,8 @@ def _section(heading: str, note: str, head: list[str], body: list[list[str]]
              ) -> tuple[str, str, str]:
     if not body:
         return heading, "Nothing to show.", "<p>Nothing to show.</p>"
-    return (heading, f"{note}\n\n{_md_table(head, body)}",
-            f"<p>{html.escape(note)}</p>\n{_html_table(head, body)}")
+    return (heading, f"{note}\n\n{md_table(head, body)}",
+            f"<p>{html.escape(note)}</p>\n{html_table(head, body)}")
 
 
 def _sweep_sections(frame) -> list[tuple[str, str, str]]:
@@ -601,7 +635,7 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
 
     sections: list[tuple[str, str, str]] = []  # (heading, markdown, html)
     head, body = ["quantity", "value"], [[k, v] for k, v in summary]
-    sections.append(("Summary", _md_table(head, body), _html_table(head, body)))
+    sections.append(("Summary", md_table(head, body), html_table(head, body)))
     sections.append(("Cost vs iteration time",
                      f"![Pareto plot: cost vs iteration time]({rel_plot})",
                      f'<img src="{html.escape(rel_plot)}" alt="Pareto plot: cost vs iteration '
@@ -613,8 +647,8 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
         if not body:
             md = htm = "No complete trials: no front."
         else:
-            md, htm = f"{note}\n\n{_md_table(head, body)}", \
-                f"<p>{note}</p>\n{_html_table(head, body)}"
+            md, htm = f"{note}\n\n{md_table(head, body)}", \
+                f"<p>{note}</p>\n{html_table(head, body)}"
         sections.append((f"Pareto front ({study})", md, htm))
     sections += _sweep_sections(frame)
     if "tco_usd" in frame and frame["tco_usd"].notna().any():
@@ -629,24 +663,9 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     for study in studies:
         sub = frame[frame["study"] == study]
         head, body = _rows(sub, _ALL_COLUMNS)
-        sections.append((f"All trials ({study})", _md_table(head, body), _html_table(head, body)))
+        sections.append((f"All trials ({study})", md_table(head, body), html_table(head, body)))
     head, body = ["item", "value"], [[k, v] for k, v in prov]
-    sections.append(("Provenance", _md_table(head, body), _html_table(head, body)))
+    sections.append(("Provenance", md_table(head, body), html_table(head, body)))
 
-    md = [f"# {title}", ""]
-    for heading, text, _ in sections:
-        md += [f"## {heading}", "", text, ""]
-    paths["markdown"].write_text("\n".join(md), encoding="utf-8")
-
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
-             "table{border-collapse:collapse;margin:1em 0;font-size:0.9em}"
-             "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}"
-             "th{background:#f3f3f3}")
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>{html.escape(title)}</title><style>{style}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>"]
-    for heading, _, text in sections:
-        parts += [f"<h2>{html.escape(heading)}</h2>", text]
-    parts.append("</body></html>")
-    paths["html"].write_text("\n".join(parts), encoding="utf-8")
+    write_pages(paths["markdown"], paths["html"], title, sections)
     return paths
