@@ -11,32 +11,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from numbers import Integral, Real
-from pathlib import Path
 from typing import Any, TypeVar
 
 from codesign.errors import InvalidSpecError, invalid
+from codesign.files import load_yaml_file as load_yaml  # noqa: F401 - the spec files' reader
 
-__all__ = ["load_yaml", "check_keys", "get_int", "get_float", "get_str", "get_bool",
+__all__ = ["load_yaml", "check_keys", "get_int", "get_str", "get_bool",
            "check_int", "check_number"]
 
 T = TypeVar("T")
-
-
-def load_yaml(path: str | Path, *, what: str = "spec file") -> Any:
-    """Read a YAML file safely (:func:`codesign.files.load_yaml_file`).
-
-    A regular UTF-8 file of bounded size, loaded with the safe loader and
-    bounded alias expansion.
-
-    Raises
-    ------
-    InvalidSpecError
-        If the file is missing, not a regular file, too large, not UTF-8, or
-        not valid YAML (the message gives the line).
-    """
-    from codesign.files import load_yaml_file
-
-    return load_yaml_file(path, what=what)
 
 
 def check_keys(spec: object, *, allowed: Iterable[str], required: Iterable[str] = (),
@@ -105,16 +88,6 @@ def get_int(spec: Mapping[str, Any], key: str, default: Any = _REQUIRED, *, wher
     if minimum is not None and isinstance(value, int) and value < minimum:
         raise invalid(f"{where} key {key!r}", value, f"an integer >= {minimum}")
     return value
-
-
-def get_float(spec: Mapping[str, Any], key: str, default: Any = _REQUIRED, *,
-              where: str = "spec") -> float:
-    """Read a plain number."""
-    def conv(v: Any) -> float:
-        if isinstance(v, bool):
-            raise TypeError
-        return float(v)
-    return _get(spec, key, default, where, conv, "a number")
 
 
 def get_str(spec: Mapping[str, Any], key: str, default: Any = _REQUIRED, *, where: str = "spec",
