@@ -41,7 +41,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[], None] | None = None
-          ) -> None:
+          ) -> int:
+    """Print ``payload`` (one JSON object with ``--json``, else ``human()`` or key: value
+    lines); returns the exit status 0."""
     if args.json:
         print(json.dumps(_finite_json(payload), default=_json_default, allow_nan=False))
     elif human is not None:
@@ -49,6 +51,7 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[],
     else:
         for key, value in payload.items():
             print(f"{key}: {value}")
+    return 0
 
 
 def _finite_json(value: Any, notes: dict[str, str] | None = None, key: str = "") -> Any:
@@ -175,8 +178,7 @@ def _progress(args: argparse.Namespace, total: int, label: str = "trials"
 def _cmd_topology_show(args: argparse.Namespace) -> int:
     from topologies.registry import load_topology
 
-    _emit(args, load_topology(args.spec).summary())
-    return 0
+    return _emit(args, load_topology(args.spec).summary())
 
 
 def _cmd_topology_cost(args: argparse.Namespace) -> int:
@@ -198,8 +200,7 @@ def _cmd_topology_cost(args: argparse.Namespace) -> int:
         for note in cost.notes:
             print(f"  note: {note}")
 
-    _emit(args, payload, human)
-    return 0
+    return _emit(args, payload, human)
 
 
 def _cmd_topology_families(args: argparse.Namespace) -> int:
@@ -213,8 +214,7 @@ def _cmd_topology_families(args: argparse.Namespace) -> int:
         for f in payload["families"]:
             print(f"{f['name']:<12} {f['example']:<40} {f['summary']}")
 
-    _emit(args, payload, human)
-    return 0
+    return _emit(args, payload, human)
 
 
 def _cmd_topology_topoopt(args: argparse.Namespace) -> int:
@@ -265,8 +265,7 @@ def _cmd_topology_topoopt(args: argparse.Namespace) -> int:
         if args.out:
             print(f"  wrote {payload['out']} and {payload['routes']}")
 
-    _emit(args, payload, human)
-    return 0
+    return _emit(args, payload, human)
 
 
 # -------------------------------------------------------------------- collectives
@@ -300,8 +299,7 @@ def _cmd_synth(args: argparse.Namespace) -> int:
     if wants_model_only(topo, coll, args.algorithm, options, full_schedule=full):
         # The algorithm's own model (Themis Sec. 4.4, closed forms): the full per-NPU
         # schedule would not fit or would take minutes.
-        _emit(args, model_only_answer(topo, coll, args.algorithm, options))
-        return 0
+        return _emit(args, model_only_answer(topo, coll, args.algorithm, options))
     t0 = time.perf_counter()
     # Validated below, so that an invalid schedule is reported (valid: false), not raised.
     schedule = synthesize(topo, coll, args.algorithm, validate=False, **options)
@@ -355,18 +353,18 @@ def _cmd_bound(args: argparse.Namespace) -> int:
         options.setdefault("secondary", False)
         check_mcf(topo, coll, decomposition=str(options.get("decomposition", "none")))
         r = fluid_optimum(topo, coll, **options)
-        _emit(args, {**head, "method": "mcf", "lower_bound_s": r.time_s,
-                     "algbw_Bps": coll.algbw(r.time_s), "optimal": r.optimal,
-                     "dual_gap": r.dual_gap, "steps": r.steps,
-                     "steps_certified": r.steps_certified, "decomposition": r.decomposition,
-                     "decomposition_stats": r.decomposition_stats})
-        return 0
+        return _emit(args, {**head, "method": "mcf", "lower_bound_s": r.time_s,
+                            "algbw_Bps": coll.algbw(r.time_s), "optimal": r.optimal,
+                            "dual_gap": r.dual_gap, "steps": r.steps,
+                            "steps_certified": r.steps_certified,
+                            "decomposition": r.decomposition,
+                            "decomposition_stats": r.decomposition_stats})
     if options:
         raise invalid("--option", ",".join(options), "no options with --method cut")
     bound = lower_bound(topo, coll)
-    _emit(args, {**head, "lower_bound_s": bound.time_s, "algbw_Bps": coll.algbw(bound.time_s),
-                 **{k: v for k, v in bound.to_dict().items() if k != "time_s"}})
-    return 0
+    return _emit(args, {**head, "lower_bound_s": bound.time_s,
+                        "algbw_Bps": coll.algbw(bound.time_s),
+                        **{k: v for k, v in bound.to_dict().items() if k != "time_s"}})
 
 
 def _parse_send(text: str, index: int) -> tuple[int, int, float]:
@@ -415,8 +413,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                                   f"an NPU id in 0..{topo.npus - 1}")
         payload = {"model": args.model, **simulate(topo, sends, model=args.model,
                                                    **options).to_dict()}
-    _emit(args, payload)
-    return 0
+    return _emit(args, payload)
 
 
 def _cmd_reorder(args: argparse.Namespace) -> int:
@@ -424,11 +421,10 @@ def _cmd_reorder(args: argparse.Namespace) -> int:
 
     matrix = load_cost_matrix(args.matrix)
     result = reorder(matrix.costs, args.algorithm, seed=args.seed, time_limit_s=args.time_limit)
-    _emit(args, {"algorithm": args.algorithm, "order": list(result.order),
-                 "names": [matrix.names[i] for i in result.order] if matrix.names else None,
-                 "cost_s": result.cost_s, "baseline_cost_s": result.baseline_cost_s,
-                 "method": result.method})
-    return 0
+    return _emit(args, {"algorithm": args.algorithm, "order": list(result.order),
+                        "names": [matrix.names[i] for i in result.order] if matrix.names
+                        else None, "cost_s": result.cost_s,
+                        "baseline_cost_s": result.baseline_cost_s, "method": result.method})
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
@@ -440,9 +436,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
                              seed=args.seed)
     path = save_cost_matrix(args.out, result.matrix_s, result.names)
     off = result.matrix_s[~np.eye(len(result.names), dtype=bool)] if len(result.names) > 1 else []
-    _emit(args, {"nodes": list(result.names), "matrix": str(path),
-                 "min_s": float(min(off)), "max_s": float(max(off))})
-    return 0
+    return _emit(args, {"nodes": list(result.names), "matrix": str(path),
+                        "min_s": float(min(off)), "max_s": float(max(off))})
 
 
 # --------------------------------------------------------------------- workloads
@@ -503,8 +498,7 @@ def _cmd_workload_show(args: argparse.Namespace) -> int:
             print(f"  memory/GPU      {demand.memory.message().split(' needs ', 1)[1]}"
                   + ("" if demand.memory.fits else "  -- does not fit"))
 
-    _emit(args, payload, human)
-    return 0
+    return _emit(args, payload, human)
 
 
 # --------------------------------------------------------------------- TopoOpt loop
@@ -552,8 +546,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         for k, v in payload.get("files", {}).items():
             print(f"  {k}: {v}")
 
-    _emit(args, payload, human)
-    return 0
+    return _emit(args, payload, human)
 
 
 # ---------------------------------------------------------------- calibrate
@@ -610,8 +603,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         if args.out:
             print(f"  wrote {args.out}")
 
-    _emit(args, payload, human)
-    return 0
+    return _emit(args, payload, human)
 
 
 # ---------------------------------------------------------------- evaluate
@@ -688,8 +680,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                         "capacity_bytes"):
                 print(f"    {key:<24}{mem[key] / 2**30:>14.2f} GiB")
 
-    _emit(args, payload, human)
-    return 0
+    return _emit(args, payload, human)
 
 
 # ---------------------------------------------------------------- pipeline
@@ -711,8 +702,7 @@ def _cmd_quickstart(args: argparse.Namespace) -> int:
         for k, v in paths.items():
             print(f"{k}: {v}")
 
-    _emit(args, payload, human)
-    return 0
+    return _emit(args, payload, human)
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -750,9 +740,8 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
 
         rows = shared_cluster(servers=args.servers or 432, degree=args.degree,
                               link_rate_Bps=parse_bandwidth(args.link_rate, field="link rate"))
-        _emit(args, {"shared_cluster": [r.to_dict() for r in rows]},
-              lambda: print(format_shared_cluster(rows)))
-        return 0
+        return _emit(args, {"shared_cluster": [r.to_dict() for r in rows]},
+                     lambda: print(format_shared_cluster(rows)))
     servers = args.servers
     if args.gpus is not None:
         from codesign.workloads import get_hardware
@@ -799,8 +788,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
         from codesign.app.procurement_report import write_whatif_report
 
         write_whatif_report(result, args.report)
-    _emit(args, result.to_dict(), lambda: print(format_whatif(result)))
-    return 0
+    return _emit(args, result.to_dict(), lambda: print(format_whatif(result)))
 
 
 def _procurement_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -836,8 +824,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from codesign.app.report import write_report
 
     paths = write_report(args.results_dir, out_dir=args.out)
-    _emit(args, {k: str(v) for k, v in paths.items()})
-    return 0
+    return _emit(args, {k: str(v) for k, v in paths.items()})
 
 
 # --------------------------------------------------------------------- parser
