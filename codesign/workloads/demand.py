@@ -68,7 +68,7 @@ its immutable MP traffic (transfers and all-to-alls) as a server matrix.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Union
 
 import numpy as np
@@ -186,7 +186,6 @@ class Demand:
     microbatch_size: float
     bucket_bytes: float
     memory: MemoryBreakdown
-    layer_names: tuple[str, ...] = field(default=(), repr=False)
     precision: str = ""
 
     # ------------------------------------------------------------------ views
@@ -207,10 +206,6 @@ class Demand:
 
     def transfers(self) -> list[Transfer]:
         return [op for op in self.ops if isinstance(op, Transfer)]
-
-    def stage_layers(self) -> tuple[tuple[str, ...], ...]:
-        """Layer names of each pipeline stage."""
-        return tuple(self.layer_names[a:b] for a, b in self.stages)
 
     # ------------------------------------------------------------------ matrices
     def _pairs(self, *, mutable: bool | None = None) -> Iterator[tuple[np.ndarray, np.ndarray,
@@ -640,8 +635,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     ops = tuple(fwd + bwd_all + grad_ops + opt_ops)
     return Demand(workload=workload.name, hardware=hw.name, strategy=s, placement=placement,
                   ops=ops, stages=stages, microbatch_size=b, bucket_bytes=float(bucket_bytes),
-                  memory=memory, layer_names=tuple(layer.name for layer in layers),
-                  precision=precision)
+                  memory=memory, precision=precision)
 
 
 def _boundary(grid: np.ndarray, s: Strategy, src_stage: int, dst_stage: int, layer: Layer,

@@ -112,10 +112,6 @@ _WORKLOAD_KEYS = ("name", "weight", "config", "strategy")
 _MAX_INT = 1 << 40
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _number(value: Any, where: str, *, positive: bool = True) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise invalid(where, value, "a number > 0" if positive else "a number")
@@ -175,19 +171,11 @@ def _search_budget(value: Any, where: str) -> SearchBudget | None:
             evaluations=check_int(f"{where} evaluations", value.get("evaluations", 16), 1, 100000),
             restarts=check_int(f"{where} restarts", value.get("restarts", 1), 1, 1000),
             batch=check_int(f"{where} batch", value.get("batch", 4), 1, 1000))
-    if isinstance(value, bool) or (isinstance(value, str) and value.lower() in (
-            "on", "off", "true", "false")):
-        return SearchBudget() if _bool(value, where) else None
-    raise invalid(where, value, "on, off or {evaluations: N, restarts: R}")
-
-
-def _bool(value: Any, where: str) -> bool:
     # YAML 1.1 reads on/off as booleans; accept the strings too.
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("on", "off", "true", "false"):
-        return value.lower() in ("on", "true")
-    raise invalid(where, value, "on or off")
+    text = str(value).lower() if isinstance(value, (bool, str)) else ""
+    if text in ("on", "off", "true", "false"):
+        return SearchBudget() if text in ("on", "true") else None
+    raise invalid(where, value, "on, off or {evaluations: N, restarts: R}")
 
 
 @dataclass(frozen=True)
@@ -362,7 +350,7 @@ def _workloads(value: Any) -> tuple[WorkloadItem, ...]:
 
 def _degrees(value: Any) -> tuple[tuple[int, ...], bool]:
     where = "sweep space degree"
-    if _is_int(value):
+    if isinstance(value, int) and not isinstance(value, bool):
         return (check_int(where, value, 1, 4096),), False
     if isinstance(value, dict):
         check_keys(value, allowed=("low", "high"), required=("low", "high"), where=where)
