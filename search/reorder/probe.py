@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from codesign.errors import InfeasibleError, invalid
-from codesign.specs import check_int
+from codesign.specs import check_int, check_number
 from search.ray_session import ray_session
 
 __all__ = ["ProbeResult", "probe_latencies", "round_robin_schedule", "save_cost_matrix",
@@ -259,9 +259,7 @@ def probe_latencies(*, nodes: int | None = None, rounds: int = 20, payload_bytes
     rounds = check_int("rounds", rounds, 1)
     payload_bytes = check_int("payload_bytes", payload_bytes, _HEADER.size, _MAX_PAYLOAD)
     seed = check_int("seed", seed, 0)
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) \
-            or not np.isfinite(timeout_s) or timeout_s <= 0:
-        raise invalid("timeout_s", timeout_s, "a positive number of seconds")
+    check_number("timeout_s", timeout_s)
     local = not ray_address
     if local and nodes is not None:
         check_int("nodes", nodes, 2)
@@ -299,6 +297,7 @@ def _run_schedule(ray, actors, addresses, rounds, payload_bytes, seed, deadline)
     position = np.random.default_rng(seed).permutation(n)  # position -> node
     samples: dict[tuple[int, int], np.ndarray] = {}
     seq = 0
+    late = "latency probe: time limit reached (raise timeout_s)"
     for r, pairs in enumerate(round_robin_schedule(n)):
         nodes_pairs = [(int(position[a]), int(position[b])) for a, b in pairs]
         for phase in (nodes_pairs, [(b, a) for a, b in nodes_pairs]):
@@ -309,13 +308,11 @@ def _run_schedule(ray, actors, addresses, rounds, payload_bytes, seed, deadline)
                 seq += rounds * (MAX_RETRIES + 1)
             left = deadline - time.monotonic()
             if left <= 0:
-                raise InfeasibleError("latency probe: time limit reached (raise timeout_s)",
-                                      reason="time")
+                raise InfeasibleError(late, reason="time")
             try:
                 results = ray.get(refs, timeout=left)
             except ray.exceptions.GetTimeoutError as exc:
-                raise InfeasibleError("latency probe: time limit reached (raise timeout_s)",
-                                      reason="time") from exc
+                raise InfeasibleError(late, reason="time") from exc
             for (i, j), rtt in zip(phase, results):
                 samples[(i, j)] = np.asarray(rtt, dtype=float)
     return samples
