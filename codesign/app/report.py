@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import InvalidSpecError, invalid
+from codesign.units import format_bandwidth, format_time
 
 __all__ = ["pareto_mask", "sensitivity", "spearman", "best_per_budget", "write_report",
            "codesign_by_family", "DESIGN_KEY", "md_table", "html_table", "new_axes",
@@ -111,27 +112,23 @@ def pareto_mask(points: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- formatting
-def _fmt_time(v: Any) -> str:
-    from codesign.units import format_time
-
-    return format_time(v) if _finite(v) else ""
-
-
-def _fmt_usd(v: Any) -> str:
-    return f"${v:,.0f}" if _finite(v) else ""
-
-
-def _fmt_rate(v: Any) -> str:
-    from codesign.units import format_bandwidth
-
-    return format_bandwidth(v, bits=True) if _finite(v) else ""
-
-
 def _finite(v: Any) -> bool:
     try:
         return v is not None and math.isfinite(float(v))
     except (TypeError, ValueError):
         return False
+
+
+def _if_finite(fmt: Callable[[float], str]) -> Callable[[Any], str]:
+    """A cell formatter: ``fmt`` of a finite number, an empty cell otherwise."""
+    return lambda v: fmt(float(v)) if _finite(v) else ""
+
+
+_fmt_time = _if_finite(format_time)
+_fmt_usd = _if_finite(lambda v: f"${v:,.0f}")
+_fmt_rate = _if_finite(lambda v: format_bandwidth(v, bits=True))
+_fmt_num = _if_finite(lambda v: f"{v:.3g}")
+_fmt_tput = _if_finite(lambda v: f"{v:.3e}")
 
 
 def _cell(v: Any) -> str:
@@ -414,14 +411,6 @@ def _plot(frame, path: Path) -> None:
 
 
 # -------------------------------------------------------------------- report
-def _fmt_num(v: Any) -> str:
-    return f"{float(v):.3g}" if _finite(v) else ""
-
-
-def _fmt_tput(v: Any) -> str:
-    return f"{float(v):.3e}" if _finite(v) else ""
-
-
 _OBJ_FMT = {"iteration_time_s": ("iteration time", _fmt_time), "cost_usd": ("cost", _fmt_usd),
             "throughput_per_usd": ("iterations/s per USD", _fmt_tput),
             "exposed_communication_s": ("exposed comm.", _fmt_time)}
