@@ -90,7 +90,6 @@ __all__ = ["Compute", "CollectiveOp", "Transfer", "Demand", "demand_for",
 
 #: PyTorch DDP's ``bucket_cap_mb=25`` (MiB).
 DEFAULT_BUCKET_BYTES = 25.0 * 2**20
-_PHASES = ("forward", "backward", "gradient", "optimizer")
 
 
 @dataclass(frozen=True)

@@ -307,11 +307,6 @@ class Layer:
             return self.checkpoint_bytes
         return min(self.activation_bytes, self.saved_bytes)
 
-    @property
-    def lookup_bytes(self) -> float:
-        """Bytes of one embedding row (``table_dim x dtype_bytes``); 0 if not a table."""
-        return float(self.table_dim) * self.dtype_bytes
-
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-ready), with ``weight_bytes`` added."""
         d = asdict(self)

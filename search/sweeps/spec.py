@@ -109,7 +109,6 @@ _SPACE_KEYS = ("families", "servers", "degree", "link_rate", "gpu", "gpus_per_se
                "collective_method", "strategy_search", "leafspine_oversub", "hardware_file",
                "catalog")
 _WORKLOAD_KEYS = ("name", "weight", "config", "strategy")
-_MAX_INT = 1 << 40
 
 
 def _number(value: Any, where: str, *, positive: bool = True) -> float:
