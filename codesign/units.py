@@ -12,7 +12,8 @@ Rules
   second).  A bare number is bytes per second.
 * Times: ``700ns``, ``0.5us`` (also ``µs``), ``2ms``, ``1s``, ``1min``, ``1h``.
   A bare number is seconds.
-* Money: ``$1200``, ``1200``, ``1.2k``, ``3M`` (US dollars).
+* Money: ``$1200``, ``1200``, ``1.2k``, ``3M``, ``1.5B``, ``2_000_000`` (US dollars;
+  ``k``/``M``/``B`` in either case, ``_`` and ``,`` separators ignored).
 
 Numbers may use exponents (``1e3MB``).  Negative or non-finite values are
 rejected; zero is accepted only where the caller allows it.
@@ -44,7 +45,8 @@ _BW_RE = re.compile(
     rf"^\s*{_NUMBER}\s*(?:([kKMGTP]i?)?(B/s|Bps|b/s|bps|bit/s))?\s*$"
 )
 _TIME_RE = re.compile(rf"^\s*{_NUMBER}\s*(ns|us|µs|ms|s|sec|min|h)?\s*$")
-_MONEY_RE = re.compile(rf"^\s*\$?\s*{_NUMBER}\s*([kKM])?\s*(?:USD|usd)?\s*$")
+_MONEY_RE = re.compile(rf"^\s*\$?\s*{_NUMBER}\s*([kKmMbB])?\s*(?:USD|usd)?\s*$")
+_MONEY_SCALE = {None: 1.0, "k": 1e3, "m": 1e6, "b": 1e9}
 _TIME_SCALE = {None: 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6,
                "ns": 1e-9, "min": 60.0, "h": 3600.0}
 
@@ -188,16 +190,23 @@ def parse_time(value: str | float, *, field: str = "time", allow_zero: bool = Tr
 
 
 def parse_money(value: str | float, *, field: str = "cost", allow_zero: bool = True) -> float:
-    """Parse an amount of US dollars (``$1200``, ``1.2k``, ``3M``)."""
+    """Parse an amount of US dollars (``$1200``, ``1.2k``, ``3M``, ``1.5B``): the one money
+    parser of catalogs, sweep budgets and the CLI.
+
+    Examples
+    --------
+    >>> parse_money("10M"), parse_money("$500k"), parse_money(2e6), parse_money("2_000")
+    (10000000.0, 500000.0, 2000000.0, 2000.0)
+    """
     num = _numeric(value, field, allow_zero, upper=MAX_MONEY_USD, unit="USD")
     if num is not None:
         return num
-    m = _MONEY_RE.match(value)
+    m = _MONEY_RE.match(value.replace("_", "").replace(",", ""))
     if not m:
         raise invalid(field, value, "an amount in US dollars such as 1200, $1.2k or 3M")
     number, prefix = m.groups()
-    return _check(float(number) * _prefix(prefix, field, value), field, value, allow_zero,
-                  upper=MAX_MONEY_USD, unit="USD")
+    return _check(float(number) * _MONEY_SCALE[prefix and prefix.lower()], field, value,
+                  allow_zero, upper=MAX_MONEY_USD, unit="USD")
 
 
 def _format(value: float, unit: str, binary: bool) -> str:

@@ -64,6 +64,7 @@ from typing import Any
 
 from codesign.errors import invalid
 from codesign.specs import check_int, check_keys, load_yaml
+from codesign.units import parse_money
 from search.per_fabric import SearchBudget
 
 __all__ = [
@@ -133,33 +134,10 @@ def _names(value: Any, where: str, allowed: tuple[str, ...] | None = None) -> tu
     return tuple(items)
 
 
-_SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9}
-_USD_RE = re.compile(r"^\$?([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)([kmb]?)$", re.IGNORECASE)
-
-
 def parse_usd(value: Any, where: str = "budget") -> float:
-    """An amount of US dollars > 0: a number, or a string such as ``1e6``, ``500k``,
-    ``$2M``, ``1.5B`` or ``2_000_000`` (the one parser of YAML files and the CLI).
-
-    Examples
-    --------
-    >>> parse_usd("10M"), parse_usd("$500k"), parse_usd(2e6)
-    (10000000.0, 500000.0, 2000000.0)
-    """
-    if isinstance(value, bool):
-        raise invalid(where, value, "an amount in USD such as 1e6, 500k or $2M")
-    if isinstance(value, (int, float)):
-        amount = float(value)
-    elif isinstance(value, str):
-        m = _USD_RE.match(value.strip().replace("_", "").replace(",", ""))
-        if not m:
-            raise invalid(where, value, "an amount in USD such as 1e6, 500k or $2M")
-        amount = float(m.group(1)) * _SCALE[m.group(2).lower()]
-    else:
-        raise invalid(where, value, "an amount in USD such as 1e6, 500k or $2M")
-    if not math.isfinite(amount) or amount <= 0:
-        raise invalid(where, value, "an amount in USD > 0")
-    return amount
+    """An amount of US dollars > 0 (:func:`codesign.units.parse_money`, the one money
+    parser: ``1e6``, ``500k``, ``$2M``, ``1.5B``, ``2_000_000``)."""
+    return parse_money(value, field=where, allow_zero=False)
 
 
 def _search_budget(value: Any, where: str) -> SearchBudget | None:
