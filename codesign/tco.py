@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import invalid
+from codesign.specs import check_number
 
 __all__ = ["ServerPrice", "TcoParams", "Tco", "load_prices", "server_price", "cluster_tco",
            "run_cost_usd", "HOURS_PER_YEAR", "PRICES_PATH"]
@@ -144,12 +145,7 @@ class Tco:
 
 def _positive(entry: dict, key: str, where: str, *, optional: bool = False) -> float | None:
     value = entry.get(key)
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value <= 0:
-        raise invalid(f"{where} {key}", value, "a number > 0")
-    return float(value)
+    return None if value is None and optional else check_number(f"{where} {key}", value)
 
 
 @lru_cache(maxsize=8)
