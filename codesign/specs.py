@@ -150,23 +150,31 @@ def check_int(field: str, value: Any, minimum: int | None = None,
     return int(value)
 
 
-def check_number(field: str, value: Any, *, minimum: float = 0.0,
-                 inclusive: bool = False) -> float:
+def check_number(field: str, value: Any, *, minimum: float = 0.0, inclusive: bool = False,
+                 maximum: float | None = None) -> float:
     """``value`` as a ``float`` if it is a finite real number (not a bool) ``> minimum``
-    (``>= minimum`` with ``inclusive``).
+    (``>= minimum`` with ``inclusive``) and, when given, ``<= maximum``.
 
     Raises
     ------
     InvalidSpecError
-        ``invalid <field> <value>: expected a finite number > minimum``.
+        ``invalid <field> <value>: expected a finite number > minimum`` (with a maximum:
+        ``expected a number in (minimum, maximum]``).
 
     Examples
     --------
     >>> check_number("latency_s", 0, inclusive=True)
     0.0
+    >>> check_number("efficiency", 1.5, maximum=1)
+    Traceback (most recent call last):
+    ...
+    codesign.errors.InvalidSpecError: invalid efficiency 1.5: expected a number in (0, 1]
     """
     if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) \
-            or value < minimum or (value == minimum and not inclusive):
-        bound = f"{minimum:g}"
-        raise invalid(field, value, f"a finite number {'>=' if inclusive else '>'} {bound}")
+            or value < minimum or (value == minimum and not inclusive) \
+            or (maximum is not None and value > maximum):
+        rule = (f"a number in {'[' if inclusive else '('}{minimum:g}, {maximum:g}]"
+                if maximum is not None
+                else f"a finite number {'>=' if inclusive else '>'} {minimum:g}")
+        raise invalid(field, value, rule)
     return float(value)
