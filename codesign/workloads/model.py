@@ -61,7 +61,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
-from codesign.specs import check_number
+from codesign.specs import check_int, check_number
 
 __all__ = ["KINDS", "Layer", "Workload", "MemorySummary"]
 
@@ -398,10 +398,8 @@ class Workload:
             if layer.name in seen:
                 raise invalid(f"workload {self.name!r} layer name", layer.name, "unique names")
             seen.add(layer.name)
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) \
-                or self.batch_size < 1:
-            raise invalid(f"workload {self.name!r} batch_size", self.batch_size,
-                          "an integer >= 1")
+        object.__setattr__(self, "batch_size",
+                           check_int(f"workload {self.name!r} batch_size", self.batch_size, 1))
         check_number(f"workload {self.name!r} optimizer_bytes_per_param",
                      self.optimizer_bytes_per_param, inclusive=True)
 

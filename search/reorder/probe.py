@@ -101,9 +101,7 @@ def round_robin_schedule(n: int) -> list[list[tuple[int, int]]]:
         ``(a, b)`` with ``a < b``; within a round no node appears twice, and every
         unordered pair appears in exactly one round.
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-        raise invalid("node count", n, "an integer >= 2")
-    n = int(n)
+    n = check_int("node count", n, 2)
     m = n + (n % 2)  # position n (odd n) is the bye
     ring = list(range(m))
     rounds = []
