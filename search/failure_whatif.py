@@ -169,6 +169,20 @@ def _time(topology, workload, cand, hardware, method: str) -> float:
     return float(r.iteration_time_s)
 
 
+def _search(topology, workload, weight: float, hardware, study: FailureStudy, method: str,
+            seed: int):
+    """The study's strategy search for ``workload`` on ``topology`` from its feasible start
+    (the baseline's and a re-planned job's, so neither is compared with a weaker one)."""
+    from search.per_fabric import WorkloadPlan, best_strategies
+    from search.strategy.feasible import feasible_start
+
+    gpus = topology.npus * hardware.gpus_per_server
+    plan = WorkloadPlan(workload.name, weight, None, workload,
+                        feasible_start(workload, gpus, hardware))
+    return best_strategies(topology, [plan], hardware, collective_method=method,
+                           budget=study.search, seed=seed)[0]
+
+
 def _cut_off(topology) -> list[int] | None:
     """NPUs outside the largest group of NPUs that still reach each other, or ``None``
     when no group holds a strict majority of the NPUs (the fabric is partitioned)."""
@@ -211,8 +225,6 @@ def _replan(left, mix, hardware, study: FailureStudy, method: str, *, seed: int)
     batch.
     """
     from codesign.errors import CodesignError
-    from search.strategy.feasible import feasible_start
-    from search.per_fabric import WorkloadPlan, best_strategies
 
     gpus = left.npus * hardware.gpus_per_server
     total = 0.0
@@ -228,10 +240,7 @@ def _replan(left, mix, hardware, study: FailureStudy, method: str, *, seed: int)
             except CodesignError:
                 pass
         try:
-            plan = WorkloadPlan(wl.name, w, None, wl, feasible_start(wl, gpus, hardware))
-            found = best_strategies(left, [plan], hardware, collective_method=method,
-                                    budget=study.search, seed=seed + i)[0]
-            best = min(best, found.time_s)
+            best = min(best, _search(left, wl, w, hardware, study, method, seed + i).time_s)
         except InfeasibleError:
             if not math.isfinite(best):
                 raise
@@ -280,17 +289,9 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
     # re-planned job is not compared against a weaker strategy than that search finds.
     given = [_time(topology, wl, c, hardware, collective_method) for wl, _, c in mix]
     if study.search is not None:
-        from search.strategy.feasible import feasible_start
-        from search.per_fabric import WorkloadPlan, best_strategies
-
-        gpus = topology.npus * hardware.gpus_per_server
-        plans = [WorkloadPlan(wl.name, w, None, wl, feasible_start(wl, gpus, hardware))
-                 for wl, w, _ in mix]
-        searched = [best_strategies(topology, [p], hardware,
-                                    collective_method=collective_method,
-                                    budget=study.search, seed=study.spec.seed + i)[0]
-                    for i, p in enumerate(plans)]
-        given = [min(t, c.time_s) for t, c in zip(given, searched)]
+        given = [min(t, _search(topology, wl, w, hardware, study, collective_method,
+                                study.spec.seed + i).time_s)
+                 for i, ((wl, w, _), t) in enumerate(zip(mix, given))]
     base = sum(w * t / wl.batch_size for (wl, w, _), t in zip(mix, given)) / total_w
     slow, parted, unfit, replanned = [], 0, 0, 0
     for i in range(study.samples):
