@@ -292,11 +292,9 @@ class RecordWriter:
 
     Notes
     -----
-    Each :meth:`write` creates ``part-<n>.parquet`` with ``n`` one more than
-    the largest existing part number.  The bytes go to a hidden temporary file
-    first, are fsynced, and are then hard-linked to the final name; the link
-    fails if another writer took the name, in which case the next number is
-    tried.  Finished parts are never modified.
+    Each :meth:`write` creates ``part-<n>.parquet``, ``n`` one more than the largest
+    existing part number (the next one if another writer took it), as the module
+    docstring's "Storage layout" describes; finished parts are never modified.
 
     Examples
     --------

@@ -492,12 +492,9 @@ def improve_ring_order(matrix: object, order: object, *, seed: int = 0, effort: 
                        time_limit_s: float = 10.0) -> RingImprovement:
     """Improve a ring rank order with an exact solver (the paper's second stage, Section 4.3).
 
-    Solves the asymmetric travelling-salesman problem of the ring model (sum of the
-    ``n`` one-way hop costs) with OR-tools CP-SAT: one ``circuit`` constraint over
-    the candidate arcs (all arcs for ``n <= 40``, else each node's 12 cheapest
-    outgoing and incoming arcs plus the arcs of ``order``), integer costs scaled so
-    the largest is ``1e9``, ``order`` as the solution hint.  Keeps the better of
-    ``order`` and the solver's tour by the float cost.
+    CP-SAT's ``circuit`` constraint over the candidate arcs with integer costs (module
+    docstring, items 3, "Integer costs" and "Candidate arcs"), ``order`` as the solution
+    hint; the better of ``order`` and the solver's tour by the float cost is kept.
 
     Parameters
     ----------
