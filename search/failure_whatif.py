@@ -264,7 +264,8 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
     study : FailureStudy
     collective_method : str
         Collective method of every timing (``auto`` by default: the cheap one; the
-        slowdown is a ratio of two timings with the same method).
+        slowdown is a ratio of two timings with the same method).  ``best`` is timed as
+        ``auto``: its tournament per sample would dominate the time.
     seed_offset : int
         Added to the study seed (independent draws per fabric when wanted).
 
@@ -277,6 +278,7 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
     from topologies.failures import Failures, degrade, sample_failures
 
     t0 = time.perf_counter()
+    collective_method = "auto" if collective_method == "best" else collective_method
     for wl, _, c in mix:
         if c.strategy.gpus != topology.npus * hardware.gpus_per_server:
             raise invalid(f"failure what-if of {wl.name} strategy", str(c.strategy),
@@ -331,15 +333,12 @@ def failure_whatif(point, outcome, study: FailureStudy, *, hardware,
     """:func:`fabric_failures` of a what-if answer (a sweep point and its outcome): the
     fabric is rebuilt (for ``topoopt``: TopologyFinder once more on the final
     strategies' demand, same seed -- the alternating loop's last round does the same)
-    and every workload keeps its chosen strategy and placement order.  ``best``
-    collectives are replaced by ``auto`` (the tournament per sample would dominate the
-    time; the ratio uses one method on both sides)."""
+    and every workload keeps its chosen strategy and placement order."""
     from codesign.workloads import get_workload, parse_strategy
     from search.per_fabric import topoopt_fabric
     from search.strategy.space import Candidate
     from search.sweeps.trial import cached_topology, plan_workloads
 
-    method = "auto" if collective_method == "best" else collective_method
     rows = outcome.metrics["strategies"]
     cands = [Candidate(parse_strategy(r["text"]), tuple(r["order"].split("-")))
              for r in rows]
@@ -351,4 +350,4 @@ def failure_whatif(point, outcome, study: FailureStudy, *, hardware,
         topo = cached_topology(outcome.metrics["topology_spec"])
     mix = [(get_workload(w.name, w.config), w.weight, c)
            for w, c in zip(point.workloads, cands)]
-    return fabric_failures(topo, mix, hardware, study, collective_method=method)
+    return fabric_failures(topo, mix, hardware, study, collective_method=collective_method)

@@ -645,10 +645,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         from search.strategy.space import Candidate
 
         fhw = dataclasses.replace(hw, gpus_per_server=per_server)
-        method = "auto" if args.collective_method == "best" else args.collective_method
         payload["failures"] = fabric_failures(
             topo, [(workload, 1.0, Candidate(strategy))], fhw, _failure_study(args.fail),
-            collective_method=method).to_dict()
+            collective_method=args.collective_method).to_dict()
 
     def human() -> None:
         print(f"{payload['workload']} {payload['strategy']} on {payload['topology']} "
@@ -810,11 +809,9 @@ def _procurement_options(args: argparse.Namespace) -> dict[str, Any]:
             rent = float(rent)
         except ValueError:
             raise invalid("--gpu-hour-usd", rent, "a price in USD > 0, or catalog") from None
-    params = TcoParams(
-        usd_per_kwh=defaults.usd_per_kwh if args.usd_per_kwh is None else args.usd_per_kwh,
-        pue=defaults.pue if args.pue is None else args.pue,
-        utilisation=defaults.utilisation if args.utilisation is None else args.utilisation,
-        years=defaults.years if args.years is None else args.years, gpu_hour_usd=rent)
+    params = TcoParams(gpu_hour_usd=rent, **{  # the catalog's defaults where not given
+        k: getattr(defaults if getattr(args, k) is None else args, k)
+        for k in ("usd_per_kwh", "pue", "utilisation", "years")})
     failures = None if args.fail is None else _failure_study(args.fail)
     return {"goal": goal, "objective": args.objective, "tco_params": params,
             "prices": args.prices, "failures": failures}
