@@ -854,9 +854,9 @@ _COMMON: dict[str, dict[str, Any]] = {
 }
 
 
-def _add(p: argparse.ArgumentParser | argparse._ArgumentGroup, flag: str, **changes: Any
-         ) -> None:
-    """Add one of the :data:`_COMMON` options to ``p``, with ``changes`` to its keywords."""
+def _add(p: Any, flag: str, **changes: Any) -> None:
+    """Add one of the :data:`_COMMON` options to ``p`` (a parser or an argument group),
+    with ``changes`` to its keywords."""
     p.add_argument(flag, **{**_COMMON[flag], **changes})
 
 
@@ -869,7 +869,7 @@ def _option(p: argparse.ArgumentParser, what: str) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``codesign`` command."""
     from codesign import __version__
-    from evaluators.collectives import KINDS
+    from codesign.collective_kinds import KINDS
 
     parser = _Parser(prog="codesign", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"codesign {__version__}")
