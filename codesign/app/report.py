@@ -144,26 +144,29 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-_FRONT_COLUMNS = [("trial", "trial", _cell), ("family", "family", _cell),
-                  ("degree", "degree", _cell), ("link rate", "link_bandwidth_Bps", _fmt_rate),
-                  ("per server", "server_bandwidth_Bps", _fmt_rate),
-                  ("topology", "topology_spec", _cell), ("strategy", "strategy", _cell),
-                  ("iteration time", "iteration_time_s", _fmt_time),
-                  ("cost", "cost_usd", _fmt_usd), ("switches", "switches", _cell),
-                  ("links", "links", _cell), ("diameter", "diameter", _cell)]
-_ALL_COLUMNS = [("trial", "trial", _cell), ("status", "status", _cell),
-                ("family", "family", _cell), ("degree", "degree", _cell),
-                ("link rate", "link_bandwidth_Bps", _fmt_rate),
-                ("topology", "topology_spec", _cell),
-                ("iteration time", "iteration_time_s", _fmt_time),
-                ("cost", "cost_usd", _fmt_usd), ("Pareto", "pareto", lambda v: "yes" if v else ""),
-                ("reason", "reason", _cell)]
+#: The report's table columns, defined once: heading -> (record key, cell formatter).
+_COLUMNS: dict[str, tuple[str, Callable[[Any], str]]] = {
+    "budget": ("budget_usd", _fmt_usd), "trial": ("trial", _cell),
+    "status": ("status", _cell), "family": ("family", _cell), "degree": ("degree", _cell),
+    "link rate": ("link_bandwidth_Bps", _fmt_rate),
+    "per server": ("server_bandwidth_Bps", _fmt_rate), "topology": ("topology_spec", _cell),
+    "strategy": ("strategy", _cell), "iteration time": ("iteration_time_s", _fmt_time),
+    "compute": ("compute_time_s", _fmt_time),
+    "exposed comm.": ("exposed_communication_s", _fmt_time),
+    "bandwidth tax": ("bandwidth_tax", _fmt_num), "cost": ("cost_usd", _fmt_usd),
+    "switches": ("switches", _cell), "links": ("links", _cell),
+    "diameter": ("diameter", _cell), "Pareto": ("pareto", lambda v: "yes" if v else ""),
+    "reason": ("reason", _cell), "others within model error": ("close", _cell)}
+_FRONT_COLUMNS = ("trial", "family", "degree", "link rate", "per server", "topology",
+                  "strategy", "iteration time", "cost", "switches", "links", "diameter")
+_ALL_COLUMNS = ("trial", "status", "family", "degree", "link rate", "topology",
+                "iteration time", "cost", "Pareto", "reason")
 
 
-def _rows(frame, columns) -> tuple[list[str], list[list[str]]]:
-    head = [c[0] for c in columns]
-    body = [[fmt(rec.get(col)) for _, col, fmt in columns] for rec in frame.to_dict("records")]
-    return head, body
+def _rows(records, headings) -> tuple[list[str], list[list[str]]]:
+    """Head and text cells of a table of ``records`` (dicts) in the columns ``headings``."""
+    return list(headings), [[_COLUMNS[h][1](rec.get(_COLUMNS[h][0])) for h in headings]
+                            for rec in records]
 
 
 # ------------------------------------------- pages, tables, plots (both reports)
@@ -427,19 +430,12 @@ def _section(heading: str, note: str, head: list[str], body: list[list[str]]
 def _sweep_sections(frame) -> list[tuple[str, str, str]]:
     """Best design per budget, sensitivity and per-workload sections (module docstring)."""
     out = []
-    budget_rows = best_per_budget(frame)
-    head = ["budget", "trial", "family", "degree", "link rate", "topology", "iteration time",
-            "cost", "others within model error"]
-
-    def close(r: dict[str, Any]) -> str:
-        if r.get("within_model_error") is None:
-            return "-"
-        return f"{r['within_model_error']} (error {r['model_error']:.0%})"
-
-    body = [[_fmt_usd(r["budget_usd"]), _cell(r.get("trial")), _cell(r.get("family")),
-             _cell(r.get("degree")), _fmt_rate(r.get("link_bandwidth_Bps")),
-             _cell(r.get("topology_spec")), _fmt_time(r.get("iteration_time_s")),
-             _fmt_usd(r.get("cost_usd")), close(r)] for r in budget_rows]
+    budget_rows = [{**r, "close": "-" if r.get("within_model_error") is None else
+                    f"{r['within_model_error']} (error {r['model_error']:.0%})"}
+                   for r in best_per_budget(frame)]
+    head, body = _rows(budget_rows, ("budget", "trial", "family", "degree", "link rate",
+                                     "topology", "iteration time", "cost",
+                                     "others within model error"))
     out.append(_section("Best design per budget",
                         "For each network budget (the study's budget and the 25/50/75/100 % "
                         "cost quantiles of the complete designs), the fastest complete design "
@@ -466,13 +462,9 @@ def _sweep_sections(frame) -> list[tuple[str, str, str]]:
     for name, rows in sorted(_per_workload(frame).items()):
         rows = sorted(rows, key=lambda r: (r.get("iteration_time_s") is None,
                                            r.get("iteration_time_s") or 0.0))[:15]
-        head = ["trial", "family", "degree", "link rate", "strategy", "iteration time",
-                "compute", "exposed comm.", "bandwidth tax", "cost"]
-        body = [[_cell(r["trial"]), _cell(r["family"]), _cell(r["degree"]),
-                 _fmt_rate(r["link_bandwidth_Bps"]), _cell(r.get("strategy")),
-                 _fmt_time(r.get("iteration_time_s")), _fmt_time(r.get("compute_time_s")),
-                 _fmt_time(r.get("exposed_communication_s")), _fmt_num(r.get("bandwidth_tax")),
-                 _fmt_usd(r["cost_usd"])] for r in rows]
+        head, body = _rows(rows, ("trial", "family", "degree", "link rate", "strategy",
+                                  "iteration time", "compute", "exposed comm.",
+                                  "bandwidth tax", "cost"))
         out.append(_section(f"Workload {name}",
                             "The fastest complete designs for this workload (at most 15).",
                             head, body))
@@ -630,7 +622,7 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
                      f'<img src="{html.escape(rel_plot)}" alt="Pareto plot: cost vs iteration '
                      f'time" width="720">'))
     for study in studies:
-        head, body = _rows(front[front["study"] == study], _FRONT_COLUMNS)
+        head, body = _rows(front[front["study"] == study].to_dict("records"), _FRONT_COLUMNS)
         note = ("Designs that no other design of the study beats on both iteration time and "
                 "cost, cheapest first.")
         if not body:
@@ -651,7 +643,7 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
         sections.append(_codesign_section(frame))
     for study in studies:
         sub = frame[frame["study"] == study]
-        head, body = _rows(sub, _ALL_COLUMNS)
+        head, body = _rows(sub.to_dict("records"), _ALL_COLUMNS)
         sections.append((f"All trials ({study})", md_table(head, body), html_table(head, body)))
     head, body = ["item", "value"], [[k, v] for k, v in prov]
     sections.append(("Provenance", md_table(head, body), html_table(head, body)))
