@@ -40,6 +40,7 @@ import numpy as np
 from codesign.errors import InfeasibleError, invalid
 from codesign.specs import check_int, check_number
 from search.ray_session import ray_session
+from search.reorder.rank_order import is_header
 
 __all__ = ["ProbeResult", "probe_latencies", "round_robin_schedule", "save_cost_matrix",
            "PERCENTILE", "PACKET_TIMEOUT_S", "MAX_RETRIES"]
@@ -353,16 +354,7 @@ def save_cost_matrix(path: str | Path, matrix: np.ndarray, names) -> Path:
         if not s or s != s.strip() or any(c in s for c in ",\"\r\n"):
             raise invalid("cost matrix name", s, "a non-empty name without commas, quotes, "
                           "newlines or surrounding spaces")
-    numeric = []
-    for s in names:
-        try:
-            float(s)
-            numeric.append(True)
-        except ValueError:
-            numeric.append(False)
-    # The loader takes the first row as a header only if some cell is not a number or
-    # all cells are plain integers; otherwise it would read the names as data.
-    if all(numeric) and not all(s.isdigit() for s in names):
+    if not is_header(names):  # the loader would read the names as data
         raise invalid("cost matrix names", ",".join(names),
                       "names with a non-numeric one among them, or all plain integers")
     p = Path(path)
