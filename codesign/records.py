@@ -164,27 +164,19 @@ def _strategy_struct() -> "pa.DataType":
     annotations = {f.name: str(f.type) for f in dataclasses.fields(Strategy)}
 
     def arrow(key: str, value: Any) -> "pa.DataType":
-        if isinstance(value, bool):
-            return pa.bool_()
-        if isinstance(value, int):
-            return pa.int64()
-        if isinstance(value, float):
-            return pa.float64()
-        if value is None:
+        if value is None:  # typed by the field's annotation
             note = annotations.get(key, "")
-            return (pa.bool_() if "bool" in note else pa.int64() if "int" in note
-                    else pa.float64() if "float" in note else pa.string())
-        return pa.string()
+            value = (True if "bool" in note else 0 if "int" in note else 0.0 if "float" in note
+                     else "")
+        return pa.infer_type([value])
 
     fields = [pa.field(k, arrow(k, v)) for k, v in Strategy().to_dict().items()]
     names = {f.name for f in fields}
-    for name, type_ in (("text", pa.string()), ("workload", pa.string()),
-                        ("weight", pa.float64()), ("order", pa.string()),
-                        ("start_text", pa.string()), ("iteration_time_s", pa.float64()),
-                        ("start_iteration_time_s", pa.float64()),
-                        ("search_evaluations", pa.int64())):
-        if name not in names:
-            fields.append(pa.field(name, type_))
+    fields += [pa.field(name, type_) for name, type_ in (
+        ("text", pa.string()), ("workload", pa.string()), ("weight", pa.float64()),
+        ("order", pa.string()), ("start_text", pa.string()), ("iteration_time_s", pa.float64()),
+        ("start_iteration_time_s", pa.float64()), ("search_evaluations", pa.int64()))
+        if name not in names]
     return pa.struct(fields)
 
 
