@@ -35,11 +35,10 @@ model replaced the all-reduce stand-in); older parts that have them still load.
 
 Extending the schema
 --------------------
-Later studies (sweeps) add columns with :func:`extend_schema` and pass the
-result to :class:`RecordWriter`.  Columns are only ever added, never renamed
-or retyped, so :func:`load_records` can read old and new parts together (a
-column missing from an older part reads as null).  The schema version is kept
-in the schema metadata (``codesign.schema_version``).
+Columns are only ever appended to :data:`_COLUMNS` (with a :data:`SCHEMA_VERSION` bump),
+never renamed or retyped, so :func:`load_records` can read old and new parts together
+(a column missing from an older part reads as null).  The schema version is kept in the
+schema metadata (``codesign.schema_version``).
 
 pyarrow and pandas are imported lazily: this module belongs to the bottom layer
 and must stay cheap to import.
@@ -52,7 +51,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,7 +67,6 @@ __all__ = [
     "STATUSES",
     "SCHEMA_VERSION",
     "record_schema",
-    "extend_schema",
     "RecordWriter",
     "load_records",
     "record_files",
@@ -212,35 +210,6 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def extend_schema(fields: Iterable["pa.Field"], *, base: "pa.Schema | None" = None
-                  ) -> "pa.Schema":
-    """Return ``base`` (default :data:`RECORD_SCHEMA`) with extra nullable columns appended.
-
-    Parameters
-    ----------
-    fields : iterable of pyarrow.Field
-        New columns.  Names must carry their unit (``bisection_Bps``) and must
-        not clash with existing columns.
-    base : pyarrow.Schema, optional
-        Schema to extend.
-
-    Raises
-    ------
-    InvalidSpecError
-        If a name is already a column or a field is declared non-nullable (old
-        parts have no value for it).
-    """
-    schema = base if base is not None else record_schema()
-    for f in fields:
-        if f.name in schema.names:
-            raise invalid("record column", f.name, "a name that is not already a column")
-        if not f.nullable:
-            raise invalid(f"record column {f.name!r} nullable", False,
-                          "nullable=True (older parts have no value for it)")
-        schema = schema.append(f)
-    return schema
-
-
 def to_json(value: Any) -> str:
     """Serialise a parameter or breakdown mapping to the JSON stored in string columns.
 
@@ -280,7 +249,7 @@ class RecordWriter:
     directory : str or pathlib.Path
         The folder of part files (``results/<study>/records/``); created if missing.
     schema : pyarrow.Schema, optional
-        :data:`RECORD_SCHEMA` (default) or an :func:`extend_schema` of it.
+        :data:`RECORD_SCHEMA` (default) or a schema with more (nullable) columns.
 
     Notes
     -----
