@@ -58,6 +58,7 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -325,20 +326,30 @@ def _workloads(value: Any) -> tuple[WorkloadItem, ...]:
     return tuple(items)
 
 
+def _distinct(value: Any, where: str, item: Callable[[Any], Any], rule: str, what: str
+              ) -> tuple:
+    """One value or a non-empty list of them (else ``rule``), each read by ``item``, all
+    distinct (else ``distinct <what>``)."""
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise invalid(where, value, rule)
+    out = tuple(item(v) for v in items)
+    if len(set(out)) != len(out):
+        raise invalid(where, value, f"distinct {what}")
+    return out
+
+
 def _degrees(value: Any) -> tuple[tuple[int, ...], bool]:
     where = "sweep space degree"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return (check_int(where, value, 1, 4096),), False
     if isinstance(value, dict):
         check_keys(value, allowed=("low", "high"), required=("low", "high"), where=where)
         low = check_int(f"{where} low", value["low"], 1, 4096)
         high = check_int(f"{where} high", value["high"], low, 4096)
         return tuple(range(low, high + 1)), True
-    if isinstance(value, list) and value:
-        ints = tuple(check_int(where, v, 1, 4096) for v in value)
-        if len(set(ints)) != len(ints):
-            raise invalid(where, value, "distinct integers")
-        return ints, False
+    if (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, list)
+                                                                    and value):
+        return _distinct(value, where, lambda v: check_int(where, v, 1, 4096), "",
+                         "integers"), False
     raise invalid(where, value, "an integer, a list of integers or {low, high}")
 
 
@@ -346,32 +357,19 @@ def _rates(value: Any) -> tuple[float, ...]:
     from codesign.units import parse_bandwidth
 
     where = "sweep space link_rate"
-
-    def one(v: Any, w: str) -> float:
-        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-            raise invalid(w, v, "a bandwidth such as 100Gbps")
-        r = parse_bandwidth(v, field=w)
-        if not math.isfinite(r) or r <= 0:
-            raise invalid(w, v, "a bandwidth > 0 such as 100Gbps")
-        return float(r)
-
     if isinstance(value, dict):
         check_keys(value, allowed=("low", "high", "step"), required=("low", "high", "step"),
                    where=where)
-        low, high, step = (one(value[k], f"{where} {k}") for k in ("low", "high", "step"))
+        low, high, step = (parse_bandwidth(value[k], field=f"{where} {k}")
+                           for k in ("low", "high", "step"))
         if high < low:
             raise invalid(f"{where} high", value["high"], f"a bandwidth >= low ({value['low']})")
         count = int(math.floor((high - low) / step + 1e-9)) + 1
         if count > 1000:
             raise invalid(f"{where} step", value["step"], "a step giving at most 1000 rates")
         return tuple(low + i * step for i in range(count))
-    items = [value] if not isinstance(value, list) else value
-    if not items:
-        raise invalid(where, value, "a bandwidth, a list of bandwidths or {low, high, step}")
-    rates = tuple(one(v, where) for v in items)
-    if len(set(rates)) != len(rates):
-        raise invalid(where, value, "distinct bandwidths")
-    return rates
+    return _distinct(value, where, lambda v: parse_bandwidth(v, field=where),
+                     "a bandwidth, a list of bandwidths or {low, high, step}", "bandwidths")
 
 
 def _space(value: Any) -> SweepSpace:
@@ -381,13 +379,9 @@ def _space(value: Any) -> SweepSpace:
     check_keys(value, allowed=_SPACE_KEYS, required=("families", "servers", "degree",
                                                      "link_rate"), where=where)
     families = _names(value["families"], f"{where} families", SWEEP_FAMILIES)
-    servers_raw = value["servers"]
-    servers_list = servers_raw if isinstance(servers_raw, list) else [servers_raw]
-    if not servers_list:
-        raise invalid(f"{where} servers", servers_raw, "an integer >= 2 or a list of them")
-    servers = tuple(check_int(f"{where} servers", s, 2, 1 << 20) for s in servers_list)
-    if len(set(servers)) != len(servers):
-        raise invalid(f"{where} servers", servers_raw, "distinct integers")
+    servers = _distinct(value["servers"], f"{where} servers",
+                        lambda s: check_int(f"{where} servers", s, 2, 1 << 20),
+                        "an integer >= 2 or a list of them", "integers")
     degrees, is_range = _degrees(value["degree"])
     rates = _rates(value["link_rate"])
     hardware_file = value.get("hardware_file")
