@@ -51,7 +51,7 @@ from dataclasses import asdict, dataclass
 from fractions import Fraction
 
 from codesign.errors import InfeasibleError, invalid
-from codesign.specs import check_int
+from codesign.specs import check_int, check_number
 
 __all__ = [
     "DESIGN_FAMILIES",
@@ -220,7 +220,5 @@ def topology_spec_for(point: DesignPoint) -> str:
         raise invalid("design family", point.family, f"one of {', '.join(DESIGN_FAMILIES)}")
     check_int("design servers", point.servers, 2)
     check_int("design degree", point.degree, 1)
-    if not math.isfinite(point.link_bandwidth_Bps) or point.link_bandwidth_Bps <= 0:
-        raise invalid("design link_bandwidth_Bps", point.link_bandwidth_Bps,
-                      "a finite bandwidth > 0 bytes/s")
+    check_number("design link_bandwidth_Bps", point.link_bandwidth_Bps)
     return build(point)
