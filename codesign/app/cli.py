@@ -566,6 +566,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
                        holdout=None if args.holdout == "none" else args.holdout,
                        progress=progress)
     payload = result.summary()
+    # Held-out errors (--holdout): leave_one_run_out_mean_abs_error or leave_one_source_...
+    held = [k for k in payload if k.startswith("leave_one_") and k.endswith("_mean_abs_error")]
     if args.out:
         doc = hardware_to_yaml(result.hardware)
         gpu = doc["gpus"][result.hardware.name]
@@ -573,10 +575,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             f"calibrated by codesign calibrate on {len(runs)} runs of {args.runs} "
             f"(fit mean |error| {payload['fit_mean_abs_error']:.1%}, worst "
             f"{payload['fit_worst_abs_error']:.1%})")
-        held = [v for k, v in payload.items()
-                if k.startswith("leave_one_") and k.endswith("_mean_abs_error")]
         # The held-out error of this fit is what results timed with it should carry.
-        gpu["compute"]["validated_error"] = held[0] if held else None
+        gpu["compute"]["validated_error"] = payload[held[0]] if held else None
         header = (f"# Hardware profile of {result.hardware.name} written by "
                   f"`codesign calibrate {args.runs} --hardware {args.hardware}`.\n"
                   "# Use it with: codesign evaluate --hardware-file THIS_FILE "
@@ -591,11 +591,10 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             print(f"  {k:<24}{v:8.4f}   (start {payload['prior'][k]:.4f})")
         print(f"  fit error: mean |e| {payload['fit_mean_abs_error']:.1%}, "
               f"worst {payload['fit_worst_abs_error']:.1%}")
-        for key in payload:
-            if key.startswith("leave_one_") and key.endswith("mean_abs_error"):
-                worst = payload[key.replace("mean", "worst")]
-                label = key.removesuffix("_mean_abs_error").replace("_", "-")
-                print(f"  {label} error: mean |e| {payload[key]:.1%}, worst {worst:.1%}")
+        for key in held:
+            worst = payload[key.replace("mean", "worst")]
+            label = key.removesuffix("_mean_abs_error").replace("_", "-")
+            print(f"  {label} error: mean |e| {payload[key]:.1%}, worst {worst:.1%}")
         print(f"  {'run':<30}{'measured s':>12}{'predicted s':>13}{'error':>9}")
         for r in payload["per_run"]:
             print(f"  {r['id']:<30}{r['measured_s']:>12.4g}{r['predicted_s']:>13.4g}"
