@@ -75,6 +75,7 @@ import numpy as np
 
 from codesign.collective_kinds import RING_KINDS, ring_bytes_per_member
 from codesign.errors import invalid
+from codesign.specs import check_number
 from codesign.workloads.compute import layer_time, resolve_precision
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.memory import MemoryBreakdown, check_memory, memory_per_gpu
@@ -457,9 +458,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     s = as_strategy(strategy)
     hw = get_hardware(hardware)
     check_applicable(workload, s)
-    if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, (int, float)) \
-            or not bucket_bytes > 0 or bucket_bytes == float("inf"):
-        raise invalid("bucket_bytes", bucket_bytes, "a positive number of bytes")
+    check_number("bucket_bytes", bucket_bytes)
     if isinstance(index_bytes, bool) or index_bytes not in (1, 2, 4, 8):
         raise invalid("index_bytes", index_bytes, "1, 2, 4 or 8")
     if placement is None:
