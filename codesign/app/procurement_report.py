@@ -26,7 +26,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from codesign.app.report import html_table, md_table, new_axes, write_pages
+from codesign.app.report import html_table, md_table, new_axes, save_axes, write_pages
 
 __all__ = ["write_whatif_report", "procurement_rows", "sweep_procurement_section"]
 
@@ -91,12 +91,8 @@ def _plots(result: dict[str, Any], out: Path) -> list[tuple[str, str]]:
         vals = [c["procurement"]["tco"]["breakdown_usd"].get(part, 0.0) / 1e6 for c in answered]
         ax.bar(labels, vals, bottom=bottom, label=part)
         bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set_xlabel("network budget")
-    ax.set_ylabel("TCO, million USD")
-    ax.set_title("Total cost of ownership per budget")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "tco_breakdown.png")
+    save_axes(fig, ax, out / "tco_breakdown.png", "network budget", "TCO, million USD",
+              "Total cost of ownership per budget", legend=True)
     written.append(("tco_breakdown.png", "TCO per budget: servers, network, power (or the "
                                          "cloud rent) over the amortisation period"))
     # Days to train (or iteration time) against the budget.
@@ -108,11 +104,9 @@ def _plots(result: dict[str, Any], out: Path) -> list[tuple[str, str]]:
         ax.annotate(c.get("family") or "", (c["budget_usd"] / 1e6, y),
                     textcoords="offset points", xytext=(4, 4))
     ax.set_xscale("log")
-    ax.set_xlabel("network budget, million USD")
-    ax.set_ylabel("days to train" if has_days else "iteration time, s")
-    ax.set_title("Days to train vs budget" if has_days else "Iteration time vs budget")
-    fig.tight_layout()
-    fig.savefig(out / "days_vs_budget.png")
+    save_axes(fig, ax, out / "days_vs_budget.png", "network budget, million USD",
+              "days to train" if has_days else "iteration time, s",
+              "Days to train vs budget" if has_days else "Iteration time vs budget")
     written.append(("days_vs_budget.png", "days to train of each budget's answer" if has_days
                     else "iteration time of each budget's answer (no training goal given)"))
     # Slowdown CDF under failures.
@@ -130,13 +124,10 @@ def _plots(result: dict[str, Any], out: Path) -> list[tuple[str, str]]:
             ys = [(i + 1) / n for i in range(len(xs))]
             ax.step(xs, ys, where="post", label=f"{c['family']} d={c['degree']} "
                                                 f"({f['stopped_fraction']:.0%} stop)")
-        ax.set_xlabel("slowdown (time per sample after / before)")
-        ax.set_ylabel("fraction of samples")
         ax.set_ylim(0, 1.02)
-        ax.set_title(f"Slowdown under failures: {with_f[0]['failures']['failures']}")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(out / "slowdown_cdf.png")
+        save_axes(fig, ax, out / "slowdown_cdf.png", "slowdown (time per sample after / "
+                  "before)", "fraction of samples",
+                  f"Slowdown under failures: {with_f[0]['failures']['failures']}", legend=True)
         written.append(("slowdown_cdf.png", "empirical CDF of the slowdown over the failure "
                                             "samples (a curve ending below 1: samples in "
                                             "which training cannot continue)"))
@@ -224,16 +215,13 @@ def sweep_procurement_section(best: list[dict[str, Any]], out_dir: str | Path
     xs = [r["budget_usd"] / 1e6 for r in rows]
     ax.bar([f"${x:.3g}M" for x in xs], [num(r["tco_usd"]) / 1e6 for r in rows],
            color="#9ecae1", label="TCO, million USD")
-    ax.set_xlabel("network budget")
-    ax.set_ylabel("TCO, million USD")
     days = [num(r.get("days_to_train")) for r in rows]
     if all(d is not None for d in days):
         ax2 = ax.twinx()
         ax2.plot(range(len(rows)), days, color="#d62728", marker="o")
         ax2.set_ylabel("days to train", color="#d62728")
-    ax.set_title("Best design per budget: TCO and days to train")
-    fig.tight_layout()
-    fig.savefig(Path(out_dir) / "procurement.png")
+    save_axes(fig, ax, Path(out_dir) / "procurement.png", "network budget", "TCO, million USD",
+              "Best design per budget: TCO and days to train")
     note = ("Per budget the fastest affordable design (as in 'Best design per budget') with "
             "its days to train, USD per training run and total cost of ownership "
             "(search.time_to_train, codesign.tco).")

@@ -51,7 +51,7 @@ from codesign.units import format_bandwidth, format_time
 
 __all__ = ["pareto_mask", "sensitivity", "spearman", "best_per_budget", "write_report",
            "codesign_by_family", "DESIGN_KEY", "md_table", "html_table", "new_axes",
-           "write_pages"]
+           "save_axes", "write_pages"]
 
 #: Objective columns of the front: (x, y) = (cost, time), both minimised.
 OBJECTIVES = ("cost_usd", "iteration_time_s")
@@ -346,6 +346,18 @@ def new_axes(width_in: float = 6.4, height_in: float = 4.0, dpi: int = 100):
     return fig, fig.add_subplot(1, 1, 1)
 
 
+def save_axes(fig, ax, path: Path, xlabel: str, ylabel: str, title: str, *,
+              legend: bool = False) -> None:
+    """Label ``ax`` (and draw its legend), lay the figure out and write it to ``path``."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if legend:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+
+
 #: Style of the HTML pages.
 _STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
           "table{border-collapse:collapse;margin:1em 0;font-size:0.9em}"
@@ -405,12 +417,9 @@ def _plot(frame, path: Path) -> None:
             ax.set_yscale("log")
         ax.legend(fontsize=8, loc="best")
         ax.xaxis.set_major_formatter(FuncFormatter(_usd_tick))
-    ax.set_xlabel("network cost (USD)")
-    ax.set_ylabel("iteration time (s)")
-    ax.set_title("cost vs iteration time (both minimised)")
     ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
+    save_axes(fig, ax, path, "network cost (USD)", "iteration time (s)",
+              "cost vs iteration time (both minimised)")
 
 
 # -------------------------------------------------------------------- report
