@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
-from codesign.specs import check_keys, load_yaml
+from codesign.specs import check_keys, get_str, load_yaml
 from codesign.workloads.model import Layer, Workload
 from codesign.workloads.params import Param, coerce
 from codesign.workloads.recommendation import (
@@ -270,10 +270,7 @@ def workload_from_dict(spec: Any, *, source: str = "") -> Workload:
     if len(forms) != 1:
         raise invalid(f"{where} form", forms or None,
                       "exactly one of builder (with params), base (a zoo model) or layers")
-    text = {k: spec.get(k, "") for k in ("description", "source")}
-    for key, value in text.items():
-        if not isinstance(value, str):
-            raise invalid(f"{where} {key}", value, "a string")
+    text = {k: get_str(spec, k, "", where=where) for k in ("description", "source")}
     settings = {k: spec[k] for k in SETTINGS if k in spec}
     form = forms[0]
     if form != "layers":
