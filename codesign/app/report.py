@@ -614,10 +614,9 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     summary = [("records", str(len(frame)))] + [
         (status, str(counts.get(status, 0))) for status in ("complete", "pruned", "failed")]
     summary.append(("designs on the Pareto front", str(int(frame["pareto"].sum()))))
-    for col, label, fmt in (("servers", "servers", _cell),):
-        vals = sorted(set(frame[col].dropna())) if col in frame else []
-        if vals:
-            summary.append((label, ", ".join(fmt(v) for v in vals)))
+    servers = sorted(set(frame["servers"].dropna())) if "servers" in frame else []
+    if servers:
+        summary.append(("servers", ", ".join(_cell(v) for v in servers)))
     front = frame[frame["pareto"]].sort_values(["study", "cost_usd", "iteration_time_s"])
     prov = _provenance(frame, src)
     title = f"codesign report: {', '.join(studies)}"

@@ -54,6 +54,7 @@ workload's ``strategy`` when given and it fits); ``off`` times each workload's
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -282,9 +283,7 @@ class SweepSpec:
 
     def replace(self, **changes: Any) -> "SweepSpec":
         """A copy with some top-level fields changed (``trials``, ``seed``, ``study``...)."""
-        from dataclasses import replace
-
-        return replace(self, **changes)
+        return dataclasses.replace(self, **changes)
 
 
 def _workloads(value: Any) -> tuple[WorkloadItem, ...]:
@@ -450,9 +449,7 @@ def parse_sweep_spec(spec: Any, *, where: str = "sweep spec") -> SweepSpec:
         if not kept:
             raise invalid("sweep constraints max_degree", max_degree,
                           f"an integer >= the smallest degree of the space ({min(space.degrees)})")
-        from dataclasses import replace
-
-        space = replace(space, degrees=kept)
+        space = dataclasses.replace(space, degrees=kept)
     default_sampler = "nsga2" if len(objectives) > 1 else "tpe"
     sampler = spec.get("sampler", default_sampler)
     if not isinstance(sampler, str) or sampler not in SAMPLERS:
