@@ -39,7 +39,7 @@ the roofline above.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from codesign.errors import invalid
@@ -77,8 +77,7 @@ class LayerTime:
         return self.fwd_s + self.bwd_s
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "batch": self.batch, "fwd_s": self.fwd_s,
-                "bwd_s": self.bwd_s, "fwd_bound": self.fwd_bound, "bwd_bound": self.bwd_bound}
+        return asdict(self)
 
 
 def dtype_name(dtype_bytes: int) -> str:
