@@ -638,12 +638,10 @@ def reorder(matrix: object, algorithm: str, *, seed: int = 0, time_limit_s: floa
     Returns
     -------
     ReorderResult
-        Best order found, its cost, the identity order's cost and the stages that
-        ran: ring with ``n <= 12`` -> ``held-karp`` (exact); ring otherwise ->
-        ``2opt+oropt+cp-sat:STATUS`` (nearest neighbour + 2-opt/Or-opt, then CP-SAT;
-        STATUS as in :class:`RingImprovement`) or, with ``solver="none"``,
-        ``2opt+oropt`` (+ double-bridge kicks); ``hd``/``dbt``/``bcube`` ->
-        ``anneal`` (simulated annealing + swap descent).
+        Best order found, its cost, the identity order's cost and the stages that ran
+        (:attr:`ReorderResult.method`: ``held-karp`` for a ring of at most 12 nodes,
+        ``2opt+oropt[+cp-sat:STATUS]`` for a larger ring, ``anneal`` (simulated annealing
+        + swap descent) for ``hd``/``dbt``/``bcube``).
 
     Raises
     ------
