@@ -47,6 +47,11 @@ MAX_YAML_NODES = 1_000_000
 MAX_JSON_DEPTH = 100
 
 
+def _cannot(verb: str, what: str, path: str | Path, why: str) -> InvalidSpecError:
+    """The one-line error of every file this module refuses to read or write."""
+    return InvalidSpecError(f"cannot {verb} {what} {str(path)!r}: {why}")
+
+
 def read_bytes(path: str | Path, *, what: str = "file",
                max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     """Read a regular file of at most ``max_bytes`` bytes, never blocking.
@@ -57,41 +62,36 @@ def read_bytes(path: str | Path, *, what: str = "file",
         Missing, unreadable, not a regular file, or too large.
     """
     p = Path(path)
-    name = str(p)
     try:
         st = os.stat(p)
     except FileNotFoundError:
-        raise InvalidSpecError(f"cannot read {what} {name!r}: no such file") from None
+        raise _cannot("read", what, p, "no such file") from None
     except OSError as exc:
-        raise InvalidSpecError(f"cannot read {what} {name!r}: {exc.strerror}") from None
+        raise _cannot("read", what, p, exc.strerror) from None
     if not stat.S_ISREG(st.st_mode):
         kind = ("a directory" if stat.S_ISDIR(st.st_mode) else
                 "a FIFO (named pipe)" if stat.S_ISFIFO(st.st_mode) else
                 "a device or socket")
-        raise InvalidSpecError(f"cannot read {what} {name!r}: it is {kind}, expected a "
-                               f"regular file")
+        raise _cannot("read", what, p, f"it is {kind}, expected a regular file")
     if st.st_size > max_bytes:
-        raise InvalidSpecError(f"cannot read {what} {name!r}: {st.st_size} bytes, larger than "
-                               f"the {max_bytes} allowed for this input")
+        raise _cannot("read", what, p, f"{st.st_size} bytes, larger than the {max_bytes} "
+                      "allowed for this input")
     try:
         fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
-        raise InvalidSpecError(f"cannot read {what} {name!r}: {exc.strerror}") from None
+        raise _cannot("read", what, p, exc.strerror) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped after the stat above
-            raise InvalidSpecError(f"cannot read {what} {name!r}: not a regular file")
+            raise _cannot("read", what, p, "not a regular file")
         chunks, total = [], 0
-        while True:
-            block = os.read(fd, 1 << 20)
-            if not block:
-                break
+        while block := os.read(fd, 1 << 20):
             total += len(block)
             if total > max_bytes:  # the file grew while reading
-                raise InvalidSpecError(f"cannot read {what} {name!r}: larger than the "
-                                       f"{max_bytes} bytes allowed for this input")
+                raise _cannot("read", what, p, f"larger than the {max_bytes} bytes allowed "
+                              "for this input")
             chunks.append(block)
     except OSError as exc:
-        raise InvalidSpecError(f"cannot read {what} {name!r}: {exc.strerror}") from None
+        raise _cannot("read", what, p, exc.strerror) from None
     finally:
         os.close(fd)
     return b"".join(chunks)
@@ -107,27 +107,21 @@ def read_text(path: str | Path, *, what: str = "file",
         As :func:`read_bytes`, or the content is UTF-16/32 or binary, or not UTF-8.
     """
     data = read_bytes(path, what=what, max_bytes=max_bytes)
-    name = str(path)
-    if data.startswith((b"\xff\xfe", b"\xfe\xff")) or (b"\x00" in data[:4096] and
-                                                      _looks_utf16(data)):
-        raise InvalidSpecError(f"cannot read {what} {name!r}: it is UTF-16/UTF-32 encoded; "
-                               f"save it as UTF-8")
+    head = data[:4096]
+    # A byte-order mark, or NUL bytes in at least a quarter of the first 4 KiB.
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")) \
+            or head.count(b"\x00") >= max(1, len(head) // 4):
+        raise _cannot("read", what, path, "it is UTF-16/UTF-32 encoded; save it as UTF-8")
     if b"\x00" in data:
-        raise InvalidSpecError(f"cannot read {what} {name!r}: it contains NUL bytes (a binary "
-                               f"file?); expected UTF-8 text")
+        raise _cannot("read", what, path, "it contains NUL bytes (a binary file?); expected "
+                      "UTF-8 text")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise InvalidSpecError(f"cannot read {what} {name!r}: not UTF-8 text (byte "
-                               f"0x{data[exc.start]:02x} at line {line}); save it as UTF-8"
-                               ) from None
+        raise _cannot("read", what, path, f"not UTF-8 text (byte 0x{data[exc.start]:02x} at "
+                      f"line {line}); save it as UTF-8") from None
     return text[1:] if text.startswith("\ufeff") else text
-
-
-def _looks_utf16(data: bytes) -> bool:
-    head = data[:4096]
-    return head.count(b"\x00") >= len(head) // 4
 
 
 def _yaml_error(exc: Exception, where: str) -> InvalidSpecError:
@@ -258,20 +252,16 @@ def _check_json_depth(text: str, where: str) -> None:
 def check_output_path(path: str | Path, *, what: str = "output file") -> Path:
     """Check that ``path`` can be written: its folder exists and it is not a directory."""
     p = Path(path)
-    name = str(p)
-    if not name or name.endswith(("/", os.sep)):
-        raise InvalidSpecError(f"cannot write {what} {name!r}: expected a file name, not a "
-                               f"folder")
+    if not str(p) or str(p).endswith(("/", os.sep)):
+        raise _cannot("write", what, p, "expected a file name, not a folder")
     if p.is_dir():
-        raise InvalidSpecError(f"cannot write {what} {name!r}: it is a directory; give a file "
-                               f"name inside it")
+        raise _cannot("write", what, p, "it is a directory; give a file name inside it")
     folder = p.parent if str(p.parent) else Path(".")
     if not folder.is_dir():
-        raise InvalidSpecError(f"cannot write {what} {name!r}: folder {str(folder)!r} does not "
-                               f"exist (create it first)")
+        raise _cannot("write", what, p, f"folder {str(folder)!r} does not exist (create it "
+                      "first)")
     if p.exists() and not p.is_file():
-        raise InvalidSpecError(f"cannot write {what} {name!r}: it exists and is not a regular "
-                               f"file")
+        raise _cannot("write", what, p, "it exists and is not a regular file")
     return p
 
 
@@ -301,7 +291,7 @@ def write_bytes_atomic(path: str | Path, data: bytes, *, what: str = "output fil
         os.replace(tmp, p)
         tmp = None
     except OSError as exc:
-        raise InvalidSpecError(f"cannot write {what} {str(p)!r}: {exc.strerror}") from None
+        raise _cannot("write", what, p, exc.strerror) from None
     finally:
         if tmp is not None:
             try:

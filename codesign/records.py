@@ -17,50 +17,28 @@ and a finished file is never rewritten (docs/architecture.md section 7: "never r
 finished row").  The parts are plain Parquet: pandas, DuckDB and Polars read
 the folder directly (``duckdb.sql("select * from 'results/quickstart/records/*.parquet'")``).
 
-Columns (units in the names, docs/architecture.md section 4)
--------------------------------------------------
-* identity: ``study``, ``trial`` (the Optuna trial number), ``status``
-  (``complete`` | ``pruned`` | ``failed``), ``reason`` (why it was pruned or
-  failed; empty when complete);
-* generic design parameters: ``family``, ``servers``, ``degree``,
-  ``link_bandwidth_Bps`` (one link), ``server_bandwidth_Bps`` (all links of a
-  server), ``topology_spec``, and
-  ``params_json`` (every parameter of the design as a JSON object, including
-  ones without a column of their own);
-* metrics: ``time_model`` (which performance model produced the times),
-  ``iteration_time_s``, ``cost_usd`` and
-  ``cost_breakdown`` (JSON object component -> USD);
-* topology summary: ``npus``, ``switches``, ``links`` (directed), ``diameter``;
-* timings: ``started_at`` (UTC), ``duration_s`` (evaluation wall time);
-* provenance: ``seed``, ``config_hash``, ``package_version``;
-* sweeps (schema version 2): ``workload``, ``workload_mix_json``, ``strategy``,
-  ``gpu``, ``gpus``, ``collective_method``, ``compute_time_s``,
-  ``exposed_communication_s``, ``communication_time_s``, ``bandwidth_tax``,
-  ``mean_path_length``, ``throughput_per_usd``, ``cost_per_throughput_usd``,
-  ``per_workload_json``, ``budget_usd``, ``sampler``, ``objectives``;
-* co-design (schema version 3): ``strategies`` -- a typed list with one struct per
-  workload of the mix: the chosen strategy's fields (:meth:`codesign.workloads.Strategy.
-  to_dict`: ``dp``, ``tp``, ``pp``, ``microbatches``, ``zero``, ``ep``, ...; new
-  strategy keys become new struct fields), ``workload``, ``weight``, ``text``,
-  ``order``, ``start_text``, ``iteration_time_s``, ``start_iteration_time_s``,
-  ``search_evaluations`` (DuckDB: ``select s.tp from (select unnest(strategies) s from
-  'records/*.parquet')``; Polars: ``.explode("strategies").unnest("strategies")``);
-  ``start_iteration_time_s`` (the search's feasible start: what a fixed-strategy sweep
-  reports), ``search_evaluations``, ``mfu``, ``server_bandwidth_Bps``,
-  ``collective_algorithms_json`` (the ``best`` winner per collective) and
-  ``collective_gain_over_ring``; procurement (schema version 4, sweeps with a
-  ``procurement`` mapping): ``tco_usd``, ``days_to_train``, ``usd_per_run``.  Version 3
-  dropped ``allreduce_size_bytes`` and
-  ``allreduce_time_s`` (always empty since the iteration model replaced the all-reduce
-  stand-in); older parts that have them still load.
+Columns
+-------
+:data:`_COLUMNS` below is the one list of the columns, each with its Arrow type and a
+description (units in the names, docs/architecture.md section 4); the schema carries
+the descriptions as field metadata.  Groups: identity (``study``, ``trial``,
+``status``, ``reason``), design parameters (``params_json`` holds every parameter,
+also those without a column), metrics, topology summary, timings, provenance; sweeps
+added columns in schema version 2, co-design per trial in version 3, procurement in
+version 4.  ``strategies`` is a typed list with one struct per workload of the mix
+(:func:`_strategy_struct`: the fields of :meth:`codesign.workloads.Strategy.to_dict`
+-- new strategy keys become new struct fields -- plus the search's); query it with
+DuckDB (``select s.tp from (select unnest(strategies) s from 'records/*.parquet')``) or
+Polars (``.explode("strategies").unnest("strategies")``).  Version 3 dropped
+``allreduce_size_bytes`` and ``allreduce_time_s`` (always empty since the iteration
+model replaced the all-reduce stand-in); older parts that have them still load.
 
 Extending the schema
 --------------------
-Later studies (sweeps) add columns with :func:`extend_schema` and pass the
-result to :class:`RecordWriter`.  Columns are only ever added, never renamed
-or retyped, so :func:`load_records` can read old and new parts together (a
-column missing from an older part reads as null).  The schema version is kept
-in the schema metadata (``codesign.schema_version``).
+Columns are only ever appended to :data:`_COLUMNS` (with a :data:`SCHEMA_VERSION` bump),
+never renamed or retyped, so :func:`load_records` can read old and new parts together
+(a column missing from an older part reads as null).  The schema version is kept in the
+schema metadata (``codesign.schema_version``).
 
 pyarrow and pandas are imported lazily: this module belongs to the bottom layer
 and must stay cheap to import.
@@ -73,7 +51,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,7 +67,6 @@ __all__ = [
     "STATUSES",
     "SCHEMA_VERSION",
     "record_schema",
-    "extend_schema",
     "RecordWriter",
     "load_records",
     "record_files",
@@ -185,27 +162,19 @@ def _strategy_struct() -> "pa.DataType":
     annotations = {f.name: str(f.type) for f in dataclasses.fields(Strategy)}
 
     def arrow(key: str, value: Any) -> "pa.DataType":
-        if isinstance(value, bool):
-            return pa.bool_()
-        if isinstance(value, int):
-            return pa.int64()
-        if isinstance(value, float):
-            return pa.float64()
-        if value is None:
+        if value is None:  # typed by the field's annotation
             note = annotations.get(key, "")
-            return (pa.bool_() if "bool" in note else pa.int64() if "int" in note
-                    else pa.float64() if "float" in note else pa.string())
-        return pa.string()
+            value = (True if "bool" in note else 0 if "int" in note else 0.0 if "float" in note
+                     else "")
+        return pa.infer_type([value])
 
     fields = [pa.field(k, arrow(k, v)) for k, v in Strategy().to_dict().items()]
     names = {f.name for f in fields}
-    for name, type_ in (("text", pa.string()), ("workload", pa.string()),
-                        ("weight", pa.float64()), ("order", pa.string()),
-                        ("start_text", pa.string()), ("iteration_time_s", pa.float64()),
-                        ("start_iteration_time_s", pa.float64()),
-                        ("search_evaluations", pa.int64())):
-        if name not in names:
-            fields.append(pa.field(name, type_))
+    fields += [pa.field(name, type_) for name, type_ in (
+        ("text", pa.string()), ("workload", pa.string()), ("weight", pa.float64()),
+        ("order", pa.string()), ("start_text", pa.string()), ("iteration_time_s", pa.float64()),
+        ("start_iteration_time_s", pa.float64()), ("search_evaluations", pa.int64()))
+        if name not in names]
     return pa.struct(fields)
 
 
@@ -239,35 +208,6 @@ def __getattr__(name: str) -> Any:
         globals()["RECORD_SCHEMA"] = schema
         return schema
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def extend_schema(fields: Iterable["pa.Field"], *, base: "pa.Schema | None" = None
-                  ) -> "pa.Schema":
-    """Return ``base`` (default :data:`RECORD_SCHEMA`) with extra nullable columns appended.
-
-    Parameters
-    ----------
-    fields : iterable of pyarrow.Field
-        New columns.  Names must carry their unit (``bisection_Bps``) and must
-        not clash with existing columns.
-    base : pyarrow.Schema, optional
-        Schema to extend.
-
-    Raises
-    ------
-    InvalidSpecError
-        If a name is already a column or a field is declared non-nullable (old
-        parts have no value for it).
-    """
-    schema = base if base is not None else record_schema()
-    for f in fields:
-        if f.name in schema.names:
-            raise invalid("record column", f.name, "a name that is not already a column")
-        if not f.nullable:
-            raise invalid(f"record column {f.name!r} nullable", False,
-                          "nullable=True (older parts have no value for it)")
-        schema = schema.append(f)
-    return schema
 
 
 def to_json(value: Any) -> str:
@@ -309,15 +249,13 @@ class RecordWriter:
     directory : str or pathlib.Path
         The folder of part files (``results/<study>/records/``); created if missing.
     schema : pyarrow.Schema, optional
-        :data:`RECORD_SCHEMA` (default) or an :func:`extend_schema` of it.
+        :data:`RECORD_SCHEMA` (default) or a schema with more (nullable) columns.
 
     Notes
     -----
-    Each :meth:`write` creates ``part-<n>.parquet`` with ``n`` one more than
-    the largest existing part number.  The bytes go to a hidden temporary file
-    first, are fsynced, and are then hard-linked to the final name; the link
-    fails if another writer took the name, in which case the next number is
-    tried.  Finished parts are never modified.
+    Each :meth:`write` creates ``part-<n>.parquet``, ``n`` one more than the largest
+    existing part number (the next one if another writer took it), as the module
+    docstring's "Storage layout" describes; finished parts are never modified.
 
     Examples
     --------

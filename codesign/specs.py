@@ -11,32 +11,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from numbers import Integral, Real
-from pathlib import Path
 from typing import Any, TypeVar
 
 from codesign.errors import InvalidSpecError, invalid
+from codesign.files import load_yaml_file as load_yaml  # noqa: F401 - the spec files' reader
 
-__all__ = ["load_yaml", "check_keys", "get_int", "get_float", "get_str", "get_bool",
+__all__ = ["load_yaml", "check_keys", "get_int", "get_str", "get_bool",
            "check_int", "check_number"]
 
 T = TypeVar("T")
-
-
-def load_yaml(path: str | Path, *, what: str = "spec file") -> Any:
-    """Read a YAML file safely (:func:`codesign.files.load_yaml_file`).
-
-    A regular UTF-8 file of bounded size, loaded with the safe loader and
-    bounded alias expansion.
-
-    Raises
-    ------
-    InvalidSpecError
-        If the file is missing, not a regular file, too large, not UTF-8, or
-        not valid YAML (the message gives the line).
-    """
-    from codesign.files import load_yaml_file
-
-    return load_yaml_file(path, what=what)
 
 
 def check_keys(spec: object, *, allowed: Iterable[str], required: Iterable[str] = (),
@@ -107,16 +90,6 @@ def get_int(spec: Mapping[str, Any], key: str, default: Any = _REQUIRED, *, wher
     return value
 
 
-def get_float(spec: Mapping[str, Any], key: str, default: Any = _REQUIRED, *,
-              where: str = "spec") -> float:
-    """Read a plain number."""
-    def conv(v: Any) -> float:
-        if isinstance(v, bool):
-            raise TypeError
-        return float(v)
-    return _get(spec, key, default, where, conv, "a number")
-
-
 def get_str(spec: Mapping[str, Any], key: str, default: Any = _REQUIRED, *, where: str = "spec",
             choices: Iterable[str] | None = None) -> str:
     """Read a string, optionally one of ``choices``."""
@@ -177,23 +150,31 @@ def check_int(field: str, value: Any, minimum: int | None = None,
     return int(value)
 
 
-def check_number(field: str, value: Any, *, minimum: float = 0.0,
-                 inclusive: bool = False) -> float:
+def check_number(field: str, value: Any, *, minimum: float = 0.0, inclusive: bool = False,
+                 maximum: float | None = None) -> float:
     """``value`` as a ``float`` if it is a finite real number (not a bool) ``> minimum``
-    (``>= minimum`` with ``inclusive``).
+    (``>= minimum`` with ``inclusive``) and, when given, ``<= maximum``.
 
     Raises
     ------
     InvalidSpecError
-        ``invalid <field> <value>: expected a finite number > minimum``.
+        ``invalid <field> <value>: expected a finite number > minimum`` (with a maximum:
+        ``expected a number in (minimum, maximum]``).
 
     Examples
     --------
     >>> check_number("latency_s", 0, inclusive=True)
     0.0
+    >>> check_number("efficiency", 1.5, maximum=1)
+    Traceback (most recent call last):
+    ...
+    codesign.errors.InvalidSpecError: invalid efficiency 1.5: expected a number in (0, 1]
     """
     if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) \
-            or value < minimum or (value == minimum and not inclusive):
-        bound = f"{minimum:g}"
-        raise invalid(field, value, f"a finite number {'>=' if inclusive else '>'} {bound}")
+            or value < minimum or (value == minimum and not inclusive) \
+            or (maximum is not None and value > maximum):
+        rule = (f"a number in {'[' if inclusive else '('}{minimum:g}, {maximum:g}]"
+                if maximum is not None
+                else f"a finite number {'>=' if inclusive else '>'} {minimum:g}")
+        raise invalid(field, value, rule)
     return float(value)

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import invalid
+from codesign.specs import check_int, check_number
 
 __all__ = ["ServerPrice", "TcoParams", "Tco", "load_prices", "server_price", "cluster_tco",
            "run_cost_usd", "HOURS_PER_YEAR", "PRICES_PATH"]
@@ -106,17 +107,12 @@ class TcoParams:
     gpu_hour_usd: float | None = None
 
     def __post_init__(self) -> None:
-        def num(name: str, value: Any, ok, rule: str) -> None:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value) or not ok(value):
-                raise invalid(f"tco {name}", value, rule)
-
-        num("usd_per_kwh", self.usd_per_kwh, lambda v: v >= 0, "a price >= 0 USD per kWh")
-        num("pue", self.pue, lambda v: 1 <= v <= 5, "a number in [1, 5]")
-        num("utilisation", self.utilisation, lambda v: 0 < v <= 1, "a fraction in (0, 1]")
-        num("years", self.years, lambda v: 0 < v <= 50, "a number of years in (0, 50]")
+        check_number("tco usd_per_kwh", self.usd_per_kwh, inclusive=True)
+        check_number("tco pue", self.pue, minimum=1, inclusive=True, maximum=5)
+        check_number("tco utilisation", self.utilisation, maximum=1)
+        check_number("tco years", self.years, maximum=50)
         if self.gpu_hour_usd is not None:
-            num("gpu_hour_usd", self.gpu_hour_usd, lambda v: v > 0, "a price > 0 USD")
+            check_number("tco gpu_hour_usd", self.gpu_hour_usd)
 
 
 @dataclass(frozen=True)
@@ -144,12 +140,7 @@ class Tco:
 
 def _positive(entry: dict, key: str, where: str, *, optional: bool = False) -> float | None:
     value = entry.get(key)
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value <= 0:
-        raise invalid(f"{where} {key}", value, "a number > 0")
-    return float(value)
+    return None if value is None and optional else check_number(f"{where} {key}", value)
 
 
 @lru_cache(maxsize=8)
@@ -230,8 +221,7 @@ def cluster_tco(servers: int, price: ServerPrice, *, network_usd: float,
     -------
     Tco
     """
-    if isinstance(servers, bool) or not isinstance(servers, int) or servers < 1:
-        raise invalid("tco servers", servers, "an integer >= 1")
+    check_int("tco servers", servers, 1)
     if not math.isfinite(network_usd) or network_usd < 0:
         raise invalid("tco network_usd", network_usd, "a cost >= 0 USD")
     years = params.years

@@ -12,7 +12,8 @@ Rules
   second).  A bare number is bytes per second.
 * Times: ``700ns``, ``0.5us`` (also ``µs``), ``2ms``, ``1s``, ``1min``, ``1h``.
   A bare number is seconds.
-* Money: ``$1200``, ``1200``, ``1.2k``, ``3M`` (US dollars).
+* Money: ``$1200``, ``1200``, ``1.2k``, ``3M``, ``1.5B``, ``2_000_000`` (US dollars;
+  ``k``/``M``/``B`` in either case, ``_`` and ``,`` separators ignored).
 
 Numbers may use exponents (``1e3MB``).  Negative or non-finite values are
 rejected; zero is accepted only where the caller allows it.
@@ -44,7 +45,8 @@ _BW_RE = re.compile(
     rf"^\s*{_NUMBER}\s*(?:([kKMGTP]i?)?(B/s|Bps|b/s|bps|bit/s))?\s*$"
 )
 _TIME_RE = re.compile(rf"^\s*{_NUMBER}\s*(ns|us|µs|ms|s|sec|min|h)?\s*$")
-_MONEY_RE = re.compile(rf"^\s*\$?\s*{_NUMBER}\s*([kKM])?\s*(?:USD|usd)?\s*$")
+_MONEY_RE = re.compile(rf"^\s*\$?\s*{_NUMBER}\s*([kKmMbB])?\s*(?:USD|usd)?\s*$")
+_MONEY_SCALE = {None: 1.0, "k": 1e3, "m": 1e6, "b": 1e9}
 _TIME_SCALE = {None: 1.0, "s": 1.0, "sec": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6,
                "ns": 1e-9, "min": 60.0, "h": 3600.0}
 
@@ -95,6 +97,20 @@ def _numeric(value: object, field: str, allow_zero: bool, **bounds) -> float | N
     return None
 
 
+def _parse(value: object, field: str, allow_zero: bool, pattern: re.Pattern, rule: str,
+           to_base, *, clean: bool = False, **bounds) -> float:
+    """The one shape of the parsers: a number is already in base units; a string must
+    match ``pattern`` (``clean``: after dropping ``_`` and ``,``; else ``rule`` says what
+    is allowed) and ``to_base(*groups)`` converts it; both are checked against ``bounds``."""
+    num = _numeric(value, field, allow_zero, **bounds)
+    if num is not None:
+        return num
+    m = pattern.match(value.replace("_", "").replace(",", "") if clean else value)
+    if not m:
+        raise invalid(field, value, rule)
+    return _check(to_base(*m.groups()), field, value, allow_zero, **bounds)
+
+
 def parse_size(value: str | float, *, field: str = "size", allow_zero: bool = False) -> float:
     """Parse a data size into bytes.
 
@@ -119,18 +135,12 @@ def parse_size(value: str | float, *, field: str = "size", allow_zero: bool = Fa
     >>> parse_size("100MB")
     100000000.0
     """
-    num = _numeric(value, field, allow_zero, upper=MAX_SIZE_BYTES, unit="bytes")
-    if num is not None:
-        return num
-    m = _SIZE_RE.match(value)
-    if not m:
-        raise invalid(field, value, "a size such as 1GiB, 100MB, 4096 or 8Gb (bits)")
-    number, prefix, unit = m.groups()
-    scale = _prefix(prefix, field, value)
-    if unit in ("b", "bit", "bits"):
-        scale /= 8.0
-    return _check(float(number) * scale, field, value, allow_zero,
-                  upper=MAX_SIZE_BYTES, unit="bytes")
+    def to_bytes(number: str, prefix: str | None, unit: str | None) -> float:
+        bits = unit in ("b", "bit", "bits")
+        return float(number) * (_prefix(prefix, field, value) / (8.0 if bits else 1.0))
+
+    return _parse(value, field, allow_zero, _SIZE_RE, "a size such as 1GiB, 100MB, 4096 or "
+                  "8Gb (bits)", to_bytes, upper=MAX_SIZE_BYTES, unit="bytes")
 
 
 def parse_bandwidth(value: str | float, *, field: str = "bandwidth",
@@ -147,22 +157,15 @@ def parse_bandwidth(value: str | float, *, field: str = "bandwidth",
     >>> parse_bandwidth("50GiB/s") == 50 * 2**30
     True
     """
-    num = _numeric(value, field, allow_zero, upper=MAX_BANDWIDTH_BPS, lower=MIN_BANDWIDTH_BPS,
-                   unit="bytes/s")
-    if num is not None:
-        return num
-    m = _BW_RE.match(value)
-    if not m:
-        raise invalid(field, value,
-                      "a bandwidth such as 100Gbps (bits), 50GB/s (10^9 bytes) or 50GiB/s")
-    number, prefix, unit = m.groups()
-    if prefix and not unit:
-        raise invalid(field, value, "a unit after the prefix: Gbps, GB/s or GiB/s")
-    scale = _prefix(prefix, field, value)
-    if unit in ("b/s", "bps", "bit/s"):
-        scale /= 8.0
-    return _check(float(number) * scale, field, value, allow_zero,
-                  upper=MAX_BANDWIDTH_BPS, lower=MIN_BANDWIDTH_BPS, unit="bytes/s")
+    def to_bytes_per_s(number: str, prefix: str | None, unit: str | None) -> float:
+        if prefix and not unit:
+            raise invalid(field, value, "a unit after the prefix: Gbps, GB/s or GiB/s")
+        bits = unit in ("b/s", "bps", "bit/s")
+        return float(number) * (_prefix(prefix, field, value) / (8.0 if bits else 1.0))
+
+    return _parse(value, field, allow_zero, _BW_RE, "a bandwidth such as 100Gbps (bits), "
+                  "50GB/s (10^9 bytes) or 50GiB/s", to_bytes_per_s, upper=MAX_BANDWIDTH_BPS,
+                  lower=MIN_BANDWIDTH_BPS, unit="bytes/s")
 
 
 def parse_time(value: str | float, *, field: str = "time", allow_zero: bool = True) -> float:
@@ -173,31 +176,28 @@ def parse_time(value: str | float, *, field: str = "time", allow_zero: bool = Tr
     >>> parse_time("0.5us")
     5e-07
     """
-    num = _numeric(value, field, allow_zero, upper=MAX_TIME_S, unit="s")
-    if num is not None:
-        return num
-    m = _TIME_RE.match(value)
-    if not m:
-        raise invalid(field, value, "a time such as 700ns, 0.5us, 2ms or 1s")
-    number, unit = m.groups()
-    scale = _TIME_SCALE[unit]
-    # Divide by the inverse for sub-second units: 5 / 1e6 is exactly 5e-06, 5 * 1e-6 is not.
-    seconds = float(number) / round(1.0 / scale) if scale < 1.0 else float(number) * scale
-    return _check(seconds, field, value, allow_zero,
-                  upper=MAX_TIME_S, unit="s")
+    def to_seconds(number: str, unit: str | None) -> float:
+        scale = _TIME_SCALE[unit]
+        # Divide by the inverse for sub-second units: 5 / 1e6 is exactly 5e-06, 5 * 1e-6 is
+        # not.
+        return float(number) / round(1.0 / scale) if scale < 1.0 else float(number) * scale
+
+    return _parse(value, field, allow_zero, _TIME_RE, "a time such as 700ns, 0.5us, 2ms or 1s",
+                  to_seconds, upper=MAX_TIME_S, unit="s")
 
 
 def parse_money(value: str | float, *, field: str = "cost", allow_zero: bool = True) -> float:
-    """Parse an amount of US dollars (``$1200``, ``1.2k``, ``3M``)."""
-    num = _numeric(value, field, allow_zero, upper=MAX_MONEY_USD, unit="USD")
-    if num is not None:
-        return num
-    m = _MONEY_RE.match(value)
-    if not m:
-        raise invalid(field, value, "an amount in US dollars such as 1200, $1.2k or 3M")
-    number, prefix = m.groups()
-    return _check(float(number) * _prefix(prefix, field, value), field, value, allow_zero,
-                  upper=MAX_MONEY_USD, unit="USD")
+    """Parse an amount of US dollars (``$1200``, ``1.2k``, ``3M``, ``1.5B``): the one money
+    parser of catalogs, sweep budgets and the CLI.
+
+    Examples
+    --------
+    >>> parse_money("10M"), parse_money("$500k"), parse_money(2e6), parse_money("2_000")
+    (10000000.0, 500000.0, 2000000.0, 2000.0)
+    """
+    return _parse(value, field, allow_zero, _MONEY_RE, "an amount in US dollars such as 1200, "
+                  "$1.2k or 3M", lambda n, p: float(n) * _MONEY_SCALE[p and p.lower()],
+                  clean=True, upper=MAX_MONEY_USD, unit="USD")
 
 
 def _format(value: float, unit: str, binary: bool) -> str:

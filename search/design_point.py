@@ -51,6 +51,7 @@ from dataclasses import asdict, dataclass
 from fractions import Fraction
 
 from codesign.errors import InfeasibleError, invalid
+from codesign.specs import check_int, check_number
 
 __all__ = [
     "DESIGN_FAMILIES",
@@ -217,11 +218,7 @@ def topology_spec_for(point: DesignPoint) -> str:
     build = DESIGN_FAMILIES.get(point.family)
     if build is None:
         raise invalid("design family", point.family, f"one of {', '.join(DESIGN_FAMILIES)}")
-    if isinstance(point.servers, bool) or not isinstance(point.servers, int) or point.servers < 2:
-        raise invalid("design servers", point.servers, "an integer >= 2")
-    if isinstance(point.degree, bool) or not isinstance(point.degree, int) or point.degree < 1:
-        raise invalid("design degree", point.degree, "an integer >= 1")
-    if not math.isfinite(point.link_bandwidth_Bps) or point.link_bandwidth_Bps <= 0:
-        raise invalid("design link_bandwidth_Bps", point.link_bandwidth_Bps,
-                      "a finite bandwidth > 0 bytes/s")
+    check_int("design servers", point.servers, 2)
+    check_int("design degree", point.degree, 1)
+    check_number("design link_bandwidth_Bps", point.link_bandwidth_Bps)
     return build(point)

@@ -169,6 +169,20 @@ def _time(topology, workload, cand, hardware, method: str) -> float:
     return float(r.iteration_time_s)
 
 
+def _search(topology, workload, weight: float, hardware, study: FailureStudy, method: str,
+            seed: int):
+    """The study's strategy search for ``workload`` on ``topology`` from its feasible start
+    (the baseline's and a re-planned job's, so neither is compared with a weaker one)."""
+    from search.per_fabric import WorkloadPlan, best_strategies
+    from search.strategy.feasible import feasible_start
+
+    gpus = topology.npus * hardware.gpus_per_server
+    plan = WorkloadPlan(workload.name, weight, None, workload,
+                        feasible_start(workload, gpus, hardware))
+    return best_strategies(topology, [plan], hardware, collective_method=method,
+                           budget=study.search, seed=seed)[0]
+
+
 def _cut_off(topology) -> list[int] | None:
     """NPUs outside the largest group of NPUs that still reach each other, or ``None``
     when no group holds a strict majority of the NPUs (the fabric is partitioned)."""
@@ -211,8 +225,6 @@ def _replan(left, mix, hardware, study: FailureStudy, method: str, *, seed: int)
     batch.
     """
     from codesign.errors import CodesignError
-    from search.strategy.feasible import feasible_start
-    from search.per_fabric import WorkloadPlan, best_strategies
 
     gpus = left.npus * hardware.gpus_per_server
     total = 0.0
@@ -228,10 +240,7 @@ def _replan(left, mix, hardware, study: FailureStudy, method: str, *, seed: int)
             except CodesignError:
                 pass
         try:
-            plan = WorkloadPlan(wl.name, w, None, wl, feasible_start(wl, gpus, hardware))
-            found = best_strategies(left, [plan], hardware, collective_method=method,
-                                    budget=study.search, seed=seed + i)[0]
-            best = min(best, found.time_s)
+            best = min(best, _search(left, wl, w, hardware, study, method, seed + i).time_s)
         except InfeasibleError:
             if not math.isfinite(best):
                 raise
@@ -255,7 +264,8 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
     study : FailureStudy
     collective_method : str
         Collective method of every timing (``auto`` by default: the cheap one; the
-        slowdown is a ratio of two timings with the same method).
+        slowdown is a ratio of two timings with the same method).  ``best`` is timed as
+        ``auto``: its tournament per sample would dominate the time.
     seed_offset : int
         Added to the study seed (independent draws per fabric when wanted).
 
@@ -268,6 +278,7 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
     from topologies.failures import Failures, degrade, sample_failures
 
     t0 = time.perf_counter()
+    collective_method = "auto" if collective_method == "best" else collective_method
     for wl, _, c in mix:
         if c.strategy.gpus != topology.npus * hardware.gpus_per_server:
             raise invalid(f"failure what-if of {wl.name} strategy", str(c.strategy),
@@ -280,17 +291,9 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
     # re-planned job is not compared against a weaker strategy than that search finds.
     given = [_time(topology, wl, c, hardware, collective_method) for wl, _, c in mix]
     if study.search is not None:
-        from search.strategy.feasible import feasible_start
-        from search.per_fabric import WorkloadPlan, best_strategies
-
-        gpus = topology.npus * hardware.gpus_per_server
-        plans = [WorkloadPlan(wl.name, w, None, wl, feasible_start(wl, gpus, hardware))
-                 for wl, w, _ in mix]
-        searched = [best_strategies(topology, [p], hardware,
-                                    collective_method=collective_method,
-                                    budget=study.search, seed=study.spec.seed + i)[0]
-                    for i, p in enumerate(plans)]
-        given = [min(t, c.time_s) for t, c in zip(given, searched)]
+        given = [min(t, _search(topology, wl, w, hardware, study, collective_method,
+                                study.spec.seed + i).time_s)
+                 for i, ((wl, w, _), t) in enumerate(zip(mix, given))]
     base = sum(w * t / wl.batch_size for (wl, w, _), t in zip(mix, given)) / total_w
     slow, parted, unfit, replanned = [], 0, 0, 0
     for i in range(study.samples):
@@ -330,15 +333,12 @@ def failure_whatif(point, outcome, study: FailureStudy, *, hardware,
     """:func:`fabric_failures` of a what-if answer (a sweep point and its outcome): the
     fabric is rebuilt (for ``topoopt``: TopologyFinder once more on the final
     strategies' demand, same seed -- the alternating loop's last round does the same)
-    and every workload keeps its chosen strategy and placement order.  ``best``
-    collectives are replaced by ``auto`` (the tournament per sample would dominate the
-    time; the ratio uses one method on both sides)."""
+    and every workload keeps its chosen strategy and placement order."""
     from codesign.workloads import get_workload, parse_strategy
     from search.per_fabric import topoopt_fabric
     from search.strategy.space import Candidate
     from search.sweeps.trial import cached_topology, plan_workloads
 
-    method = "auto" if collective_method == "best" else collective_method
     rows = outcome.metrics["strategies"]
     cands = [Candidate(parse_strategy(r["text"]), tuple(r["order"].split("-")))
              for r in rows]
@@ -350,4 +350,4 @@ def failure_whatif(point, outcome, study: FailureStudy, *, hardware,
         topo = cached_topology(outcome.metrics["topology_spec"])
     mix = [(get_workload(w.name, w.config), w.weight, c)
            for w, c in zip(point.workloads, cands)]
-    return fabric_failures(topo, mix, hardware, study, collective_method=method)
+    return fabric_failures(topo, mix, hardware, study, collective_method=collective_method)

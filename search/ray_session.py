@@ -29,6 +29,7 @@ Robustness (issue 18)
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -112,10 +113,8 @@ def _start_local(num_cpus: int | None, quiet: dict[str, Any], *, attempts: int =
             return
         except Exception as exc:  # Ray raises bare Exception on a start-up timeout
             last = exc
-            try:
+            with contextlib.suppress(Exception):
                 ray.shutdown()
-            except Exception:
-                pass
             if attempt + 1 < attempts:
                 pause = min(30.0, 5.0 * _load_factor())
                 _say(f"local Ray did not start ({_first_line(exc)}); retrying once in "
@@ -131,6 +130,9 @@ def _start_local(num_cpus: int | None, quiet: dict[str, Any], *, attempts: int =
 #: Seconds to wait for a TCP connection to a cluster address before calling Ray
 #: (Ray itself retries an unreachable GCS for minutes).
 CONNECT_PROBE_S = 5.0
+_CHECK_ADDRESS = ("check the address (`ray status` on the head node prints it; ray://HOST:10001 "
+                  "for Ray Client, HOST:6379 on a cluster node)")
+_NO_ADDRESS = "or omit --ray-address to run on a local Ray"
 
 
 def _probe(address: str) -> str | None:
@@ -157,27 +159,22 @@ def _join(address: str, quiet: dict[str, Any]) -> None:
     _say(f"joining the Ray cluster at {address}...")
     unreachable = _probe(address)
     if unreachable:
-        raise RayStartError(
-            f"could not join the Ray cluster at {address!r} ({unreachable}); check the address "
-            f"(`ray status` on the head node prints it; ray://HOST:10001 for Ray Client, "
-            f"HOST:6379 on a cluster node), or omit --ray-address to run on a local Ray")
+        raise RayStartError(f"could not join the Ray cluster at {address!r} ({unreachable}); "
+                            f"{_CHECK_ADDRESS}, {_NO_ADDRESS}")
     try:
         ray.init(address=address, **quiet)
     except Exception as exc:
-        try:
+        with contextlib.suppress(Exception):
             ray.shutdown()
-        except Exception:
-            pass
         text = _first_line(exc)
         auth = any(w in text.lower() for w in ("auth", "token", "unauthenticated",
                                                "permission"))
         hint = ("set RAY_AUTH_TOKEN to the cluster's token (ray get-auth-token on the head "
                 "node)" if auth else
-                "check the address (`ray status` on the head node prints it; ray://HOST:10001 "
-                "for Ray Client, HOST:6379 on a cluster node), set RAY_AUTH_TOKEN if the "
-                "cluster uses token authentication")
+                f"{_CHECK_ADDRESS}, set RAY_AUTH_TOKEN if the cluster uses token "
+                "authentication")
         raise RayStartError(f"could not join the Ray cluster at {address!r} ({text}); {hint}, "
-                            f"or omit --ray-address to run on a local Ray") from None
+                            f"{_NO_ADDRESS}") from None
 
 
 @contextmanager

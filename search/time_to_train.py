@@ -16,8 +16,8 @@ TCO come from the 2025-2026 parts catalog (``topologies/data/parts-2026.yaml``, 
 modern-fabrics catalog with power figures), priced on the fabric the what-if chose;
 budgets stay checked against the what-if's own cost model (TopoOpt Table 2 prices).
 
-Objectives (:data:`PROCUREMENT_OBJECTIVES`, for ``whatif --objective`` and sweeps):
-``days_to_train``, ``usd_per_run`` and ``tco_usd``, all minimised.
+Objectives (for ``whatif --objective`` and sweeps): ``days_to_train``, ``usd_per_run``
+and ``tco_usd``, all minimised.
 
 Examples
 --------
@@ -37,10 +37,8 @@ from typing import Any
 from codesign.errors import invalid
 
 __all__ = ["TrainingGoal", "parse_goal", "days_to_train", "procurement", "fabric_parts_cost",
-           "PROCUREMENT_OBJECTIVES", "DATASET_SAMPLES"]
+           "DATASET_SAMPLES"]
 
-#: Procurement objectives (all minimised).
-PROCUREMENT_OBJECTIVES = ("days_to_train", "usd_per_run", "tco_usd")
 #: Training-set sizes of zoo workloads whose dataset is known, samples: ImageNet-1k's
 #: 1,281,167 training images (Russakovsky et al., IJCV 2015, Table 2) for the
 #: ImageNet classifiers.  Others need ``dataset_samples`` for an epoch goal.

@@ -11,13 +11,17 @@ prints.  Heavy packages are imported inside the command handlers so that
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
-from codesign.errors import CodesignError, InfeasibleError, InvalidSpecError
+from codesign.errors import CodesignError, InfeasibleError, InvalidSpecError, invalid
+from codesign.files import check_output_path, write_text_atomic
+from codesign.units import parse_bandwidth, parse_size
 
 __all__ = ["main", "build_parser"]
 
@@ -37,7 +41,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[], None] | None = None
-          ) -> None:
+          ) -> int:
+    """Print ``payload`` (one JSON object with ``--json``, else ``human()`` or key: value
+    lines); returns the exit status 0."""
     if args.json:
         print(json.dumps(_finite_json(payload), default=_json_default, allow_nan=False))
     elif human is not None:
@@ -45,6 +51,7 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[],
     else:
         for key, value in payload.items():
             print(f"{key}: {value}")
+    return 0
 
 
 def _finite_json(value: Any, notes: dict[str, str] | None = None, key: str = "") -> Any:
@@ -90,13 +97,88 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
+def _parse_options(items: Sequence[str] | None) -> dict[str, Any]:
+    """``--option key=value`` pairs; values are read as YAML (``rings=2``, ``order=[3,1,2,0]``)."""
+    from codesign.files import load_yaml_text
+
+    options: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip() or not text.strip():
+            raise invalid("--option", item, "KEY=VALUE with a non-empty value, e.g. rings=2 or "
+                          "order=[0,2,1,3]")
+        try:  # the safe reader: alias bombs and deep nesting are refused here too
+            options[key.strip()] = load_yaml_text(text, where=f"--option {key.strip()}")
+        except InvalidSpecError as exc:
+            raise invalid(f"--option {key.strip()}", text,
+                          f"a YAML value (number, list, string): {exc}") from None
+    return options
+
+
+def _write_topology(topology, routes: dict, path: Path, routes_path: Path) -> None:
+    """The topology YAML and its routes JSON (``{"src-dst": [[servers...], ...]}``)."""
+    from topologies.yaml_io import dump_yaml_topology
+
+    dump_yaml_topology(topology, path)
+    write_text_atomic(routes_path, json.dumps({f"{s}-{d}": [list(map(int, p)) for p in paths]
+                                               for (s, d), paths in sorted(routes.items())}),
+                      what="routes file")
+
+
+def _hardware_catalog(path: str | None):
+    """The catalog of ``--hardware-file`` (``None``: the built-in one)."""
+    if path is None:
+        return None
+    from codesign.workloads.hardware import load_hardware_catalog
+
+    return load_hardware_catalog(path)
+
+
+def _failure_study(text: str):
+    """The failure what-if of ``--fail`` (``links=10%,seed=S,samples=N``)."""
+    from search.failure_whatif import FailureStudy
+    from topologies.failures import parse_failure_spec
+
+    spec = parse_failure_spec(text)
+    return FailureStudy(spec, spec.samples)
+
+
+@contextlib.contextmanager
+def _progress(args: argparse.Namespace, total: int, label: str = "trials"
+              ) -> Iterator[Callable[..., None] | None]:
+    """A rich progress bar on stderr (none with ``--json`` or ``--quiet``), done/total and an
+    ETA (rich estimates it from the completion rate); yields the callback of one finished
+    trial (``update()``) or of done of total (``update(done, total)``, a resumed sweep)."""
+    if args.json or args.quiet:
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                   console=Console(stderr=True), transient=True)
+    bar.start()
+
+    def update(done: int | None = None, total: int | None = None, *_: Any) -> None:
+        if done is None:
+            bar.advance(task)
+        else:
+            bar.update(task, completed=done, total=total)
+
+    try:
+        task = bar.add_task(label, total=total)
+        yield update
+    finally:
+        bar.stop()
+
+
 # --------------------------------------------------------------------- topology
 def _cmd_topology_show(args: argparse.Namespace) -> int:
     from topologies.registry import load_topology
 
-    topo = load_topology(args.spec)
-    _emit(args, topo.summary())
-    return 0
+    return _emit(args, load_topology(args.spec).summary())
 
 
 def _cmd_topology_cost(args: argparse.Namespace) -> int:
@@ -104,8 +186,7 @@ def _cmd_topology_cost(args: argparse.Namespace) -> int:
     from topologies.registry import load_topology
 
     topo = load_topology(args.spec)
-    catalog = load_catalog(args.catalog) if args.catalog else None
-    cost = topology_cost(topo, catalog=catalog)
+    cost = topology_cost(topo, catalog=load_catalog(args.catalog) if args.catalog else None)
     payload = {"name": topo.name, "npus": topo.npus, **cost.to_dict()}
 
     def human() -> None:
@@ -119,38 +200,29 @@ def _cmd_topology_cost(args: argparse.Namespace) -> int:
         for note in cost.notes:
             print(f"  note: {note}")
 
-    _emit(args, payload, human)
-    return 0
+    return _emit(args, payload, human)
 
 
 def _cmd_topology_families(args: argparse.Namespace) -> int:
     from topologies.registry import FAMILIES, family_names
 
-    names = family_names()
     payload = {"families": [{"name": n, "shape": FAMILIES[n].shape, "keys": list(FAMILIES[n].keys),
                              "example": FAMILIES[n].example, "summary": FAMILIES[n].summary}
-                            for n in names]}
+                            for n in family_names()]}
 
     def human() -> None:
         for f in payload["families"]:
             print(f"{f['name']:<12} {f['example']:<40} {f['summary']}")
 
-    _emit(args, payload, human)
-    return 0
+    return _emit(args, payload, human)
 
 
 def _cmd_topology_topoopt(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from codesign.errors import invalid
-    from codesign.units import parse_bandwidth
     from topologies.topoopt import topology_finder
 
     bw = parse_bandwidth(args.bandwidth, field="--bandwidth")
     n = args.servers
     if args.out:
-        from codesign.files import check_output_path
-
         check_output_path(args.out, what="--out file")
     if (args.workload is None) != (args.strategy is None):
         raise invalid("--workload/--strategy", args.workload or args.strategy,
@@ -175,14 +247,9 @@ def _cmd_topology_topoopt(args: argparse.Namespace) -> int:
     result = topology_finder(n, args.degree, groups, mp, link_bandwidth=bw, seed=args.seed)
     payload = {"demand": source, **result.summary()}
     if args.out:
-        from topologies.yaml_io import dump_yaml_topology
-
-        from codesign.files import write_text_atomic
-
         out = Path(args.out)
         routes = out.with_suffix(".routes.json")
-        dump_yaml_topology(result.topology, out)
-        write_text_atomic(routes, json.dumps(result.routes_json()), what="routes file")
+        _write_topology(result.topology, result.routes, out, routes)
         payload["out"], payload["routes"] = str(out), str(routes)
 
     def human() -> None:
@@ -198,88 +265,52 @@ def _cmd_topology_topoopt(args: argparse.Namespace) -> int:
         if args.out:
             print(f"  wrote {payload['out']} and {payload['routes']}")
 
-    _emit(args, payload, human)
-    return 0
+    return _emit(args, payload, human)
 
 
 # -------------------------------------------------------------------- collectives
-def _collective(args: argparse.Namespace, topo) -> Any:
-    from codesign.units import parse_size
+def _collective(args: argparse.Namespace):
+    """The topology of ``SPEC`` and the collective of ``--collective/--size/--chunks/--root``."""
     from evaluators.collectives import Collective
+    from topologies.registry import load_topology
 
+    topo = load_topology(args.spec)
     size = parse_size(args.size, field="--size")
-    return Collective.on(args.collective, topo.npus, size, chunks_per_npu=args.chunks,
-                         root=args.root)
-
-
-def _parse_options(items: Sequence[str]) -> dict[str, Any]:
-    """``--option key=value`` pairs; values are read as YAML (``rings=2``, ``order=[3,1,2,0]``)."""
-    from codesign.errors import invalid
-    from codesign.files import load_yaml_text
-
-    options: dict[str, Any] = {}
-    for item in items:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip() or not text.strip():
-            raise invalid("--option", item, "KEY=VALUE with a non-empty value, e.g. rings=2 or "
-                          "order=[0,2,1,3]")
-        try:  # the safe reader: alias bombs and deep nesting are refused here too
-            options[key.strip()] = load_yaml_text(text, where=f"--option {key.strip()}")
-        except InvalidSpecError as exc:
-            raise invalid(f"--option {key.strip()}", text,
-                          f"a YAML value (number, list, string): {exc}") from None
-    return options
+    return topo, Collective.on(args.collective, topo.npus, size, chunks_per_npu=args.chunks,
+                               root=args.root)
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:
+    from evaluators.algorithms.model_only import model_only_answer, wants_model_only
     from evaluators.bounds import lower_bound
-    from evaluators.registry import ALGORITHMS, synthesize
+    from evaluators.registry import ALGORITHMS, algorithm_names, synthesize
     from evaluators.validate import validate_schedule
-    from topologies.registry import load_topology
 
     if args.out:
-        from codesign.files import check_output_path
-
         check_output_path(args.out, what="--out file")  # fail before the work, not after
-    topo = load_topology(args.spec)
-    coll = _collective(args, topo)
+    topo, coll = _collective(args)
     options: dict[str, Any] = {}
     if args.seed is not None:
-        from evaluators.registry import algorithm_names
-
         algorithm_names()  # load the registry
         if args.algorithm in ALGORITHMS and "seed" in ALGORITHMS[args.algorithm].options:
             options["seed"] = args.seed
-    options.update(_parse_options(args.option or []))
-    from evaluators.algorithms.model_only import model_only_answer, wants_model_only
-
+    options.update(_parse_options(args.option))
     full = bool(options.pop("schedule", False)) or bool(args.out)
     if wants_model_only(topo, coll, args.algorithm, options, full_schedule=full):
         # The algorithm's own model (Themis Sec. 4.4, closed forms): the full per-NPU
         # schedule would not fit or would take minutes.
-        _emit(args, model_only_answer(topo, coll, args.algorithm, options))
-        return 0
+        return _emit(args, model_only_answer(topo, coll, args.algorithm, options))
     t0 = time.perf_counter()
     # Validated below, so that an invalid schedule is reported (valid: false), not raised.
     schedule = synthesize(topo, coll, args.algorithm, validate=False, **options)
     synthesis_s = time.perf_counter() - t0
     report = validate_schedule(schedule, topo, schedule.collective)
-    bound = lower_bound(topo, coll)
     t = schedule.time_s
-    payload = {
-        "npus": topo.npus,
-        "collective": coll.kind,
-        "algorithm": args.algorithm,
-        "size_bytes": coll.size_bytes,
-        "chunks": schedule.collective.chunks_per_npu,
-        "time_s": t,
-        "algbw_Bps": coll.algbw(t),
-        "busbw_Bps": coll.busbw(t),
-        "lower_bound_s": bound.time_s,
-        "synthesis_s": synthesis_s,
-        "valid": report.valid,
-        "transfers": len(schedule),
-    }
+    payload = {"npus": topo.npus, "collective": coll.kind, "algorithm": args.algorithm,
+               "size_bytes": coll.size_bytes, "chunks": schedule.collective.chunks_per_npu,
+               "time_s": t, "algbw_Bps": coll.algbw(t), "busbw_Bps": coll.busbw(t),
+               "lower_bound_s": lower_bound(topo, coll).time_s, "synthesis_s": synthesis_s,
+               "valid": report.valid, "transfers": len(schedule)}
     # Proof and model details some methods record (mcf; tacos exact=true and logical times).
     for key in ("fluid_time_s", "optimal", "dual_gap", "within_epsilon", "exact", "mip_gap",
                 "logical_time_s", "tree_lp_time_s", "relaxation_gap", "epsilon", "ratio",
@@ -305,15 +336,14 @@ def _cmd_synth(args: argparse.Namespace) -> int:
 
 def _cmd_bound(args: argparse.Namespace) -> int:
     from evaluators.bounds import lower_bound
-    from topologies.registry import load_topology
 
-    topo = load_topology(args.spec)
-    coll = _collective(args, topo)
-    options = _parse_options(getattr(args, "option", None) or [])
+    topo, coll = _collective(args)
+    options = _parse_options(args.option)
+    head = {"npus": topo.npus, "collective": coll.kind, "size_bytes": coll.size_bytes}
     if args.method == "mcf":
         # The fluid LP optimum (bandwidth only); a lower bound for every T when
         # steps_certified, else for the step counts searched.
-        from codesign.errors import invalid
+        from evaluators.estimates import check_mcf
         from evaluators.mcf import fluid_optimum
 
         allowed = ("decomposition", "switch_model", "steps", "shares", "secondary")
@@ -321,50 +351,40 @@ def _cmd_bound(args: argparse.Namespace) -> int:
             if key not in allowed:
                 raise invalid("--option", key, f"one of {', '.join(allowed)} for --method mcf")
         options.setdefault("secondary", False)
-        from evaluators.estimates import check_mcf
-
         check_mcf(topo, coll, decomposition=str(options.get("decomposition", "none")))
         r = fluid_optimum(topo, coll, **options)
-        _emit(args, {"npus": topo.npus, "collective": coll.kind, "size_bytes": coll.size_bytes,
-                     "method": "mcf", "lower_bound_s": r.time_s,
-                     "algbw_Bps": coll.algbw(r.time_s), "optimal": r.optimal,
-                     "dual_gap": r.dual_gap, "steps": r.steps,
-                     "steps_certified": r.steps_certified, "decomposition": r.decomposition,
-                     "decomposition_stats": r.decomposition_stats})
-        return 0
+        return _emit(args, {**head, "method": "mcf", "lower_bound_s": r.time_s,
+                            "algbw_Bps": coll.algbw(r.time_s), "optimal": r.optimal,
+                            "dual_gap": r.dual_gap, "steps": r.steps,
+                            "steps_certified": r.steps_certified,
+                            "decomposition": r.decomposition,
+                            "decomposition_stats": r.decomposition_stats})
     if options:
-        from codesign.errors import invalid
-
         raise invalid("--option", ",".join(options), "no options with --method cut")
     bound = lower_bound(topo, coll)
-    payload = {"npus": topo.npus, "collective": coll.kind, "size_bytes": coll.size_bytes,
-               "lower_bound_s": bound.time_s, "algbw_Bps": coll.algbw(bound.time_s),
-               **{k: v for k, v in bound.to_dict().items() if k != "time_s"}}
-    _emit(args, payload)
-    return 0
+    return _emit(args, {**head, "lower_bound_s": bound.time_s,
+                        "algbw_Bps": coll.algbw(bound.time_s),
+                        **{k: v for k, v in bound.to_dict().items() if k != "time_s"}})
 
 
 def _parse_send(text: str, index: int) -> tuple[int, int, float]:
-    from codesign.errors import invalid
-    from codesign.units import parse_size
-
+    field = f"--send #{index + 1}"
     parts = text.split(":")
     if len(parts) != 3:
-        raise invalid(f"--send #{index + 1}", text, "SRC:DST:SIZE such as 0:5:1MiB")
+        raise invalid(field, text, "SRC:DST:SIZE such as 0:5:1MiB")
     try:
         src, dst = int(parts[0]), int(parts[1])
     except ValueError:
-        raise invalid(f"--send #{index + 1}", text, "integer SRC and DST node ids") from None
-    return src, dst, parse_size(parts[2], field=f"--send #{index + 1} size")
+        raise invalid(field, text, "integer SRC and DST node ids") from None
+    return src, dst, parse_size(parts[2], field=f"{field} size")
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from codesign.errors import invalid
     from evaluators.netsim import replay, simulate
     from topologies.registry import load_topology
 
     topo = load_topology(args.spec)
-    options = _parse_options(args.option or [])
+    options = _parse_options(args.option)
     if args.schedule:
         from evaluators.schedule_io import load_schedule
 
@@ -391,10 +411,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
                 if not 0 <= node < topo.npus:
                     raise invalid(f"--send #{i + 1} {name}", node,
                                   f"an NPU id in 0..{topo.npus - 1}")
-        result = simulate(topo, sends, model=args.model, **options)
-        payload = {"model": args.model, **result.to_dict()}
-    _emit(args, payload)
-    return 0
+        payload = {"model": args.model, **simulate(topo, sends, model=args.model,
+                                                   **options).to_dict()}
+    return _emit(args, payload)
 
 
 def _cmd_reorder(args: argparse.Namespace) -> int:
@@ -402,12 +421,10 @@ def _cmd_reorder(args: argparse.Namespace) -> int:
 
     matrix = load_cost_matrix(args.matrix)
     result = reorder(matrix.costs, args.algorithm, seed=args.seed, time_limit_s=args.time_limit)
-    payload = {"algorithm": args.algorithm, "order": list(result.order),
-               "names": [matrix.names[i] for i in result.order] if matrix.names else None,
-               "cost_s": result.cost_s, "baseline_cost_s": result.baseline_cost_s,
-               "method": result.method}
-    _emit(args, payload)
-    return 0
+    return _emit(args, {"algorithm": args.algorithm, "order": list(result.order),
+                        "names": [matrix.names[i] for i in result.order] if matrix.names
+                        else None, "cost_s": result.cost_s,
+                        "baseline_cost_s": result.baseline_cost_s, "method": result.method})
 
 
 def _cmd_probe(args: argparse.Namespace) -> int:
@@ -419,36 +436,31 @@ def _cmd_probe(args: argparse.Namespace) -> int:
                              seed=args.seed)
     path = save_cost_matrix(args.out, result.matrix_s, result.names)
     off = result.matrix_s[~np.eye(len(result.names), dtype=bool)] if len(result.names) > 1 else []
-    payload = {"nodes": list(result.names), "matrix": str(path),
-               "min_s": float(min(off)), "max_s": float(max(off))}
-    _emit(args, payload)
-    return 0
+    return _emit(args, {"nodes": list(result.names), "matrix": str(path),
+                        "min_s": float(min(off)), "max_s": float(max(off))})
 
 
 # --------------------------------------------------------------------- workloads
-def _workload_arg(name: str, config: str | None, options: dict[str, Any]):
+def _workload_arg(name: str, config: str | None, options: Sequence[str] | None):
     """A zoo name (with ``--config`` / ``--option`` overrides) or a model YAML file.
 
     The same rule for every command that takes a workload: a name ending in ``.yaml`` /
     ``.yml`` or naming an existing file is a model file (overrides go in the file)."""
-    from pathlib import Path
-
     from codesign.workloads import get_workload, load_workload
 
+    overrides = _parse_options(options)
     if name.endswith((".yaml", ".yml")) or Path(name).is_file():
-        if config or options:
-            from codesign.errors import invalid
-
-            raise invalid("--config/--option", config or options,
+        if config or overrides:
+            raise invalid("--config/--option", config or overrides,
                           "nothing with a model file (put overrides in the file)")
         return load_workload(name)
-    return get_workload(name, config, **options)
+    return get_workload(name, config, **overrides)
 
 
 def _cmd_workload_show(args: argparse.Namespace) -> int:
     from codesign.units import format_size
 
-    workload = _workload_arg(args.name, args.config, _parse_options(args.option or []))
+    workload = _workload_arg(args.name, args.config, args.option)
     payload = workload.to_dict()
     demand = None
     if args.strategy:
@@ -486,15 +498,11 @@ def _cmd_workload_show(args: argparse.Namespace) -> int:
             print(f"  memory/GPU      {demand.memory.message().split(' needs ', 1)[1]}"
                   + ("" if demand.memory.fits else "  -- does not fit"))
 
-    _emit(args, payload, human)
-    return 0
+    return _emit(args, payload, human)
 
 
 # --------------------------------------------------------------------- TopoOpt loop
 def _cmd_optimize(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from codesign.errors import invalid
     from search.topoopt.alternating import BASELINES, OptimizeSpec, optimize
 
     if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
@@ -511,20 +519,14 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
     result = optimize(spec, workers=args.workers, ray_address=args.ray_address)
     payload = result.to_dict()
     if args.out:
-        from topologies.yaml_io import dump_yaml_topology
-
-        from codesign.files import write_text_atomic
-
         out = Path(args.out)
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise invalid("--out", args.out, f"a folder that can be created ({exc.strerror})") \
                 from None
-        dump_yaml_topology(result.topology, out / "topology.yaml")
-        routes = {f"{s}-{d}": [list(map(int, p)) for p in paths]
-                  for (s, d), paths in sorted(result.routes.items())}
-        write_text_atomic(out / "routes.json", json.dumps(routes), what="routes file")
+        _write_topology(result.topology, result.routes, out / "topology.yaml",
+                        out / "routes.json")
         payload["files"] = {"topology": str(out / "topology.yaml"),
                             "routes": str(out / "routes.json")}
 
@@ -544,20 +546,10 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         for k, v in payload.get("files", {}).items():
             print(f"  {k}: {v}")
 
-    _emit(args, payload, human)
-    return 0
+    return _emit(args, payload, human)
 
 
 # ---------------------------------------------------------------- calibrate
-def _hardware_catalog(path: str | None):
-    """The catalog of ``--hardware-file`` (``None``: the built-in one)."""
-    if path is None:
-        return None
-    from codesign.workloads.hardware import load_hardware_catalog
-
-    return load_hardware_catalog(path)
-
-
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     import yaml
 
@@ -574,20 +566,17 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
                        holdout=None if args.holdout == "none" else args.holdout,
                        progress=progress)
     payload = result.summary()
+    # Held-out errors (--holdout): leave_one_run_out_mean_abs_error or leave_one_source_...
+    held = [k for k in payload if k.startswith("leave_one_") and k.endswith("_mean_abs_error")]
     if args.out:
-        from pathlib import Path
-
         doc = hardware_to_yaml(result.hardware)
         gpu = doc["gpus"][result.hardware.name]
-        fit = payload
         gpu["compute"]["source"] = (
             f"calibrated by codesign calibrate on {len(runs)} runs of {args.runs} "
-            f"(fit mean |error| {fit['fit_mean_abs_error']:.1%}, worst "
-            f"{fit['fit_worst_abs_error']:.1%})")
-        held = [v for k, v in fit.items()
-                if k.startswith("leave_one_") and k.endswith("_mean_abs_error")]
+            f"(fit mean |error| {payload['fit_mean_abs_error']:.1%}, worst "
+            f"{payload['fit_worst_abs_error']:.1%})")
         # The held-out error of this fit is what results timed with it should carry.
-        gpu["compute"]["validated_error"] = held[0] if held else None
+        gpu["compute"]["validated_error"] = payload[held[0]] if held else None
         header = (f"# Hardware profile of {result.hardware.name} written by "
                   f"`codesign calibrate {args.runs} --hardware {args.hardware}`.\n"
                   "# Use it with: codesign evaluate --hardware-file THIS_FILE "
@@ -602,11 +591,10 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             print(f"  {k:<24}{v:8.4f}   (start {payload['prior'][k]:.4f})")
         print(f"  fit error: mean |e| {payload['fit_mean_abs_error']:.1%}, "
               f"worst {payload['fit_worst_abs_error']:.1%}")
-        for key in payload:
-            if key.startswith("leave_one_") and key.endswith("mean_abs_error"):
-                worst = payload[key.replace("mean", "worst")]
-                label = key.removesuffix("_mean_abs_error").replace("_", "-")
-                print(f"  {label} error: mean |e| {payload[key]:.1%}, worst {worst:.1%}")
+        for key in held:
+            worst = payload[key.replace("mean", "worst")]
+            label = key.removesuffix("_mean_abs_error").replace("_", "-")
+            print(f"  {label} error: mean |e| {payload[key]:.1%}, worst {worst:.1%}")
         print(f"  {'run':<30}{'measured s':>12}{'predicted s':>13}{'error':>9}")
         for r in payload["per_run"]:
             print(f"  {r['id']:<30}{r['measured_s']:>12.4g}{r['predicted_s']:>13.4g}"
@@ -614,20 +602,18 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         if args.out:
             print(f"  wrote {args.out}")
 
-    _emit(args, payload, human)
-    return 0
+    return _emit(args, payload, human)
 
 
 # ---------------------------------------------------------------- evaluate
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from codesign.workloads import get_hardware
-    from codesign.workloads.demand import demand_for
     from codesign.workloads.placement import Placement
     from codesign.workloads.strategy import as_strategy
     from topologies.registry import load_topology
 
     topo = load_topology(args.topology)
-    workload = _workload_arg(args.workload, args.config, _parse_options(args.option or []))
+    workload = _workload_arg(args.workload, args.config, args.option)
     hw = get_hardware(args.hardware, _hardware_catalog(args.hardware_file))
     per_server = args.gpus_per_server or hw.gpus_per_server
     strategy = as_strategy(args.strategy or f"dp={topo.npus * per_server}")
@@ -635,6 +621,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.gpus_per_server is not None:
         placement = Placement.for_strategy(strategy, args.gpus_per_server)
     if args.closed_form:
+        from codesign.workloads.demand import demand_for
         from evaluators.iteration import closed_form_estimate
 
         pl = placement or Placement.for_strategy(strategy, hw.gpus_per_server)
@@ -653,16 +640,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     if args.fail is not None:
         import dataclasses
 
-        from search.failure_whatif import FailureStudy, fabric_failures
+        from search.failure_whatif import fabric_failures
         from search.strategy.space import Candidate
-        from topologies.failures import parse_failure_spec
 
-        spec = parse_failure_spec(args.fail)
         fhw = dataclasses.replace(hw, gpus_per_server=per_server)
-        method = "auto" if args.collective_method == "best" else args.collective_method
         payload["failures"] = fabric_failures(
-            topo, [(workload, 1.0, Candidate(strategy))], fhw, FailureStudy(spec, spec.samples),
-            collective_method=method).to_dict()
+            topo, [(workload, 1.0, Candidate(strategy))], fhw, _failure_study(args.fail),
+            collective_method=args.collective_method).to_dict()
 
     def human() -> None:
         print(f"{payload['workload']} {payload['strategy']} on {payload['topology']} "
@@ -694,8 +678,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                         "capacity_bytes"):
                 print(f"    {key:<24}{mem[key] / 2**30:>14.2f} GiB")
 
-    _emit(args, payload, human)
-    return 0
+    return _emit(args, payload, human)
 
 
 # ---------------------------------------------------------------- pipeline
@@ -706,12 +689,8 @@ def _cmd_quickstart(args: argparse.Namespace) -> int:
     config = QuickstartConfig(**{k: v for k, v in (
         ("results_dir", args.results), ("trials", args.trials), ("seed", args.seed),
         ("servers", args.servers)) if v is not None})
-    progress = None if args.json or args.quiet else _progress_bar(config.spec().trials)
-    try:
-        result = run_quickstart(config, progress=progress.update if progress else None)
-    finally:
-        if progress is not None:
-            progress.close()
+    with _progress(args, config.spec().trials) as update:
+        result = run_quickstart(config, progress=update)
     paths = write_report(result.results_dir)
     payload = {**result.to_dict(), "report": {k: str(v) for k, v in paths.items()}}
 
@@ -721,34 +700,7 @@ def _cmd_quickstart(args: argparse.Namespace) -> int:
         for k, v in paths.items():
             print(f"{k}: {v}")
 
-    _emit(args, payload, human)
-    return 0
-
-
-class _progress_bar:
-    """A rich progress bar on stderr, fed with one call per finished trial."""
-
-    def __init__(self, total: int, label: str = "trials") -> None:
-        from rich.console import Console
-        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                   TimeElapsedColumn, TimeRemainingColumn)
-
-        # done/total and an ETA (rich estimates it from the completion rate).
-        self._progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                  MofNCompleteColumn(), TimeElapsedColumn(),
-                                  TextColumn("ETA"), TimeRemainingColumn(),
-                                  console=Console(stderr=True), transient=True)
-        self._progress.start()
-        self._task = self._progress.add_task(label, total=total)
-
-    def update(self, done: int | None = None, total: int | None = None, *_: Any) -> None:
-        if done is None:
-            self._progress.advance(self._task)
-        else:  # done of total trials of this run (a resumed sweep runs fewer)
-            self._progress.update(self._task, completed=done, total=total)
-
-    def close(self) -> None:
-        self._progress.stop()
+    return _emit(args, payload, human)
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -756,16 +708,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from search.sweeps.spec import load_sweep_spec
 
     spec = load_sweep_spec(args.config)
-    progress = None if args.json or args.quiet else _progress_bar(spec.trials)
-    try:
+    with _progress(args, spec.trials) as update:
         result = run_sweep(spec, results_dir=args.results, resume=args.resume,
-                           ray_address=args.ray_address,
-                           progress=progress.update if progress else None)
-    finally:
-        if progress is not None:
-            progress.close()
-    payload = result.to_dict()
-
+                           ray_address=args.ray_address, progress=update)
     reasons = ", ".join(f"{k}: {v}" for k, v in (result.reasons or {}).items())
 
     def human() -> None:
@@ -776,7 +721,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             print(f"not complete: {reasons}")
         print(f"results: {result.results_dir}  (codesign report {result.results_dir})")
 
-    _emit(args, payload, human)
+    _emit(args, result.to_dict(), human)
     if result.records and not result.complete:
         # Nothing to report: a valid but impossible study (exit 1, the reasons counted).
         print(f"codesign: infeasible: no trial of {result.study} is complete ({reasons})",
@@ -786,18 +731,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_whatif(args: argparse.Namespace) -> int:
-    from codesign.errors import invalid
     from search.whatif import format_whatif, parse_budgets, parse_mix, run_whatif
 
     if args.shared_cluster:
-        from codesign.units import parse_bandwidth
         from search.whatif import format_shared_cluster, shared_cluster
 
         rows = shared_cluster(servers=args.servers or 432, degree=args.degree,
                               link_rate_Bps=parse_bandwidth(args.link_rate, field="link rate"))
-        _emit(args, {"shared_cluster": [r.to_dict() for r in rows]},
-              lambda: print(format_shared_cluster(rows)))
-        return 0
+        return _emit(args, {"shared_cluster": [r.to_dict() for r in rows]},
+                     lambda: print(format_shared_cluster(rows)))
     servers = args.servers
     if args.gpus is not None:
         from codesign.workloads import get_hardware
@@ -834,23 +776,17 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
                           f"a comma list of {', '.join(SWEEP_FAMILIES)}")
         families = {"families": names}
     procurement = _procurement_options(args)
-    progress = None if args.json or args.quiet else _progress_bar(1, label="fabrics")
-    try:
+    with _progress(args, 1, label="fabrics") as update:
         result = run_whatif(parse_budgets(args.budget), servers=servers, workloads=mix,
                             gpu=args.gpu, collective_method=args.collective_method,
                             search=search, finalists=args.finalists, workers=args.workers,
-                            progress=progress.update if progress else None,
-                            hardware_file=args.hardware_file, catalog=args.catalog,
-                            **families, **procurement)
-    finally:
-        if progress is not None:
-            progress.close()
+                            progress=update, hardware_file=args.hardware_file,
+                            catalog=args.catalog, **families, **procurement)
     if args.report:
         from codesign.app.procurement_report import write_whatif_report
 
         write_whatif_report(result, args.report)
-    _emit(args, result.to_dict(), lambda: print(format_whatif(result)))
-    return 0
+    return _emit(args, result.to_dict(), lambda: print(format_whatif(result)))
 
 
 def _procurement_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -865,29 +801,17 @@ def _procurement_options(args: argparse.Namespace) -> dict[str, Any]:
     if rent == "catalog":
         rent = server_price(args.gpu, args.prices).cloud_usd_per_gpu_hour
         if rent is None:
-            from codesign.errors import invalid
-
             raise invalid("--gpu-hour-usd catalog for", args.gpu,
                           "a GPU with a cloud price in the price catalog, or a number")
     elif rent is not None:
         try:
             rent = float(rent)
         except ValueError:
-            from codesign.errors import invalid
-
             raise invalid("--gpu-hour-usd", rent, "a price in USD > 0, or catalog") from None
-    params = TcoParams(
-        usd_per_kwh=defaults.usd_per_kwh if args.usd_per_kwh is None else args.usd_per_kwh,
-        pue=defaults.pue if args.pue is None else args.pue,
-        utilisation=defaults.utilisation if args.utilisation is None else args.utilisation,
-        years=defaults.years if args.years is None else args.years, gpu_hour_usd=rent)
-    failures = None
-    if args.fail is not None:
-        from search.failure_whatif import FailureStudy
-        from topologies.failures import parse_failure_spec
-
-        spec = parse_failure_spec(args.fail)
-        failures = FailureStudy(spec, spec.samples)
+    params = TcoParams(gpu_hour_usd=rent, **{  # the catalog's defaults where not given
+        k: getattr(defaults if getattr(args, k) is None else args, k)
+        for k in ("usd_per_kwh", "pue", "utilisation", "years")})
+    failures = None if args.fail is None else _failure_study(args.fail)
     return {"goal": goal, "objective": args.objective, "tco_params": params,
             "prices": args.prices, "failures": failures}
 
@@ -896,163 +820,169 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from codesign.app.report import write_report
 
     paths = write_report(args.results_dir, out_dir=args.out)
-    _emit(args, {k: str(v) for k, v in paths.items()})
-    return 0
+    return _emit(args, {k: str(v) for k, v in paths.items()})
 
 
 # --------------------------------------------------------------------- parser
+_ZOO = "zoo name (dlrm, candle, bert, resnet50, gpt3-175b, ...)"
+_FAIL = ("links=10%%,seed=S,samples=N (kinds links, switches, servers, racks; N%% or a "
+         "count; rack_size=K)")
+#: Options several commands take, defined once: flag -> ``add_argument`` keywords (a
+#: command may change some keywords, e.g. its own default or a longer help).
+_COMMON: dict[str, dict[str, Any]] = {
+    "--json": dict(action="store_true", help="print one JSON object on stdout"),
+    "--max-memory": dict(metavar="SIZE", help="refuse work estimated to need more memory than "
+                         "this (e.g. 4GiB; default: half of the memory available)"),
+    "--seed": dict(type=int, default=0, help="random seed (default 0)"),
+    "--quiet": dict(action="store_true", help="no progress bar"),
+    "--ray-address": dict(help="join an existing Ray cluster (default: local Ray)"),
+    "--results": dict(default="results", help="results folder (default results/)"),
+    "--config": dict(help="zoo configuration (e.g. simulation, testbed, 5.6)"),
+    "--hardware": dict(default="A100-80", help="GPU (default A100-80)"),
+    "--hardware-file": dict(help="hardware catalog YAML (e.g. written by codesign calibrate) "
+                            "to look the GPU up in instead of the built-in one"),
+    "--collective-method": dict(
+        default="best", help="algorithm of inter-server collectives: best (default: the "
+        "fastest valid synthesizer per collective, chosen with the strategy, as in sweeps "
+        "and whatif), auto (multiring on direct-connect fabrics as TopoOpt's NCCL, ring on "
+        "switched ones) or a name (ring, multiring, tacos, ...)"),
+    "--servers": dict(type=int, required=True, help="servers of the job"),
+    "--degree": dict(type=int, required=True, help="interfaces (links) per server, d"),
+    "--bandwidth": dict(required=True, help="rate of one interface (link), e.g. 100Gbps"),
+    "spec": dict(help="topology spec string (torus:4x4x4) or YAML file"),
+}
+
+
+def _add(p: Any, flag: str, **changes: Any) -> None:
+    """Add one of the :data:`_COMMON` options to ``p`` (a parser or an argument group),
+    with ``changes`` to its keywords."""
+    p.add_argument(flag, **{**_COMMON[flag], **changes})
+
+
+def _option(p: argparse.ArgumentParser, what: str) -> None:
+    """The repeatable ``--option KEY=VALUE`` (read by :func:`_parse_options`)."""
+    p.add_argument("--option", action="append", metavar="KEY=VALUE",
+                   help=f"{what}, repeatable")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``codesign`` command."""
     from codesign import __version__
+    from codesign.collective_kinds import KINDS
 
     parser = _Parser(prog="codesign", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"codesign {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    def add(subparsers, name: str, fn, help_: str) -> argparse.ArgumentParser:
+    def add(subparsers, name: str, fn, help_: str, *common: str) -> argparse.ArgumentParser:
+        """A command with ``--json``, ``--max-memory`` and the ``common`` options (listed
+        after the command's own in ``--help``)."""
         p = subparsers.add_parser(name, help=help_, description=help_)
-        p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
-        _max_memory_option(p)
+        shared = p.add_argument_group("options shared with other commands")
+        for flag in ("--json", "--max-memory", *common):
+            _add(p if flag == "spec" else shared, flag)
         p.set_defaults(fn=fn)
         return p
 
     topo = sub.add_parser("topology", help="inspect topologies").add_subparsers(
         dest="topology_command", required=True, parser_class=_Parser)
-    p = add(topo, "show", _cmd_topology_show, "counts, diameter, injection and bisection bandwidth")
-    p.add_argument("spec", help="topology spec string (torus:4x4x4) or YAML file")
-    p = add(topo, "cost", _cmd_topology_cost, "fabric cost and its breakdown (TopoOpt Table 2 prices)")
-    p.add_argument("spec", help="topology spec string or YAML file")
+    add(topo, "show", _cmd_topology_show, "counts, diameter, injection and bisection bandwidth",
+        "spec")
+    p = add(topo, "cost", _cmd_topology_cost, "fabric cost and its breakdown (TopoOpt Table 2 "
+            "prices)", "spec")
     p.add_argument("--catalog", help="price catalog: a YAML file (TopoOpt Table 2 style or a "
                    "parts catalog) or the name parts-2026 (switch boxes, optics by reach, "
                    "power) or topoopt-2023 (default)")
     add(topo, "families", _cmd_topology_families, "list the registered topology families")
-    p = add(topo, "topoopt", _cmd_topology_topoopt,
-            "TopoOpt TopologyFinder: direct-connect topology and routes for a demand")
-    p.add_argument("--servers", type=int, required=True, help="servers of the job")
-    p.add_argument("--degree", type=int, required=True, help="interfaces per server")
-    p.add_argument("--bandwidth", required=True, help="per link, e.g. 100Gbps")
+    p = add(topo, "topoopt", _cmd_topology_topoopt, "TopoOpt TopologyFinder: direct-connect "
+            "topology and routes for a demand", "--servers", "--degree", "--bandwidth", "--seed")
     p.add_argument("--workload", help="zoo workload whose demand to serve (with --strategy)")
     p.add_argument("--strategy", help="dp=D,tp=T,pp=P[,...] for --workload")
-    p.add_argument("--hardware", default="A100-80", help="GPU for --workload (default A100-80)")
-    p.add_argument("--seed", type=int, default=0)
+    _add(p, "--hardware", help="GPU for --workload (default A100-80)")
     p.add_argument("--out", help="write the topology YAML (and FILE.routes.json next to it)")
 
-    def collective_args(p: argparse.ArgumentParser) -> None:
-        from evaluators.collectives import KINDS
-
-        p.add_argument("spec", help="topology spec string or YAML file")
-        p.add_argument("--collective", required=True, choices=KINDS)
-        p.add_argument("--size", required=True, help="buffer size (nccl-tests convention), e.g. 1GiB")
+    for name, fn, help_ in (
+            ("synth", _cmd_synth, "synthesize a collective schedule and validate it"),
+            ("bound", _cmd_bound, "lower bound on the collective's time")):
+        p = add(sub, name, fn, help_, "spec")
+        p.add_argument("--collective", required=True, choices=KINDS, help="collective kind")
+        p.add_argument("--size", required=True, help="buffer size (nccl-tests convention), e.g. "
+                       "1GiB")
         p.add_argument("--chunks", type=int, default=1, help="chunks per NPU (default 1)")
         p.add_argument("--root", type=int, default=None, help="root NPU for rooted collectives")
+        if name == "synth":
+            p.add_argument("--algorithm", default="ring", help="algorithm name (default ring)")
+            _add(p, "--seed", default=None, help="random seed of algorithms that take one")
+            _option(p, "algorithm option (e.g. rings=2, order=[0,2,1,3])")
+            p.add_argument("--out", help="write the schedule: FILE.json, or FILE.xml (MSCCL)")
+        else:
+            p.add_argument("--method", default="cut", choices=("cut", "mcf"), help="cut bounds "
+                           "(default) or the fluid multicommodity-flow LP optimum")
+            _option(p, "mcf option (decomposition=none|dw|mirrored, switch_model=3.14, steps=T)")
 
-    p = add(sub, "synth", _cmd_synth, "synthesize a collective schedule and validate it")
-    collective_args(p)
-    p.add_argument("--algorithm", default="ring", help="algorithm name (default ring)")
-    p.add_argument("--seed", type=int, default=None)
-    p.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help="algorithm option, repeatable (e.g. rings=2, order=[0,2,1,3])")
-    p.add_argument("--out", help="write the schedule: FILE.json, or FILE.xml (MSCCL)")
-    p = add(sub, "bound", _cmd_bound, "lower bound on the collective's time")
-    collective_args(p)
-    p.add_argument("--method", default="cut", choices=("cut", "mcf"),
-                   help="cut bounds (default) or the fluid multicommodity-flow LP optimum")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help="mcf option, repeatable (decomposition=none|dw|mirrored, "
-                        "switch_model=3.14, steps=T)")
-
-    p = add(sub, "simulate", _cmd_simulate, "simulate point-to-point sends or replay a schedule")
-    p.add_argument("spec", help="topology spec string or YAML file")
-    p.add_argument("--send", action="append", metavar="SRC:DST:SIZE")
+    p = add(sub, "simulate", _cmd_simulate, "simulate point-to-point sends or replay a schedule",
+            "spec")
+    p.add_argument("--send", action="append", metavar="SRC:DST:SIZE",
+                   help="one point-to-point send, repeatable")
     p.add_argument("--schedule", help="schedule JSON file to replay")
-    p.add_argument("--model", default="congestion", choices=("analytical", "congestion", "flow"))
-    p.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help="network model option, repeatable (congestion: order=fifo|schedule)")
+    p.add_argument("--model", default="congestion", choices=("analytical", "congestion", "flow"),
+                   help="network model (default congestion)")
+    _option(p, "network model option (congestion: order=fifo|schedule)")
 
-    p = add(sub, "reorder", _cmd_reorder,
-            "rank order minimising a collective's cost over a pairwise latency matrix")
+    p = add(sub, "reorder", _cmd_reorder, "rank order minimising a collective's cost over a "
+            "pairwise latency matrix", "--seed")
     p.add_argument("matrix", help="square CSV of one-way costs in seconds (optional header row)")
-    p.add_argument("--algorithm", required=True, choices=("ring", "hd", "dbt", "bcube"))
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--algorithm", required=True, choices=("ring", "hd", "dbt", "bcube"),
+                   help="collective algorithm whose cost is minimised")
     p.add_argument("--time-limit", type=float, default=10.0, help="seconds (default 10)")
 
-    p = add(sub, "probe", _cmd_probe,
-            "measure pairwise one-way latencies between Ray nodes (UDP echo) into a CSV")
+    p = add(sub, "probe", _cmd_probe, "measure pairwise one-way latencies between Ray nodes "
+            "(UDP echo) into a CSV", "--ray-address", "--seed")
     p.add_argument("--out", required=True, help="CSV file to write (read by `codesign reorder`)")
     p.add_argument("--nodes", type=int, help="actors on the local machine, or first N cluster nodes")
     p.add_argument("--rounds", type=int, default=20, help="round trips per pair (default 20)")
-    p.add_argument("--ray-address", help="join an existing Ray cluster (default: local Ray)")
-    p.add_argument("--seed", type=int, default=0)
 
     workload = sub.add_parser("workload", help="inspect training workloads").add_subparsers(
         dest="workload_command", required=True, parser_class=_Parser)
-    p = add(workload, "show", _cmd_workload_show,
-            "layers, parameter and FLOP totals, memory of a zoo model or model YAML file")
+    p = add(workload, "show", _cmd_workload_show, "layers, parameter and FLOP totals, memory "
+            "of a zoo model or model YAML file", "--config")
     p.add_argument("name", help="zoo name (resnet50, gpt3-175b, ...) or a model YAML file")
-    p.add_argument("--config", help="zoo configuration (e.g. simulation, testbed, 5.6)")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help="override a hyper-parameter or setting, repeatable "
-                        "(e.g. seq_len=4096, batch_size=512)")
+    _option(p, "override a hyper-parameter or setting (e.g. seq_len=4096, batch_size=512)")
     p.add_argument("--strategy", help="add the demand summary of this parallelization "
                    "strategy (dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E]"
                    "[,embedding=data|model])")
-    p.add_argument("--hardware", default="A100-80",
-                   help="GPU for --strategy (default A100-80; servers of its GPU count)")
+    _add(p, "--hardware", help="GPU for --strategy (default A100-80; servers of its GPU count)")
 
-    p = add(sub, "optimize", _cmd_optimize,
-            "TopoOpt: alternate strategy search and TopologyFinder, compare with baselines")
-    p.add_argument("--workload", required=True, help="zoo name (dlrm, candle, bert, ...)")
-    p.add_argument("--config", help="zoo configuration")
-    p.add_argument("--servers", type=int, required=True)
-    p.add_argument("--degree", type=int, required=True, help="interfaces per server, d")
-    p.add_argument("--bandwidth", required=True, help="rate of one interface, e.g. 100Gbps")
+    p = add(sub, "optimize", _cmd_optimize, "TopoOpt: alternate strategy search and "
+            "TopologyFinder, compare with baselines", "--config", "--servers", "--degree",
+            "--bandwidth", "--hardware", "--hardware-file", "--collective-method",
+            "--ray-address", "--seed")
+    p.add_argument("--workload", required=True, help=_ZOO)
     p.add_argument("--gpus-per-server", type=int, default=4, help="default 4 (TopoOpt Sec. 5.1)")
-    p.add_argument("--hardware", default="A100-80")
-    p.add_argument("--hardware-file",
-                   help="hardware catalog YAML (e.g. written by codesign calibrate) to look "
-                        "--hardware up in instead of the built-in one")
     p.add_argument("--batch-size", type=int, help="global batch override")
     p.add_argument("--strategy", help="starting strategy (default pure data parallelism)")
     p.add_argument("--rounds", type=int, default=3, help="at most k alternating rounds")
     p.add_argument("--budget", type=int, default=24, help="strategy evaluations per round")
     p.add_argument("--baselines", help="comma list (default all: fattree,fattree-oversub,"
                    "ideal,expander,ocs-reconfig); empty for none")
-    p.add_argument("--collective-method", default="best",
-                   help="collective algorithm: best (default: the fastest valid synthesizer "
-                        "per collective, chosen with the strategy, as sweeps and whatif), "
-                        "auto (multiring on direct-connect fabrics as TopoOpt's NCCL, ring on "
-                        "switched ones) or a name (ring, multiring, tacos, ...)")
     p.add_argument("--workers", type=int, default=1, help="evaluator actors (0: no Ray)")
-    p.add_argument("--ray-address", help="join an existing Ray cluster (default: local Ray)")
     p.add_argument("--out", help="folder for topology.yaml and routes.json")
-    p.add_argument("--seed", type=int, default=0)
 
-    p = add(sub, "evaluate", _cmd_evaluate,
-            "time one training iteration of a workload and strategy on a topology")
+    p = add(sub, "evaluate", _cmd_evaluate, "time one training iteration of a workload and "
+            "strategy on a topology", "--config", "--hardware", "--hardware-file",
+            "--collective-method")
     p.add_argument("--topology", required=True,
                    help="spec string or YAML file; NPUs are the job's servers or its GPUs")
-    p.add_argument("--workload", required=True,
-                   help="zoo name (dlrm, resnet50, gpt3-175b, ...) or a model YAML file")
-    p.add_argument("--config", help="zoo configuration (e.g. simulation, testbed)")
-    p.add_argument("--option", action="append", metavar="KEY=VALUE",
-                   help="override a workload hyper-parameter or setting, repeatable "
-                        "(batch_size=512; transformers: layers, hidden, heads, kv_heads, "
-                        "ffn, vocab, seq_len, experts, top_k, capacity_factor, "
-                        "shared_experts, precision)")
+    p.add_argument("--workload", required=True, help=f"{_ZOO} or a model YAML file")
+    _option(p, "override a workload hyper-parameter or setting (batch_size=512; transformers: "
+            "layers, hidden, heads, kv_heads, ffn, vocab, seq_len, experts, top_k, "
+            "capacity_factor, shared_experts, precision)")
     p.add_argument("--strategy", help="dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z]"
                    "[,ep=E][,embedding=data|model][,sp=true][,recompute=none|selective|full]"
                    "[,schedule=1f1b|interleaved|gpipe][,vpp=V][,precision=...] "
                    "(default: pure data parallel on every GPU)")
-    p.add_argument("--hardware", default="A100-80", help="GPU (default A100-80)")
-    p.add_argument("--hardware-file",
-                   help="hardware catalog YAML (e.g. written by codesign calibrate) to look "
-                        "--hardware up in instead of the built-in one")
     p.add_argument("--gpus-per-server", type=int,
                    help="GPUs per server (default: the hardware's)")
-    p.add_argument("--collective-method", default="best",
-                   help="algorithm for inter-server collectives: best (default: the fastest "
-                        "valid synthesizer per collective, as sweeps and whatif), auto, or a "
-                        "name (ring, multiring, tacos, ...)")
     p.add_argument("--network-model", default="flow",
                    choices=("flow", "congestion", "analytical"),
                    help="network model (default flow)")
@@ -1066,19 +996,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "collectives too)")
     p.add_argument("--no-overlap", action="store_true",
                    help="do not overlap gradient buckets with the backward pass")
-    p.add_argument("--fail", help="failure what-if: links=10%%,seed=S,samples=N (kinds links, "
-                                  "switches, servers, racks; N%% or a count; rack_size=K): "
-                                  "slowdown distribution of this strategy's job")
+    p.add_argument("--fail", help=f"failure what-if: {_FAIL}: slowdown distribution of this "
+                   "strategy's job")
     p.add_argument("--closed-form", action="store_true",
                    help="TopoOpt Eq. (1) estimate instead of the simulation")
 
-    p = add(sub, "calibrate", _cmd_calibrate,
-            "fit one GPU type's compute efficiencies to measured runs and write a "
-            "hardware profile")
+    p = add(sub, "calibrate", _cmd_calibrate, "fit one GPU type's compute efficiencies to "
+            "measured runs and write a hardware profile")
     p.add_argument("runs", help="runs CSV (format: experiments/validation/README.md)")
-    p.add_argument("--hardware", required=True, help="the GPU type whose rows are fitted")
-    p.add_argument("--hardware-file", help="start from this hardware catalog YAML "
-                   "instead of the built-in one")
+    _add(p, "--hardware", default=None, required=True,
+         help="the GPU type whose rows are fitted")
+    _add(p, "--hardware-file", help="start from this hardware catalog YAML instead of the "
+         "built-in one")
     p.add_argument("--out", help="write the calibrated hardware profile (YAML) here")
     p.add_argument("--parameters", default=",".join(("gemm_efficiency",
                    "attention_efficiency", "memory_efficiency")),
@@ -1089,33 +1018,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="held-out error: leave one run out (default), one source, or none")
 
     p = add(sub, "quickstart", _cmd_quickstart,
-            "run the small built-in design study and write its report")
-    p.add_argument("--results", help="results folder (default results/)")
+            "run the small built-in design study and write its report", "--quiet")
+    _add(p, "--results", default=None)
     p.add_argument("--trials", type=int, help="number of trials")
-    p.add_argument("--servers", type=int, help="number of servers")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add(p, "--servers", required=False, help="number of servers")
+    _add(p, "--seed", default=None, help="random seed")
 
-    p = add(sub, "sweep", _cmd_sweep,
-            "run a design-space sweep (Optuna on Ray) from a YAML specification")
+    p = add(sub, "sweep", _cmd_sweep, "run a design-space sweep (Optuna on Ray) from a YAML "
+            "specification", "--results", "--ray-address", "--quiet")
     p.add_argument("config", help="sweep YAML file (see experiments/sweeps/small.yaml)")
-    p.add_argument("--results", default="results", help="results folder (default results/)")
     p.add_argument("--resume", action="store_true",
                    help="continue an interrupted sweep up to its planned trials")
-    p.add_argument("--ray-address", help="join an existing Ray cluster (default: local Ray)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    p = add(sub, "whatif", _cmd_whatif,
-            "procurement what-if: best fabric per budget for a server count and workload mix")
+    p = add(sub, "whatif", _cmd_whatif, "procurement what-if: best fabric per budget for a "
+            "server count and workload mix", "--hardware-file", "--collective-method", "--quiet")
     p.add_argument("--budget", help="network budget(s) in USD, e.g. 1e6,2e6")
-    p.add_argument("--servers", type=int, help="number of servers")
+    _add(p, "--servers", required=False, help="number of servers")
     p.add_argument("--gpus", type=int, help="number of GPUs instead of --servers")
     p.add_argument("--workload", default="resnet50", help="zoo workload (default resnet50)")
     p.add_argument("--mix", help="weighted mix NAME:WEIGHT,NAME:WEIGHT (replaces --workload)")
     p.add_argument("--gpu", default="A100-80", help="GPU type (default A100-80)")
-    p.add_argument("--hardware-file",
-                   help="hardware catalog YAML (e.g. written by codesign calibrate) to look "
-                        "--gpu up in instead of the built-in one")
     p.add_argument("--catalog",
                    help="network parts catalog the budgets buy from: parts-2026 (2025-2026 "
                         "switches, optics by reach, power), table2 (TopoOpt's 2023 prices, "
@@ -1131,14 +1053,10 @@ def build_parser() -> argparse.ArgumentParser:
                         " more while the largest co-design gain seen could make another win)")
     p.add_argument("--workers", type=int, default=2,
                    help="processes timing fabrics in parallel (default 2; same answer for any)")
-    p.add_argument("--collective-method", default="best",
-                   help="best (default: the fastest valid synthesizer per collective), auto, "
-                        "or an algorithm name")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--shared-cluster", action="store_true",
                    help="TopoOpt Sec. 5.6 instead: mean/p99 iteration time vs load on a shared "
                         "cluster (--servers default 432, --degree, --link-rate)")
-    p.add_argument("--degree", type=int, default=8, help="--shared-cluster: server degree d")
+    _add(p, "--degree", required=False, default=8, help="--shared-cluster: server degree d")
     p.add_argument("--link-rate", default="100Gbps", help="--shared-cluster: link rate B")
     g = p.add_argument_group("procurement (days, dollars, failures)")
     g.add_argument("--tokens", help="training goal in tokens (language models), e.g. 15e12")
@@ -1159,23 +1077,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "on-demand reference price)")
     g.add_argument("--prices", help="price catalog YAML (default codesign/data/"
                                     "cluster-2026.yaml)")
-    g.add_argument("--fail", help="failure what-if of every answer's fabric: "
-                                  "links=10%%,seed=S,samples=N (kinds links, switches, "
-                                  "servers, racks; N%% or a count; rack_size=K)")
+    g.add_argument("--fail", help=f"failure what-if of every answer's fabric: {_FAIL}")
     g.add_argument("--report", metavar="DIR",
                    help="also write the procurement report (report.html, report.md, "
                         "plots) to DIR")
 
     p = add(sub, "report", _cmd_report, "write the HTML/Markdown report of a results folder")
-    p.add_argument("results_dir")
+    p.add_argument("results_dir", help="results folder (a study or a folder of studies)")
     p.add_argument("--out", help="output folder (default: the results folder)")
     return parser
-
-
-def _max_memory_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--max-memory", metavar="SIZE",
-                   help="refuse work estimated to need more memory than this (e.g. 4GiB; "
-                        "default: half of the memory available)")
 
 
 #: Options whose empty value is documented (``optimize --baselines ''``: no baselines).
@@ -1184,13 +1094,10 @@ _EMPTY_ALLOWED = frozenset({"baselines"})
 
 def _check_empty_values(args: argparse.Namespace) -> None:
     """An empty option value (``--strategy ''``) is an error, never a silent default."""
-    from codesign.errors import invalid
-
     for name, value in vars(args).items():
         if name in _EMPTY_ALLOWED:
             continue
-        values = value if isinstance(value, list) else [value]
-        for v in values:
+        for v in value if isinstance(value, list) else [value]:
             if isinstance(v, str) and not v.strip():
                 flag = name if name in ("spec", "config", "matrix", "name", "results_dir") \
                     else "--" + name.replace("_", "-")
@@ -1199,32 +1106,21 @@ def _check_empty_values(args: argparse.Namespace) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from codesign.resources import memory_limit_scope
+    from search.ray_session import set_status
 
     _check_empty_values(args)
     limit = None
-    if getattr(args, "max_memory", None) is not None:
-        from codesign.units import parse_size
-
+    if args.max_memory is not None:
         limit = parse_size(args.max_memory, field="--max-memory")
     # The limit holds for this command only (main() may be called again in process);
     # it is exported to CODESIGN_MAX_MEMORY meanwhile, so local Ray workers inherit it.
-    from search.ray_session import set_status
-
     quiet = args.json or getattr(args, "quiet", False)
     set_status(None if quiet else lambda text: print(f"codesign: {text}", file=sys.stderr))
     try:
-        with memory_limit_scope(limit) if limit is not None else _nothing():
+        with memory_limit_scope(limit) if limit is not None else contextlib.nullcontext():
             return int(args.fn(args) or 0)
     finally:
         set_status(None)
-
-
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: object) -> None:
-        return None
 
 
 def _fail(args: argparse.Namespace | None, kind: str, exc: BaseException | str, code: int,

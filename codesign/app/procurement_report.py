@@ -15,8 +15,8 @@
   are off the right edge: the curve ends below 1 by that fraction).
 
 A top-layer front end (docs/architecture.md section 2): it reads a
-:class:`search.whatif.WhatIfResult` as a dict.  matplotlib is driven through its object
-API with the Agg canvas, as in :mod:`codesign.app.report`.
+:class:`search.whatif.WhatIfResult` as a dict and writes its pages, tables and plots
+with the helpers of :mod:`codesign.app.report`.
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["write_whatif_report", "procurement_rows", "sweep_procurement_section", "PLOTS"]
+from codesign.app.report import html_table, md_table, new_axes, save_axes, write_pages
 
-#: The plot files the report may write (``slowdown_cdf.png`` only with failures).
-PLOTS = ("tco_breakdown.png", "days_vs_budget.png", "slowdown_cdf.png")
+__all__ = ["write_whatif_report", "procurement_rows", "sweep_procurement_section"]
 
 
 def _usd(v: Any) -> str:
@@ -75,18 +74,13 @@ def procurement_rows(result: dict[str, Any]) -> list[dict[str, str]]:
 
 def _plots(result: dict[str, Any], out: Path) -> list[tuple[str, str]]:
     """Write the plots; ``(file name, caption)`` of each written."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
     answered = [c for c in result["budgets"] if c.get("tco_usd") is not None]
     written = []
     if not answered:
         return written
     labels = [f"${c['budget_usd'] / 1e6:g}M" for c in answered]
     # TCO breakdown bars.
-    fig = Figure(figsize=(6.4, 4.0), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    fig, ax = new_axes()
     bottom = [0.0] * len(answered)
     parts = []
     for c in answered:
@@ -97,18 +91,12 @@ def _plots(result: dict[str, Any], out: Path) -> list[tuple[str, str]]:
         vals = [c["procurement"]["tco"]["breakdown_usd"].get(part, 0.0) / 1e6 for c in answered]
         ax.bar(labels, vals, bottom=bottom, label=part)
         bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set_xlabel("network budget")
-    ax.set_ylabel("TCO, million USD")
-    ax.set_title("Total cost of ownership per budget")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "tco_breakdown.png")
+    save_axes(fig, ax, out / "tco_breakdown.png", "network budget", "TCO, million USD",
+              "Total cost of ownership per budget", legend=True)
     written.append(("tco_breakdown.png", "TCO per budget: servers, network, power (or the "
                                          "cloud rent) over the amortisation period"))
     # Days to train (or iteration time) against the budget.
-    fig = Figure(figsize=(6.4, 4.0), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    fig, ax = new_axes()
     has_days = all(c.get("days_to_train") is not None for c in answered)
     ys = [c["days_to_train"] if has_days else c["iteration_time_s"] for c in answered]
     ax.plot([c["budget_usd"] / 1e6 for c in answered], ys, marker="o")
@@ -116,19 +104,15 @@ def _plots(result: dict[str, Any], out: Path) -> list[tuple[str, str]]:
         ax.annotate(c.get("family") or "", (c["budget_usd"] / 1e6, y),
                     textcoords="offset points", xytext=(4, 4))
     ax.set_xscale("log")
-    ax.set_xlabel("network budget, million USD")
-    ax.set_ylabel("days to train" if has_days else "iteration time, s")
-    ax.set_title("Days to train vs budget" if has_days else "Iteration time vs budget")
-    fig.tight_layout()
-    fig.savefig(out / "days_vs_budget.png")
+    save_axes(fig, ax, out / "days_vs_budget.png", "network budget, million USD",
+              "days to train" if has_days else "iteration time, s",
+              "Days to train vs budget" if has_days else "Iteration time vs budget")
     written.append(("days_vs_budget.png", "days to train of each budget's answer" if has_days
                     else "iteration time of each budget's answer (no training goal given)"))
     # Slowdown CDF under failures.
     with_f = [c for c in answered if c.get("failures")]
     if with_f:
-        fig = Figure(figsize=(6.4, 4.0), dpi=100)
-        FigureCanvasAgg(fig)
-        ax = fig.add_subplot()
+        fig, ax = new_axes()
         seen = set()
         for c in with_f:
             f = c["failures"]
@@ -140,13 +124,10 @@ def _plots(result: dict[str, Any], out: Path) -> list[tuple[str, str]]:
             ys = [(i + 1) / n for i in range(len(xs))]
             ax.step(xs, ys, where="post", label=f"{c['family']} d={c['degree']} "
                                                 f"({f['stopped_fraction']:.0%} stop)")
-        ax.set_xlabel("slowdown (time per sample after / before)")
-        ax.set_ylabel("fraction of samples")
         ax.set_ylim(0, 1.02)
-        ax.set_title(f"Slowdown under failures: {with_f[0]['failures']['failures']}")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(out / "slowdown_cdf.png")
+        save_axes(fig, ax, out / "slowdown_cdf.png", "slowdown (time per sample after / "
+                  "before)", "fraction of samples",
+                  f"Slowdown under failures: {with_f[0]['failures']['failures']}", legend=True)
         written.append(("slowdown_cdf.png", "empirical CDF of the slowdown over the failure "
                                             "samples (a curve ending below 1: samples in "
                                             "which training cannot continue)"))
@@ -184,35 +165,24 @@ def write_whatif_report(result, out_dir: str | Path) -> dict[str, Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plots = _plots(data, out)
-    rows = procurement_rows(data)
     mix = ", ".join(f"{w['name']} x{w['weight']:g}" for w in data["workloads"])
     title = f"Procurement what-if: {data['servers']} servers of {data['gpu']} ({mix})"
-    md = [f"# {title}", "", "## Procurement", ""]
-    hs = [f"<h1>{html.escape(title)}</h1>", "<h2>Procurement</h2>"]
-    for line in _assumptions(data):
-        md.append(f"- {line}")
-        hs.append(f"<p>{html.escape(line)}</p>")
-    md.append("")
-    for row in rows:
-        md += [f"### Budget {row['budget']}", "", "| " + " | ".join(row) + " |",
-               "|" + "---|" * len(row), "| " + " | ".join(v.replace("|", "/")
-                                                        for v in row.values()) + " |", ""]
-        hs.append(f"<h3>Budget {html.escape(row['budget'])}</h3><table border=\"1\">"
-                  "<tr>" + "".join(f"<th>{html.escape(k)}</th>" for k in row) + "</tr><tr>"
-                  + "".join(f"<td>{html.escape(v)}</td>" for v in row.values())
-                  + "</tr></table>")
-    md += ["## Plots", ""]
-    hs.append("<h2>Plots</h2>")
-    for name, caption in plots:
-        md += [f"![{caption}]({name})", "", f"*{caption}*", ""]
-        hs.append(f'<figure><img src="{html.escape(name)}" alt="{html.escape(caption)}">'
-                  f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+    lines = _assumptions(data)
+    md = ["\n".join(f"- {line}" for line in lines)]
+    hs = [f"<p>{html.escape(line)}</p>" for line in lines]
+    for row in procurement_rows(data):
+        head, body = list(row), [list(row.values())]
+        md.append(f"### Budget {row['budget']}\n\n{md_table(head, body)}")
+        hs.append(f"<h3>Budget {html.escape(row['budget'])}</h3>\n{html_table(head, body)}")
+    figures = [(f"![{caption}]({name})\n\n*{caption}*",
+                f'<figure><img src="{html.escape(name)}" alt="{html.escape(caption)}">'
+                f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+               for name, caption in plots]
     paths = {"md": out / "report.md", "html": out / "report.html"}
-    paths["md"].write_text("\n".join(md) + "\n", encoding="utf-8")
-    paths["html"].write_text(
-        "<!doctype html><html><head><meta charset=\"utf-8\"><title>"
-        f"{html.escape(title)}</title></head><body>" + "\n".join(hs) + "</body></html>\n",
-        encoding="utf-8")
+    write_pages(paths["md"], paths["html"], title,
+                [("Procurement", "\n\n".join(md), "\n".join(hs)),
+                 ("Plots", "\n\n".join(f[0] for f in figures),
+                  "\n".join(f[1] for f in figures))])
     paths.update({name: out / name for name, _ in plots})
     return paths
 
@@ -232,8 +202,6 @@ def sweep_procurement_section(best: list[dict[str, Any]], out_dir: str | Path
             and math.isfinite(r["tco_usd"])]
     if not rows:
         return None
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
 
     def num(v: Any) -> float | None:
         return None if v is None or not math.isfinite(float(v)) else float(v)
@@ -243,31 +211,22 @@ def sweep_procurement_section(best: list[dict[str, Any]], out_dir: str | Path
              str(r.get("strategy") or "-"), f"{float(r['iteration_time_s']):.4g} s",
              _days(num(r.get("days_to_train"))), _usd(num(r.get("usd_per_run"))),
              _usd(num(r.get("tco_usd")))] for r in rows]
-    fig = Figure(figsize=(6.4, 4.0), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
+    fig, ax = new_axes()
     xs = [r["budget_usd"] / 1e6 for r in rows]
     ax.bar([f"${x:.3g}M" for x in xs], [num(r["tco_usd"]) / 1e6 for r in rows],
            color="#9ecae1", label="TCO, million USD")
-    ax.set_xlabel("network budget")
-    ax.set_ylabel("TCO, million USD")
     days = [num(r.get("days_to_train")) for r in rows]
     if all(d is not None for d in days):
         ax2 = ax.twinx()
         ax2.plot(range(len(rows)), days, color="#d62728", marker="o")
         ax2.set_ylabel("days to train", color="#d62728")
-    ax.set_title("Best design per budget: TCO and days to train")
-    fig.tight_layout()
-    fig.savefig(Path(out_dir) / "procurement.png")
+    save_axes(fig, ax, Path(out_dir) / "procurement.png", "network budget", "TCO, million USD",
+              "Best design per budget: TCO and days to train")
     note = ("Per budget the fastest affordable design (as in 'Best design per budget') with "
             "its days to train, USD per training run and total cost of ownership "
             "(search.time_to_train, codesign.tco).")
-    md = "\n".join([note, "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-                   + ["| " + " | ".join(c.replace("|", "/") for c in b) + " |" for b in body]
-                   + ["", "![TCO and days to train per budget](procurement.png)"])
-    htm = (f"<p>{html.escape(note)}</p><table><tr>"
-           + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
-           + "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in b) + "</tr>"
-                     for b in body) + "</table>"
-           + '<img src="procurement.png" alt="TCO and days to train per budget" width="640">')
+    md = (f"{note}\n\n{md_table(head, body)}\n\n"
+          "![TCO and days to train per budget](procurement.png)")
+    htm = (f"<p>{html.escape(note)}</p>\n{html_table(head, body)}\n"
+           '<img src="procurement.png" alt="TCO and days to train per budget" width="640">')
     return md, htm

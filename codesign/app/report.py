@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -47,9 +47,11 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import InvalidSpecError, invalid
+from codesign.units import format_bandwidth, format_time
 
 __all__ = ["pareto_mask", "sensitivity", "spearman", "best_per_budget", "write_report",
-           "codesign_by_family", "DESIGN_KEY"]
+           "codesign_by_family", "DESIGN_KEY", "md_table", "html_table", "new_axes",
+           "save_axes", "write_pages"]
 
 #: Objective columns of the front: (x, y) = (cost, time), both minimised.
 OBJECTIVES = ("cost_usd", "iteration_time_s")
@@ -110,27 +112,23 @@ def pareto_mask(points: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- formatting
-def _fmt_time(v: Any) -> str:
-    from codesign.units import format_time
-
-    return format_time(v) if _finite(v) else ""
-
-
-def _fmt_usd(v: Any) -> str:
-    return f"${v:,.0f}" if _finite(v) else ""
-
-
-def _fmt_rate(v: Any) -> str:
-    from codesign.units import format_bandwidth
-
-    return format_bandwidth(v, bits=True) if _finite(v) else ""
-
-
 def _finite(v: Any) -> bool:
     try:
         return v is not None and math.isfinite(float(v))
     except (TypeError, ValueError):
         return False
+
+
+def _if_finite(fmt: Callable[[float], str]) -> Callable[[Any], str]:
+    """A cell formatter: ``fmt`` of a finite number, an empty cell otherwise."""
+    return lambda v: fmt(float(v)) if _finite(v) else ""
+
+
+_fmt_time = _if_finite(format_time)
+_fmt_usd = _if_finite(lambda v: f"${v:,.0f}")
+_fmt_rate = _if_finite(lambda v: format_bandwidth(v, bits=True))
+_fmt_num = _if_finite(lambda v: f"{v:.3g}")
+_fmt_tput = _if_finite(lambda v: f"{v:.3e}")
 
 
 def _cell(v: Any) -> str:
@@ -146,29 +144,34 @@ def _cell(v: Any) -> str:
     return str(v)
 
 
-_FRONT_COLUMNS = [("trial", "trial", _cell), ("family", "family", _cell),
-                  ("degree", "degree", _cell), ("link rate", "link_bandwidth_Bps", _fmt_rate),
-                  ("per server", "server_bandwidth_Bps", _fmt_rate),
-                  ("topology", "topology_spec", _cell), ("strategy", "strategy", _cell),
-                  ("iteration time", "iteration_time_s", _fmt_time),
-                  ("cost", "cost_usd", _fmt_usd), ("switches", "switches", _cell),
-                  ("links", "links", _cell), ("diameter", "diameter", _cell)]
-_ALL_COLUMNS = [("trial", "trial", _cell), ("status", "status", _cell),
-                ("family", "family", _cell), ("degree", "degree", _cell),
-                ("link rate", "link_bandwidth_Bps", _fmt_rate),
-                ("topology", "topology_spec", _cell),
-                ("iteration time", "iteration_time_s", _fmt_time),
-                ("cost", "cost_usd", _fmt_usd), ("Pareto", "pareto", lambda v: "yes" if v else ""),
-                ("reason", "reason", _cell)]
+#: The report's table columns, defined once: heading -> (record key, cell formatter).
+_COLUMNS: dict[str, tuple[str, Callable[[Any], str]]] = {
+    "budget": ("budget_usd", _fmt_usd), "trial": ("trial", _cell),
+    "status": ("status", _cell), "family": ("family", _cell), "degree": ("degree", _cell),
+    "link rate": ("link_bandwidth_Bps", _fmt_rate),
+    "per server": ("server_bandwidth_Bps", _fmt_rate), "topology": ("topology_spec", _cell),
+    "strategy": ("strategy", _cell), "iteration time": ("iteration_time_s", _fmt_time),
+    "compute": ("compute_time_s", _fmt_time),
+    "exposed comm.": ("exposed_communication_s", _fmt_time),
+    "bandwidth tax": ("bandwidth_tax", _fmt_num), "cost": ("cost_usd", _fmt_usd),
+    "switches": ("switches", _cell), "links": ("links", _cell),
+    "diameter": ("diameter", _cell), "Pareto": ("pareto", lambda v: "yes" if v else ""),
+    "reason": ("reason", _cell), "others within model error": ("close", _cell)}
+_FRONT_COLUMNS = ("trial", "family", "degree", "link rate", "per server", "topology",
+                  "strategy", "iteration time", "cost", "switches", "links", "diameter")
+_ALL_COLUMNS = ("trial", "status", "family", "degree", "link rate", "topology",
+                "iteration time", "cost", "Pareto", "reason")
 
 
-def _rows(frame, columns) -> tuple[list[str], list[list[str]]]:
-    head = [c[0] for c in columns]
-    body = [[fmt(rec.get(col)) for _, col, fmt in columns] for rec in frame.to_dict("records")]
-    return head, body
+def _rows(records, headings) -> tuple[list[str], list[list[str]]]:
+    """Head and text cells of a table of ``records`` (dicts) in the columns ``headings``."""
+    return list(headings), [[_COLUMNS[h][1](rec.get(_COLUMNS[h][0])) for h in headings]
+                            for rec in records]
 
 
-def _md_table(head: list[str], body: list[list[str]]) -> str:
+# ------------------------------------------- pages, tables, plots (both reports)
+def md_table(head: list[str], body: list[list[str]]) -> str:
+    """A Markdown table of text cells (``|`` escaped, newlines folded)."""
     def esc(s: str) -> str:
         return s.replace("|", "\\|").replace("\n", " ")
 
@@ -177,7 +180,8 @@ def _md_table(head: list[str], body: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _html_table(head: list[str], body: list[list[str]]) -> str:
+def html_table(head: list[str], body: list[list[str]]) -> str:
+    """The same table in HTML (cells escaped)."""
     th = "".join(f"<th>{html.escape(h)}</th>" for h in head)
     trs = "\n".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
                     for row in body)
@@ -332,6 +336,52 @@ def _per_workload(frame) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+def new_axes(width_in: float = 6.4, height_in: float = 4.0, dpi: int = 100):
+    """A matplotlib figure on the Agg canvas (no global backend is changed) and its axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width_in, height_in), dpi=dpi)
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+def save_axes(fig, ax, path: Path, xlabel: str, ylabel: str, title: str, *,
+              legend: bool = False) -> None:
+    """Label ``ax`` (and draw its legend), lay the figure out and write it to ``path``."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    if legend:
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+#: Style of the HTML pages.
+_STYLE = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+          "table{border-collapse:collapse;margin:1em 0;font-size:0.9em}"
+          "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}"
+          "th{background:#f3f3f3}")
+
+
+def write_pages(md_path: Path, html_path: Path, title: str,
+                sections: Sequence[tuple[str, str, str]]) -> None:
+    """Write a report as Markdown and HTML: the title, then per section
+    ``(heading, markdown, html)`` the heading and its text."""
+    md = [f"# {title}", ""]
+    for heading, text, _ in sections:
+        md += [f"## {heading}", "", text, ""]
+    md_path.write_text("\n".join(md), encoding="utf-8")
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>",
+             f"<h1>{html.escape(title)}</h1>"]
+    for heading, _, text in sections:
+        parts += [f"<h2>{html.escape(heading)}</h2>", text]
+    parts.append("</body></html>")
+    html_path.write_text("\n".join(parts), encoding="utf-8")
+
+
 # ---------------------------------------------------------------------- plot
 def _usd_tick(value: float, _pos: object = None) -> str:
     for scale, suffix in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
@@ -341,13 +391,9 @@ def _usd_tick(value: float, _pos: object = None) -> str:
 
 
 def _plot(frame, path: Path) -> None:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
     from matplotlib.ticker import FuncFormatter
 
-    fig = Figure(figsize=(7.5, 5.0), dpi=110)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
+    fig, ax = new_axes(7.5, 5.0, dpi=110)
     done = frame[frame["status"] == "complete"]
     if len(done) == 0:
         ax.text(0.5, 0.5, "no complete trials", ha="center", va="center", transform=ax.transAxes)
@@ -371,23 +417,12 @@ def _plot(frame, path: Path) -> None:
             ax.set_yscale("log")
         ax.legend(fontsize=8, loc="best")
         ax.xaxis.set_major_formatter(FuncFormatter(_usd_tick))
-    ax.set_xlabel("network cost (USD)")
-    ax.set_ylabel("iteration time (s)")
-    ax.set_title("cost vs iteration time (both minimised)")
     ax.grid(True, alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path)
+    save_axes(fig, ax, path, "network cost (USD)", "iteration time (s)",
+              "cost vs iteration time (both minimised)")
 
 
 # -------------------------------------------------------------------- report
-def _fmt_num(v: Any) -> str:
-    return f"{float(v):.3g}" if _finite(v) else ""
-
-
-def _fmt_tput(v: Any) -> str:
-    return f"{float(v):.3e}" if _finite(v) else ""
-
-
 _OBJ_FMT = {"iteration_time_s": ("iteration time", _fmt_time), "cost_usd": ("cost", _fmt_usd),
             "throughput_per_usd": ("iterations/s per USD", _fmt_tput),
             "exposed_communication_s": ("exposed comm.", _fmt_time)}
@@ -397,26 +432,19 @@ def _section(heading: str, note: str, head: list[str], body: list[list[str]]
              ) -> tuple[str, str, str]:
     if not body:
         return heading, "Nothing to show.", "<p>Nothing to show.</p>"
-    return (heading, f"{note}\n\n{_md_table(head, body)}",
-            f"<p>{html.escape(note)}</p>\n{_html_table(head, body)}")
+    return (heading, f"{note}\n\n{md_table(head, body)}",
+            f"<p>{html.escape(note)}</p>\n{html_table(head, body)}")
 
 
 def _sweep_sections(frame) -> list[tuple[str, str, str]]:
     """Best design per budget, sensitivity and per-workload sections (module docstring)."""
     out = []
-    budget_rows = best_per_budget(frame)
-    head = ["budget", "trial", "family", "degree", "link rate", "topology", "iteration time",
-            "cost", "others within model error"]
-
-    def close(r: dict[str, Any]) -> str:
-        if r.get("within_model_error") is None:
-            return "-"
-        return f"{r['within_model_error']} (error {r['model_error']:.0%})"
-
-    body = [[_fmt_usd(r["budget_usd"]), _cell(r.get("trial")), _cell(r.get("family")),
-             _cell(r.get("degree")), _fmt_rate(r.get("link_bandwidth_Bps")),
-             _cell(r.get("topology_spec")), _fmt_time(r.get("iteration_time_s")),
-             _fmt_usd(r.get("cost_usd")), close(r)] for r in budget_rows]
+    budget_rows = [{**r, "close": "-" if r.get("within_model_error") is None else
+                    f"{r['within_model_error']} (error {r['model_error']:.0%})"}
+                   for r in best_per_budget(frame)]
+    head, body = _rows(budget_rows, ("budget", "trial", "family", "degree", "link rate",
+                                     "topology", "iteration time", "cost",
+                                     "others within model error"))
     out.append(_section("Best design per budget",
                         "For each network budget (the study's budget and the 25/50/75/100 % "
                         "cost quantiles of the complete designs), the fastest complete design "
@@ -443,13 +471,9 @@ def _sweep_sections(frame) -> list[tuple[str, str, str]]:
     for name, rows in sorted(_per_workload(frame).items()):
         rows = sorted(rows, key=lambda r: (r.get("iteration_time_s") is None,
                                            r.get("iteration_time_s") or 0.0))[:15]
-        head = ["trial", "family", "degree", "link rate", "strategy", "iteration time",
-                "compute", "exposed comm.", "bandwidth tax", "cost"]
-        body = [[_cell(r["trial"]), _cell(r["family"]), _cell(r["degree"]),
-                 _fmt_rate(r["link_bandwidth_Bps"]), _cell(r.get("strategy")),
-                 _fmt_time(r.get("iteration_time_s")), _fmt_time(r.get("compute_time_s")),
-                 _fmt_time(r.get("exposed_communication_s")), _fmt_num(r.get("bandwidth_tax")),
-                 _fmt_usd(r["cost_usd"])] for r in rows]
+        head, body = _rows(rows, ("trial", "family", "degree", "link rate", "strategy",
+                                  "iteration time", "compute", "exposed comm.",
+                                  "bandwidth tax", "cost"))
         out.append(_section(f"Workload {name}",
                             "The fastest complete designs for this workload (at most 15).",
                             head, body))
@@ -590,10 +614,9 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
     summary = [("records", str(len(frame)))] + [
         (status, str(counts.get(status, 0))) for status in ("complete", "pruned", "failed")]
     summary.append(("designs on the Pareto front", str(int(frame["pareto"].sum()))))
-    for col, label, fmt in (("servers", "servers", _cell),):
-        vals = sorted(set(frame[col].dropna())) if col in frame else []
-        if vals:
-            summary.append((label, ", ".join(fmt(v) for v in vals)))
+    servers = sorted(set(frame["servers"].dropna())) if "servers" in frame else []
+    if servers:
+        summary.append(("servers", ", ".join(_cell(v) for v in servers)))
     front = frame[frame["pareto"]].sort_values(["study", "cost_usd", "iteration_time_s"])
     prov = _provenance(frame, src)
     title = f"codesign report: {', '.join(studies)}"
@@ -601,20 +624,20 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
 
     sections: list[tuple[str, str, str]] = []  # (heading, markdown, html)
     head, body = ["quantity", "value"], [[k, v] for k, v in summary]
-    sections.append(("Summary", _md_table(head, body), _html_table(head, body)))
+    sections.append(("Summary", md_table(head, body), html_table(head, body)))
     sections.append(("Cost vs iteration time",
                      f"![Pareto plot: cost vs iteration time]({rel_plot})",
                      f'<img src="{html.escape(rel_plot)}" alt="Pareto plot: cost vs iteration '
                      f'time" width="720">'))
     for study in studies:
-        head, body = _rows(front[front["study"] == study], _FRONT_COLUMNS)
+        head, body = _rows(front[front["study"] == study].to_dict("records"), _FRONT_COLUMNS)
         note = ("Designs that no other design of the study beats on both iteration time and "
                 "cost, cheapest first.")
         if not body:
             md = htm = "No complete trials: no front."
         else:
-            md, htm = f"{note}\n\n{_md_table(head, body)}", \
-                f"<p>{note}</p>\n{_html_table(head, body)}"
+            md, htm = f"{note}\n\n{md_table(head, body)}", \
+                f"<p>{note}</p>\n{html_table(head, body)}"
         sections.append((f"Pareto front ({study})", md, htm))
     sections += _sweep_sections(frame)
     if "tco_usd" in frame and frame["tco_usd"].notna().any():
@@ -628,25 +651,10 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
         sections.append(_codesign_section(frame))
     for study in studies:
         sub = frame[frame["study"] == study]
-        head, body = _rows(sub, _ALL_COLUMNS)
-        sections.append((f"All trials ({study})", _md_table(head, body), _html_table(head, body)))
+        head, body = _rows(sub.to_dict("records"), _ALL_COLUMNS)
+        sections.append((f"All trials ({study})", md_table(head, body), html_table(head, body)))
     head, body = ["item", "value"], [[k, v] for k, v in prov]
-    sections.append(("Provenance", _md_table(head, body), _html_table(head, body)))
+    sections.append(("Provenance", md_table(head, body), html_table(head, body)))
 
-    md = [f"# {title}", ""]
-    for heading, text, _ in sections:
-        md += [f"## {heading}", "", text, ""]
-    paths["markdown"].write_text("\n".join(md), encoding="utf-8")
-
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
-             "table{border-collapse:collapse;margin:1em 0;font-size:0.9em}"
-             "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left}"
-             "th{background:#f3f3f3}")
-    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-             f"<title>{html.escape(title)}</title><style>{style}</style></head><body>",
-             f"<h1>{html.escape(title)}</h1>"]
-    for heading, _, text in sections:
-        parts += [f"<h2>{html.escape(heading)}</h2>", text]
-    parts.append("</body></html>")
-    paths["html"].write_text("\n".join(parts), encoding="utf-8")
+    write_pages(paths["markdown"], paths["html"], title, sections)
     return paths

@@ -39,11 +39,11 @@ the roofline above.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from codesign.errors import invalid
+from codesign.specs import check_number
 from codesign.workloads.efficiency import PROFILE_FORMATS, gemm_backward_shapes, gemm_time
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.model import Layer, Workload
@@ -77,8 +77,7 @@ class LayerTime:
         return self.fwd_s + self.bwd_s
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "batch": self.batch, "fwd_s": self.fwd_s,
-                "bwd_s": self.bwd_s, "fwd_bound": self.fwd_bound, "bwd_bound": self.bwd_bound}
+        return asdict(self)
 
 
 def dtype_name(dtype_bytes: int) -> str:
@@ -116,20 +115,6 @@ def resolve_precision(workload: Workload, hardware: Hardware | str,
     if p not in peaks:
         raise invalid("precision", p, f"one of {', '.join(peaks)} on {hw.name}")
     return p
-
-
-def _fraction(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or not 0 < value <= 1:
-        raise invalid(name, value, "a number in (0, 1]")
-    return float(value)
-
-
-def _batch(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value <= 0:
-        raise invalid("batch", value, "a number of samples > 0")
-    return float(value)
 
 
 def uses_kernel_model(layer: Layer, hardware: Hardware, dtype: str) -> bool:
@@ -209,14 +194,14 @@ def layer_time(layer: Layer, hardware: Hardware | str, batch: float, *,
     ``2 * 4096**2 * 1024 / (312e12 * 0.5)`` = 0.22 ms forward.
     """
     hw = get_hardware(hardware)
-    b = _batch(batch)
+    b = check_number("batch", batch)
     fmt = dtype or dtype_name(layer.dtype_bytes)
-    mem_eff = _fraction("memory_efficiency", memory_efficiency)
+    mem_eff = check_number("memory_efficiency", memory_efficiency, maximum=1)
     if efficiency is None and uses_kernel_model(layer, hw, fmt):
         fwd, bwd = _kernel_time(layer, hw, b, fmt)
         return LayerTime(layer.name, b, fwd, bwd, "kernels", "kernels")
     eff = DEFAULT_EFFICIENCY if efficiency is None else efficiency
-    peak = hw.peak_flops(fmt) * _fraction("efficiency", eff)
+    peak = hw.peak_flops(fmt) * check_number("efficiency", eff, maximum=1)
     bandwidth = hw.memory_bandwidth_Bps * mem_eff
     weights = 0.0 if layer.kind == "embedding" else layer.weight_bytes
     times = []
@@ -238,7 +223,7 @@ def layer_times(workload: Workload, hardware: Hardware | str, batch: float, *,
     :func:`layer_time`.
     """
     hw = get_hardware(hardware)
-    b = _batch(batch)
+    b = check_number("batch", batch)
     out = []
     for layer in workload.layers:
         measured = profile.time(layer, b) if profile is not None else None

@@ -68,13 +68,14 @@ its immutable MP traffic (transfers and all-to-alls) as a server matrix.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Union
 
 import numpy as np
 
 from codesign.collective_kinds import RING_KINDS, ring_bytes_per_member
 from codesign.errors import invalid
+from codesign.specs import check_number
 from codesign.workloads.compute import layer_time, resolve_precision
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.memory import MemoryBreakdown, check_memory, memory_per_gpu
@@ -90,7 +91,6 @@ __all__ = ["Compute", "CollectiveOp", "Transfer", "Demand", "demand_for",
 
 #: PyTorch DDP's ``bucket_cap_mb=25`` (MiB).
 DEFAULT_BUCKET_BYTES = 25.0 * 2**20
-_PHASES = ("forward", "backward", "gradient", "optimizer")
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,6 @@ class Demand:
     microbatch_size: float
     bucket_bytes: float
     memory: MemoryBreakdown
-    layer_names: tuple[str, ...] = field(default=(), repr=False)
     precision: str = ""
 
     # ------------------------------------------------------------------ views
@@ -207,10 +206,6 @@ class Demand:
 
     def transfers(self) -> list[Transfer]:
         return [op for op in self.ops if isinstance(op, Transfer)]
-
-    def stage_layers(self) -> tuple[tuple[str, ...], ...]:
-        """Layer names of each pipeline stage."""
-        return tuple(self.layer_names[a:b] for a, b in self.stages)
 
     # ------------------------------------------------------------------ matrices
     def _pairs(self, *, mutable: bool | None = None) -> Iterator[tuple[np.ndarray, np.ndarray,
@@ -463,9 +458,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     s = as_strategy(strategy)
     hw = get_hardware(hardware)
     check_applicable(workload, s)
-    if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, (int, float)) \
-            or not bucket_bytes > 0 or bucket_bytes == float("inf"):
-        raise invalid("bucket_bytes", bucket_bytes, "a positive number of bytes")
+    check_number("bucket_bytes", bucket_bytes)
     if isinstance(index_bytes, bool) or index_bytes not in (1, 2, 4, 8):
         raise invalid("index_bytes", index_bytes, "1, 2, 4 or 8")
     if placement is None:
@@ -640,8 +633,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     ops = tuple(fwd + bwd_all + grad_ops + opt_ops)
     return Demand(workload=workload.name, hardware=hw.name, strategy=s, placement=placement,
                   ops=ops, stages=stages, microbatch_size=b, bucket_bytes=float(bucket_bytes),
-                  memory=memory, layer_names=tuple(layer.name for layer in layers),
-                  precision=precision)
+                  memory=memory, precision=precision)
 
 
 def _boundary(grid: np.ndarray, s: Strategy, src_stage: int, dst_stage: int, layer: Layer,

@@ -73,6 +73,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
+from codesign.specs import check_int, check_number
 
 __all__ = ["ComputeProfile", "FIT_PARAMETERS", "profile_from_dict", "gemm_time",
            "gemm_backward_shapes", "PROFILE_FORMATS"]
@@ -121,18 +122,10 @@ class ComputeProfile:
 
     def __post_init__(self) -> None:
         for name in ("sms", "tile_m", "tile_n"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise invalid(f"compute {name}", v, "an integer >= 1")
-        k0 = self.k_overhead
-        if isinstance(k0, bool) or not isinstance(k0, (int, float)) \
-                or not math.isfinite(k0) or k0 < 0:
-            raise invalid("compute k_overhead", k0, "a number >= 0")
+            check_int(f"compute {name}", getattr(self, name), 1)
+        check_number("compute k_overhead", self.k_overhead, inclusive=True)
         for name in FIT_PARAMETERS:
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) \
-                    or not math.isfinite(v) or not 0 < v <= 1:
-                raise invalid(f"compute {name}", v, "a number in (0, 1]")
+            check_number(f"compute {name}", getattr(self, name), maximum=1)
         if not isinstance(self.source, str):
             raise invalid("compute source", self.source, "a string")
         v = self.validated_error

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import invalid
-from codesign.specs import check_keys, get_int, load_yaml
+from codesign.specs import check_keys, get_int, get_str, load_yaml
 from codesign.units import parse_bandwidth, parse_size
 from codesign.workloads.efficiency import ComputeProfile, profile_from_dict
 
@@ -177,11 +177,7 @@ def catalog_from_dict(spec: Any, *, source: str = "",
             if dtype not in DTYPES:
                 raise invalid(f"{gw} peak_flops key", dtype, f"one of {', '.join(DTYPES)}")
             peak.append((dtype, parse_flops(rate, field=f"{gw} peak_flops.{dtype}")))
-        texts = {}
-        for key in ("description", "source", "fabric"):
-            texts[key] = g.get(key, "")
-            if not isinstance(texts[key], str):
-                raise invalid(f"{gw} {key}", texts[key], "a string")
+        texts = {k: get_str(g, k, "", where=gw) for k in ("description", "source", "fabric")}
         nic = g.get("nic_bandwidth")
         compute = (profile_from_dict(g["compute"], where=f"{gw} compute") if "compute" in g
                    else (profiles or {}).get(name))
@@ -197,10 +193,8 @@ def catalog_from_dict(spec: Any, *, source: str = "",
             nic_bandwidth_Bps=None if nic is None else parse_bandwidth(
                 nic, field=f"{gw} nic_bandwidth"),
             description=texts["description"], source=texts["source"], compute=compute))
-    description = spec.get("description", "")
-    if not isinstance(description, str):
-        raise invalid(f"{where} description", description, "a string")
-    return HardwareCatalog(tuple(gpus), description=description, source=source)
+    return HardwareCatalog(tuple(gpus), description=get_str(spec, "description", "", where=where),
+                           source=source)
 
 
 @lru_cache(maxsize=1)

@@ -100,11 +100,6 @@ class MemoryBreakdown:
         """Whether :attr:`total_bytes` fits in :attr:`capacity_bytes`."""
         return self.total_bytes <= self.capacity_bytes
 
-    @property
-    def shortfall_bytes(self) -> float:
-        """Bytes over capacity (0 when it fits)."""
-        return max(0.0, self.total_bytes - self.capacity_bytes)
-
     def to_dict(self) -> dict[str, Any]:
         return {"strategy": self.strategy, "hardware": self.hardware, "rank": self.rank,
                 "stage": self.stage, "weights_bytes": self.weights_bytes,

@@ -57,11 +57,11 @@ Conventions (stated once, used by every builder in this package)
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
+from codesign.specs import check_int, check_number
 
 __all__ = ["KINDS", "Layer", "Workload", "MemorySummary"]
 
@@ -70,15 +70,6 @@ KINDS = ("dense", "embedding", "attention", "expert", "convolution", "norm", "ot
 
 _MAX_COUNT = 10**16  # sanity bound on counts; far above any real model
 _PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
-
-
-def _nonneg_number(where: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise invalid(where, value, "a number >= 0")
-    v = float(value)
-    if not math.isfinite(v) or v < 0:
-        raise invalid(where, value, "a finite number >= 0")
-    return v
 
 
 def _nonneg_int(where: str, value: Any) -> int:
@@ -106,8 +97,8 @@ def _check_memory_ops(where: str, ops: Any) -> tuple:
     for op in items:
         if not isinstance(op, (tuple, list)) or len(op) != 4 or not isinstance(op[0], str):
             raise invalid(f"{where} memory_ops entry", op, "(name, fwd_bytes, bwd_bytes, shard)")
-        f = _nonneg_number(f"{where} memory_ops {op[0]} fwd_bytes", op[1])
-        b = _nonneg_number(f"{where} memory_ops {op[0]} bwd_bytes", op[2])
+        f = check_number(f"{where} memory_ops {op[0]} fwd_bytes", op[1], inclusive=True)
+        b = check_number(f"{where} memory_ops {op[0]} bwd_bytes", op[2], inclusive=True)
         if op[3] not in MEMORY_OP_SHARDS:
             raise invalid(f"{where} memory_ops {op[0]} shard", op[3], "'', 'tp' or 'sp'")
         out.append((op[0], f, b, op[3]))
@@ -123,7 +114,7 @@ def _check_gemms(where: str, gemms: Any) -> tuple:
     for g in items:
         if not isinstance(g, (tuple, list)) or len(g) != 5:
             raise invalid(f"{where} gemms entry", g, "(M, N, K, count, shard)")
-        vals = [_nonneg_number(f"{where} gemms {name}", v)
+        vals = [check_number(f"{where} gemms {name}", v, inclusive=True)
                 for name, v in zip(("M", "N", "K", "count"), g[:4])]
         if g[4] not in _SHARDS:
             raise invalid(f"{where} gemms shard", g[4], "'', 'n', 'k', 'count', 'en' or 'ek'")
@@ -246,7 +237,8 @@ class Layer:
                      "tp_allreduce_bytes", "tp_bwd_allreduce_bytes", "ep_alltoall_bytes",
                      "attn_core_fwd_flops", "attn_core_saved_bytes", "sp_saved_bytes",
                      "kv_bytes"):
-            object.__setattr__(self, name, _nonneg_number(f"{where} {name}", getattr(self, name)))
+            object.__setattr__(self, name, check_number(f"{where} {name}", getattr(self, name),
+                                                        inclusive=True))
         if isinstance(self.dtype_bytes, bool) or self.dtype_bytes not in (1, 2, 4, 8):
             raise invalid(f"{where} dtype_bytes", self.dtype_bytes, "1, 2, 4 or 8")
         if not isinstance(self.tp_shardable, bool):
@@ -254,8 +246,8 @@ class Layer:
         if not isinstance(self.signature, str):
             raise invalid(f"{where} signature", self.signature, "a string")
         if self.checkpoint_bytes is not None:
-            object.__setattr__(self, "checkpoint_bytes", _nonneg_number(
-                f"{where} checkpoint_bytes", self.checkpoint_bytes))
+            object.__setattr__(self, "checkpoint_bytes", check_number(
+                f"{where} checkpoint_bytes", self.checkpoint_bytes, inclusive=True))
         for name in ("attn_core_saved_bytes", "sp_saved_bytes"):
             if getattr(self, name) > self.saved_bytes * (1 + 1e-12):
                 raise invalid(f"{where} {name}", getattr(self, name),
@@ -306,11 +298,6 @@ class Layer:
         if self.checkpoint_bytes is not None:
             return self.checkpoint_bytes
         return min(self.activation_bytes, self.saved_bytes)
-
-    @property
-    def lookup_bytes(self) -> float:
-        """Bytes of one embedding row (``table_dim x dtype_bytes``); 0 if not a table."""
-        return float(self.table_dim) * self.dtype_bytes
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-ready), with ``weight_bytes`` added."""
@@ -411,12 +398,10 @@ class Workload:
             if layer.name in seen:
                 raise invalid(f"workload {self.name!r} layer name", layer.name, "unique names")
             seen.add(layer.name)
-        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) \
-                or self.batch_size < 1:
-            raise invalid(f"workload {self.name!r} batch_size", self.batch_size,
-                          "an integer >= 1")
-        _nonneg_number(f"workload {self.name!r} optimizer_bytes_per_param",
-                       self.optimizer_bytes_per_param)
+        object.__setattr__(self, "batch_size",
+                           check_int(f"workload {self.name!r} batch_size", self.batch_size, 1))
+        check_number(f"workload {self.name!r} optimizer_bytes_per_param",
+                     self.optimizer_bytes_per_param, inclusive=True)
 
     # ------------------------------------------------------------------ totals
     @property

@@ -112,12 +112,5 @@ def coerce(spec: Mapping[str, Param], values: Mapping[str, Any], *, where: str
     if unknown:
         raise InvalidSpecError(f"unknown parameter {unknown[0]!r} in {where}: allowed "
                                f"parameters are {', '.join(spec)}")
-    out: dict[str, Any] = {}
-    for key, param in spec.items():
-        if key in values and values[key] is not None:
-            out[key] = param.check(f"{where} {key}", values[key])
-        elif param.default is not None:
-            out[key] = param.default
-        else:
-            out[key] = None
-    return out
+    return {key: param.check(f"{where} {key}", values[key])
+            if values.get(key) is not None else param.default for key, param in spec.items()}

@@ -41,15 +41,13 @@ from __future__ import annotations
 
 import bisect
 import csv
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
-from codesign.specs import check_keys
-from codesign.specs import check_number
+from codesign.specs import check_keys, check_number
 from codesign.units import parse_time
 from codesign.workloads.model import Layer
 
@@ -115,15 +113,6 @@ def profile_from_measurements(rows: list[tuple[str, float, float, float]], *,
     return Profile(tuple(points), source=source, format=format, skipped=skipped)
 
 
-def _seconds(value: Any, field: str) -> float:
-    if isinstance(value, str):
-        return parse_time(value, field=field)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value < 0:
-        raise invalid(field, value, "a time >= 0 in seconds, or a string such as 1.5ms")
-    return float(value)
-
-
 def _key(value: Any, field: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise invalid(field, value, "a layer name or signature")
@@ -163,7 +152,8 @@ def profile_from_json(data: Any, *, source: str = "") -> Profile:
         check_keys(m, allowed=("layer", "batch", "fwd_s", "bwd_s"),
                    required=("layer", "batch", "fwd_s", "bwd_s"), where=mw)
         rows.append((_key(m["layer"], f"{mw} layer"), check_number(f"{mw} batch", m["batch"]),
-                     _seconds(m["fwd_s"], f"{mw} fwd_s"), _seconds(m["bwd_s"], f"{mw} bwd_s")))
+                     parse_time(m["fwd_s"], field=f"{mw} fwd_s"),
+                     parse_time(m["bwd_s"], field=f"{mw} bwd_s")))
     return profile_from_measurements(rows, source=source, format="json")
 
 
@@ -181,8 +171,8 @@ def _from_flexflow(data: Mapping[str, Any], where: str, source: str) -> Profile:
             skipped += 1  # weights are split: no per-sample time to take from it
             continue
         rows.append((_key(m["name"], f"{mw} name"), batch / degrees[-1],
-                     _seconds(m["fw_time"], f"{mw} fw_time") * 1e-3,
-                     _seconds(m["bw_time"], f"{mw} bw_time") * 1e-3))
+                     parse_time(m["fw_time"], field=f"{mw} fw_time") * 1e-3,
+                     parse_time(m["bw_time"], field=f"{mw} bw_time") * 1e-3))
     return profile_from_measurements(rows, source=source, format="flexflow", skipped=skipped)
 
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
-from codesign.specs import check_keys, load_yaml
+from codesign.specs import check_keys, get_str, load_yaml
 from codesign.workloads.model import Layer, Workload
 from codesign.workloads.params import Param, coerce
 from codesign.workloads.recommendation import (
@@ -213,29 +213,30 @@ def build_workload(name: str, builder: str, params: Mapping[str, Any],
     spec = BUILDERS[builder]
     where = f"workload {name!r}"
     values = coerce(spec.params, params, where=f"{where} params")
+    return _workload(name, spec.build(**values), settings, where, values.get("dtype_bytes", 2),
+                     values.get("seq_len"), config=config, builder=builder,
+                     description=description, source=source,
+                     hyperparameters={k: (list(v) if isinstance(v, tuple) else v)
+                                      for k, v in values.items()})
+
+
+def _workload(name: str, layers: list[Layer], settings: Mapping[str, Any], where: str,
+              dtype_bytes: int, seq_len: int | None, **fields: Any) -> Workload:
+    """The Workload of ``layers`` with the checked ``settings`` (every form of model)."""
     checked = coerce(SETTINGS, settings, where=f"{where} settings")
-    layers = spec.build(**values)
-    batch = _global_batch(checked, where)
+    if checked["batch_size"] is not None:
+        batch = checked["batch_size"]
+    elif checked["batch_per_gpu"] is not None and checked["reference_gpus"] is not None:
+        batch = checked["batch_per_gpu"] * checked["reference_gpus"]
+    else:
+        raise invalid(f"{where} batch_size", None,
+                      "batch_size, or batch_per_gpu together with reference_gpus")
     opt = checked["optimizer_bytes_per_param"]
-    return Workload(
-        name=name, layers=tuple(layers), batch_size=batch,
-        dtype_bytes=values.get("dtype_bytes", 2),
-        optimizer_bytes_per_param=12.0 if opt is None else opt,
-        seq_len=values.get("seq_len"), batch_per_gpu=checked["batch_per_gpu"],
-        reference_gpus=checked["reference_gpus"], config=config, builder=builder,
-        description=description, source=source, precision=checked["precision"],
-        hyperparameters={k: (list(v) if isinstance(v, tuple) else v)
-                         for k, v in values.items()},
-    )
-
-
-def _global_batch(settings: Mapping[str, Any], where: str) -> int:
-    if settings["batch_size"] is not None:
-        return settings["batch_size"]
-    if settings["batch_per_gpu"] is not None and settings["reference_gpus"] is not None:
-        return settings["batch_per_gpu"] * settings["reference_gpus"]
-    raise invalid(f"{where} batch_size", None,
-                  "batch_size, or batch_per_gpu together with reference_gpus")
+    return Workload(name=name, layers=tuple(layers), batch_size=batch, dtype_bytes=dtype_bytes,
+                    optimizer_bytes_per_param=12.0 if opt is None else opt, seq_len=seq_len,
+                    batch_per_gpu=checked["batch_per_gpu"],
+                    reference_gpus=checked["reference_gpus"], precision=checked["precision"],
+                    **fields)
 
 
 # ------------------------------------------------------------------ user model files
@@ -269,10 +270,7 @@ def workload_from_dict(spec: Any, *, source: str = "") -> Workload:
     if len(forms) != 1:
         raise invalid(f"{where} form", forms or None,
                       "exactly one of builder (with params), base (a zoo model) or layers")
-    text = {k: spec.get(k, "") for k in ("description", "source")}
-    for key, value in text.items():
-        if not isinstance(value, str):
-            raise invalid(f"{where} {key}", value, "a string")
+    text = {k: get_str(spec, k, "", where=where) for k in ("description", "source")}
     settings = {k: spec[k] for k in SETTINGS if k in spec}
     form = forms[0]
     if form != "layers":
@@ -337,19 +335,8 @@ def _from_layers(spec: Mapping[str, Any], name: str, settings: Mapping[str, Any]
             factor = 1.0 if values.get("kind") == "embedding" else 2.0
             values["bwd_flops"] = fwd * factor if _is_number(fwd) else fwd
         layers.append(Layer(**values))
-    checked = coerce(SETTINGS, settings, where=f"{where} settings")
-    if checked["batch_size"] is None and (checked["batch_per_gpu"] is None
-                                          or checked["reference_gpus"] is None):
-        raise invalid(f"{where} batch_size", None,
-                      "batch_size, or batch_per_gpu together with reference_gpus")
-    opt = checked["optimizer_bytes_per_param"]
-    return Workload(
-        name=name, layers=tuple(layers), batch_size=_global_batch(checked, where),
-        dtype_bytes=dtype["dtype_bytes"], optimizer_bytes_per_param=12.0 if opt is None else opt,
-        seq_len=dtype["seq_len"], batch_per_gpu=checked["batch_per_gpu"],
-        reference_gpus=checked["reference_gpus"], builder="layers",
-        description=text["description"], source=text["source"],
-        precision=checked["precision"])
+    return _workload(name, layers, settings, where, dtype["dtype_bytes"], dtype["seq_len"],
+                     builder="layers", description=text["description"], source=text["source"])
 
 
 def _is_number(value: Any) -> bool:

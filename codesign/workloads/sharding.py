@@ -55,12 +55,8 @@ __all__ = ["LayerShard", "shard_layer", "layer_params_per_gpu", "activation_byte
 
 
 def layer_params_per_gpu(layer: Any, strategy: Strategy) -> tuple[float, float]:
-    """Parameters of ``layer`` one GPU holds before ZeRO: ``(shared, expert)``.
-
-    Megatron tensor parallelism divides a ``tp_shardable`` layer by ``tp``; expert
-    parallelism divides the experts by ``ep`` (each GPU hosts ``experts / ep`` of
-    them, each still split by ``tp`` when the layer is shardable).
-    """
+    """Parameters of ``layer`` one GPU holds before ZeRO: ``(shared, expert)`` (rule
+    **Parameters** of the module docstring)."""
     t = strategy.tp if layer.tp_shardable else 1
     expert = float(layer.expert_params)
     shared = float(layer.params) - expert
@@ -68,14 +64,9 @@ def layer_params_per_gpu(layer: Any, strategy: Strategy) -> tuple[float, float]:
 
 
 def activation_bytes_per_sample(layer: Any, strategy: Strategy) -> float:
-    """Bytes ``layer`` keeps per sample of a micro-batch on one GPU for the backward pass.
-
-    Korthikanti et al. 2022: TP divides what a shardable layer saves except the
-    ``sp_saved_bytes`` part (norm and first-linear inputs, dropout masks), which only
-    sequence parallelism divides (Eqs. 2 and 4); ``selective`` drops the attention
-    core's saved tensors (Eq. 6); ``full`` keeps only the layer input (the checkpoint);
-    context parallelism divides everything by ``cp``.
-    """
+    """Bytes ``layer`` keeps per sample of a micro-batch on one GPU for the backward pass
+    (Korthikanti et al. 2022, Eqs. 2, 4, 6; the rules per flag are in the docstring of
+    :mod:`codesign.workloads.memory`)."""
     s = strategy
     t = s.tp if layer.tp_shardable else 1
     tsp = t if s.sp else 1

@@ -51,7 +51,7 @@ canonical string (non-default keys only).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
@@ -217,6 +217,10 @@ class Strategy:
                 "gpus": self.gpus, "text": str(self)}
 
 
+#: Field defaults of :class:`Strategy` (what :func:`format_strategy` leaves out).
+_DEFAULTS = {f.name: f.default for f in fields(Strategy)}
+
+
 def bubble_fraction(pp: int, microbatches: int, vpp: int = 1) -> float:
     """Idle fraction of a pipelined iteration: ``(p - 1) / (v m + p - 1)``.
 
@@ -263,29 +267,13 @@ def inflight_microbatches(strategy: Strategy, stage: int) -> float:
 
 
 def format_strategy(strategy: Strategy) -> str:
-    """Canonical string: ``dp,tp,pp`` always; the others only when not the default."""
-    s = strategy
-    parts = [f"dp={s.dp}", f"tp={s.tp}", f"pp={s.pp}"]
-    if s.cp != 1:
-        parts.append(f"cp={s.cp}")
-    if s.microbatches is not None:
-        parts.append(f"microbatches={s.microbatches}")
-    if s.zero:
-        parts.append(f"zero={s.zero}")
-    if s.ep != 1:
-        parts.append(f"ep={s.ep}")
-    if s.embedding != "data":
-        parts.append(f"embedding={s.embedding}")
-    if s.sp:
-        parts.append("sp=true")
-    if s.recompute != "none":
-        parts.append(f"recompute={s.recompute}")
-    if s.schedule != "1f1b":
-        parts.append(f"schedule={s.schedule}")
-    if s.vpp != 1:
-        parts.append(f"vpp={s.vpp}")
-    if s.precision is not None:
-        parts.append(f"precision={s.precision}")
+    """Canonical string: ``dp,tp,pp`` always; the other keys (in :data:`STRATEGY_KEYS`
+    order) only when not the default, booleans as ``true``."""
+    parts = []
+    for key in STRATEGY_KEYS:
+        value = getattr(strategy, key)
+        if key in ("dp", "tp", "pp") or value != _DEFAULTS[key]:
+            parts.append(f"{key}={str(value).lower() if isinstance(value, bool) else value}")
     return ",".join(parts)
 
 

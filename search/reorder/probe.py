@@ -38,8 +38,9 @@ from pathlib import Path
 import numpy as np
 
 from codesign.errors import InfeasibleError, invalid
-from codesign.specs import check_int
+from codesign.specs import check_int, check_number
 from search.ray_session import ray_session
+from search.reorder.rank_order import is_header
 
 __all__ = ["ProbeResult", "probe_latencies", "round_robin_schedule", "save_cost_matrix",
            "PERCENTILE", "PACKET_TIMEOUT_S", "MAX_RETRIES"]
@@ -101,9 +102,7 @@ def round_robin_schedule(n: int) -> list[list[tuple[int, int]]]:
         ``(a, b)`` with ``a < b``; within a round no node appears twice, and every
         unordered pair appears in exactly one round.
     """
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
-        raise invalid("node count", n, "an integer >= 2")
-    n = int(n)
+    n = check_int("node count", n, 2)
     m = n + (n % 2)  # position n (odd n) is the bye
     ring = list(range(m))
     rounds = []
@@ -259,9 +258,7 @@ def probe_latencies(*, nodes: int | None = None, rounds: int = 20, payload_bytes
     rounds = check_int("rounds", rounds, 1)
     payload_bytes = check_int("payload_bytes", payload_bytes, _HEADER.size, _MAX_PAYLOAD)
     seed = check_int("seed", seed, 0)
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) \
-            or not np.isfinite(timeout_s) or timeout_s <= 0:
-        raise invalid("timeout_s", timeout_s, "a positive number of seconds")
+    check_number("timeout_s", timeout_s)
     local = not ray_address
     if local and nodes is not None:
         check_int("nodes", nodes, 2)
@@ -299,6 +296,7 @@ def _run_schedule(ray, actors, addresses, rounds, payload_bytes, seed, deadline)
     position = np.random.default_rng(seed).permutation(n)  # position -> node
     samples: dict[tuple[int, int], np.ndarray] = {}
     seq = 0
+    late = "latency probe: time limit reached (raise timeout_s)"
     for r, pairs in enumerate(round_robin_schedule(n)):
         nodes_pairs = [(int(position[a]), int(position[b])) for a, b in pairs]
         for phase in (nodes_pairs, [(b, a) for a, b in nodes_pairs]):
@@ -309,13 +307,11 @@ def _run_schedule(ray, actors, addresses, rounds, payload_bytes, seed, deadline)
                 seq += rounds * (MAX_RETRIES + 1)
             left = deadline - time.monotonic()
             if left <= 0:
-                raise InfeasibleError("latency probe: time limit reached (raise timeout_s)",
-                                      reason="time")
+                raise InfeasibleError(late, reason="time")
             try:
                 results = ray.get(refs, timeout=left)
             except ray.exceptions.GetTimeoutError as exc:
-                raise InfeasibleError("latency probe: time limit reached (raise timeout_s)",
-                                      reason="time") from exc
+                raise InfeasibleError(late, reason="time") from exc
             for (i, j), rtt in zip(phase, results):
                 samples[(i, j)] = np.asarray(rtt, dtype=float)
     return samples
@@ -358,16 +354,7 @@ def save_cost_matrix(path: str | Path, matrix: np.ndarray, names) -> Path:
         if not s or s != s.strip() or any(c in s for c in ",\"\r\n"):
             raise invalid("cost matrix name", s, "a non-empty name without commas, quotes, "
                           "newlines or surrounding spaces")
-    numeric = []
-    for s in names:
-        try:
-            float(s)
-            numeric.append(True)
-        except ValueError:
-            numeric.append(False)
-    # The loader takes the first row as a header only if some cell is not a number or
-    # all cells are plain integers; otherwise it would read the names as data.
-    if all(numeric) and not all(s.isdigit() for s in names):
+    if not is_header(names):  # the loader would read the names as data
         raise invalid("cost matrix names", ",".join(names),
                       "names with a non-numeric one among them, or all plain integers")
     p = Path(path)

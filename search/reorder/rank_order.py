@@ -66,7 +66,7 @@ from evaluators.rank_cost import (
     canonical_algorithm, check_cost_matrix, check_order, cost_function, ring_cost)
 
 __all__ = ["CostMatrix", "ReorderResult", "RingImprovement", "load_cost_matrix", "reorder",
-           "improve_ring_order", "HELD_KARP_MAX_N", "SOLVERS"]
+           "improve_ring_order", "is_header", "HELD_KARP_MAX_N", "SOLVERS"]
 
 #: Largest node count solved exactly by Held-Karp for the ring.
 HELD_KARP_MAX_N = 12
@@ -128,6 +128,13 @@ def _number(cell: str) -> float | None:
         return None
 
 
+def is_header(cells) -> bool:
+    """Whether a first CSV row is node names: some cell is not a number, or every cell is
+    a plain integer (node ids); other numbers are data (the rule of both
+    :func:`load_cost_matrix` and :func:`search.reorder.probe.save_cost_matrix`)."""
+    return any(_number(c) is None for c in cells) or all(c.isdigit() for c in cells)
+
+
 def load_cost_matrix(path: str | Path) -> CostMatrix:
     """Read a square CSV of pairwise one-way costs in seconds.
 
@@ -166,8 +173,7 @@ def load_cost_matrix(path: str | Path) -> CostMatrix:
     # A header only if it leaves a square table: then a bad cell in the first data row of a
     # headerless file is reported as a bad cell, not as a strange header.  Integer-looking
     # names ("0", "17") count as node ids; names with other numbers are read as data.
-    header = len(rows) == width + 1 and (any(_number(cell) is None for cell in rows[0])
-                                         or all(cell.isdigit() for cell in rows[0]))
+    header = len(rows) == width + 1 and is_header(rows[0])
     names = tuple(rows[0]) if header else tuple(str(i) for i in range(width))
     data = rows[1:] if header else rows
     if header and len(set(names)) != len(names):
@@ -492,12 +498,9 @@ def improve_ring_order(matrix: object, order: object, *, seed: int = 0, effort: 
                        time_limit_s: float = 10.0) -> RingImprovement:
     """Improve a ring rank order with an exact solver (the paper's second stage, Section 4.3).
 
-    Solves the asymmetric travelling-salesman problem of the ring model (sum of the
-    ``n`` one-way hop costs) with OR-tools CP-SAT: one ``circuit`` constraint over
-    the candidate arcs (all arcs for ``n <= 40``, else each node's 12 cheapest
-    outgoing and incoming arcs plus the arcs of ``order``), integer costs scaled so
-    the largest is ``1e9``, ``order`` as the solution hint.  Keeps the better of
-    ``order`` and the solver's tour by the float cost.
+    CP-SAT's ``circuit`` constraint over the candidate arcs with integer costs (module
+    docstring, items 3, "Integer costs" and "Candidate arcs"), ``order`` as the solution
+    hint; the better of ``order`` and the solver's tour by the float cost is kept.
 
     Parameters
     ----------
@@ -635,12 +638,10 @@ def reorder(matrix: object, algorithm: str, *, seed: int = 0, time_limit_s: floa
     Returns
     -------
     ReorderResult
-        Best order found, its cost, the identity order's cost and the stages that
-        ran: ring with ``n <= 12`` -> ``held-karp`` (exact); ring otherwise ->
-        ``2opt+oropt+cp-sat:STATUS`` (nearest neighbour + 2-opt/Or-opt, then CP-SAT;
-        STATUS as in :class:`RingImprovement`) or, with ``solver="none"``,
-        ``2opt+oropt`` (+ double-bridge kicks); ``hd``/``dbt``/``bcube`` ->
-        ``anneal`` (simulated annealing + swap descent).
+        Best order found, its cost, the identity order's cost and the stages that ran
+        (:attr:`ReorderResult.method`: ``held-karp`` for a ring of at most 12 nodes,
+        ``2opt+oropt[+cp-sat:STATUS]`` for a larger ring, ``anneal`` (simulated annealing
+        + swap descent) for ``hd``/``dbt``/``bcube``).
 
     Raises
     ------

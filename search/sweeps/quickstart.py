@@ -3,8 +3,8 @@
 ``codesign quickstart`` calls :func:`run_quickstart`, which runs
 :func:`search.sweeps.driver.run_sweep` on :data:`QUICKSTART_SPEC` (the same
 specification as ``experiments/sweeps/small.yaml``; a test keeps them equal):
-16 servers of 8 A100-80 GPUs training ResNet-50 with pure data parallelism,
-six fabric families, degree 2-8, 25-400 Gbps links, 12 NSGA-II trials
+16 servers of 8 A100-80 GPUs training ResNet-50 (pure data parallelism) and DLRM
+(embedding tables on servers), six fabric families, degree 2-8, 25-400 Gbps links, 12 NSGA-II trials
 minimising iteration time and network cost.  ``codesign report`` then reads
 ``results/quickstart/``.
 
@@ -25,8 +25,7 @@ from codesign.specs import check_int
 from search.sweeps.driver import SweepPoint, SweepResult, TrialOutcome, run_sweep
 from search.sweeps.spec import SweepSpec, parse_sweep_spec
 
-__all__ = ["DEFAULT_FAMILIES", "QUICKSTART_SPEC", "QuickstartConfig", "QuickstartResult",
-           "run_quickstart"]
+__all__ = ["DEFAULT_FAMILIES", "QUICKSTART_SPEC", "QuickstartConfig", "run_quickstart"]
 
 #: The embedded specification (``experiments/sweeps/small.yaml``).
 QUICKSTART_SPEC: dict[str, Any] = {
@@ -54,8 +53,6 @@ QUICKSTART_SPEC: dict[str, Any] = {
 
 #: Families compared by default (TopoOpt Section 5.1's architectures that exist here).
 DEFAULT_FAMILIES = tuple(QUICKSTART_SPEC["space"]["families"])
-#: What :func:`run_quickstart` returns.
-QuickstartResult = SweepResult
 
 
 @dataclass(frozen=True)
@@ -100,11 +97,6 @@ class QuickstartConfig:
         if self.seed is not None:
             raw["seed"] = self.seed
         return parse_sweep_spec(raw, where="quickstart spec")
-
-    @property
-    def study_dir(self) -> Path:
-        """``results_dir/quickstart``."""
-        return Path(self.results_dir) / QUICKSTART_SPEC["study"]
 
 
 def run_quickstart(config: QuickstartConfig | None = None, *,

@@ -54,16 +54,19 @@ workload's ``strategy`` when given and it fits); ``off`` times each workload's
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from codesign.errors import invalid
 from codesign.specs import check_int, check_keys, load_yaml
+from codesign.units import parse_money
 from search.per_fabric import SearchBudget
 
 __all__ = [
@@ -109,11 +112,6 @@ _SPACE_KEYS = ("families", "servers", "degree", "link_rate", "gpu", "gpus_per_se
                "collective_method", "strategy_search", "leafspine_oversub", "hardware_file",
                "catalog")
 _WORKLOAD_KEYS = ("name", "weight", "config", "strategy")
-_MAX_INT = 1 << 40
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _number(value: Any, where: str, *, positive: bool = True) -> float:
@@ -138,33 +136,10 @@ def _names(value: Any, where: str, allowed: tuple[str, ...] | None = None) -> tu
     return tuple(items)
 
 
-_SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9}
-_USD_RE = re.compile(r"^\$?([0-9]*\.?[0-9]+(?:e[+-]?[0-9]+)?)([kmb]?)$", re.IGNORECASE)
-
-
 def parse_usd(value: Any, where: str = "budget") -> float:
-    """An amount of US dollars > 0: a number, or a string such as ``1e6``, ``500k``,
-    ``$2M``, ``1.5B`` or ``2_000_000`` (the one parser of YAML files and the CLI).
-
-    Examples
-    --------
-    >>> parse_usd("10M"), parse_usd("$500k"), parse_usd(2e6)
-    (10000000.0, 500000.0, 2000000.0)
-    """
-    if isinstance(value, bool):
-        raise invalid(where, value, "an amount in USD such as 1e6, 500k or $2M")
-    if isinstance(value, (int, float)):
-        amount = float(value)
-    elif isinstance(value, str):
-        m = _USD_RE.match(value.strip().replace("_", "").replace(",", ""))
-        if not m:
-            raise invalid(where, value, "an amount in USD such as 1e6, 500k or $2M")
-        amount = float(m.group(1)) * _SCALE[m.group(2).lower()]
-    else:
-        raise invalid(where, value, "an amount in USD such as 1e6, 500k or $2M")
-    if not math.isfinite(amount) or amount <= 0:
-        raise invalid(where, value, "an amount in USD > 0")
-    return amount
+    """An amount of US dollars > 0 (:func:`codesign.units.parse_money`, the one money
+    parser: ``1e6``, ``500k``, ``$2M``, ``1.5B``, ``2_000_000``)."""
+    return parse_money(value, field=where, allow_zero=False)
 
 
 def _search_budget(value: Any, where: str) -> SearchBudget | None:
@@ -175,19 +150,11 @@ def _search_budget(value: Any, where: str) -> SearchBudget | None:
             evaluations=check_int(f"{where} evaluations", value.get("evaluations", 16), 1, 100000),
             restarts=check_int(f"{where} restarts", value.get("restarts", 1), 1, 1000),
             batch=check_int(f"{where} batch", value.get("batch", 4), 1, 1000))
-    if isinstance(value, bool) or (isinstance(value, str) and value.lower() in (
-            "on", "off", "true", "false")):
-        return SearchBudget() if _bool(value, where) else None
-    raise invalid(where, value, "on, off or {evaluations: N, restarts: R}")
-
-
-def _bool(value: Any, where: str) -> bool:
     # YAML 1.1 reads on/off as booleans; accept the strings too.
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("on", "off", "true", "false"):
-        return value.lower() in ("on", "true")
-    raise invalid(where, value, "on or off")
+    text = str(value).lower() if isinstance(value, (bool, str)) else ""
+    if text in ("on", "off", "true", "false"):
+        return SearchBudget() if text in ("on", "true") else None
+    raise invalid(where, value, "on, off or {evaluations: N, restarts: R}")
 
 
 @dataclass(frozen=True)
@@ -316,9 +283,7 @@ class SweepSpec:
 
     def replace(self, **changes: Any) -> "SweepSpec":
         """A copy with some top-level fields changed (``trials``, ``seed``, ``study``...)."""
-        from dataclasses import replace
-
-        return replace(self, **changes)
+        return dataclasses.replace(self, **changes)
 
 
 def _workloads(value: Any) -> tuple[WorkloadItem, ...]:
@@ -360,20 +325,30 @@ def _workloads(value: Any) -> tuple[WorkloadItem, ...]:
     return tuple(items)
 
 
+def _distinct(value: Any, where: str, item: Callable[[Any], Any], rule: str, what: str
+              ) -> tuple:
+    """One value or a non-empty list of them (else ``rule``), each read by ``item``, all
+    distinct (else ``distinct <what>``)."""
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise invalid(where, value, rule)
+    out = tuple(item(v) for v in items)
+    if len(set(out)) != len(out):
+        raise invalid(where, value, f"distinct {what}")
+    return out
+
+
 def _degrees(value: Any) -> tuple[tuple[int, ...], bool]:
     where = "sweep space degree"
-    if _is_int(value):
-        return (check_int(where, value, 1, 4096),), False
     if isinstance(value, dict):
         check_keys(value, allowed=("low", "high"), required=("low", "high"), where=where)
         low = check_int(f"{where} low", value["low"], 1, 4096)
         high = check_int(f"{where} high", value["high"], low, 4096)
         return tuple(range(low, high + 1)), True
-    if isinstance(value, list) and value:
-        ints = tuple(check_int(where, v, 1, 4096) for v in value)
-        if len(set(ints)) != len(ints):
-            raise invalid(where, value, "distinct integers")
-        return ints, False
+    if (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, list)
+                                                                    and value):
+        return _distinct(value, where, lambda v: check_int(where, v, 1, 4096), "",
+                         "integers"), False
     raise invalid(where, value, "an integer, a list of integers or {low, high}")
 
 
@@ -381,32 +356,19 @@ def _rates(value: Any) -> tuple[float, ...]:
     from codesign.units import parse_bandwidth
 
     where = "sweep space link_rate"
-
-    def one(v: Any, w: str) -> float:
-        if isinstance(v, bool) or not isinstance(v, (str, int, float)):
-            raise invalid(w, v, "a bandwidth such as 100Gbps")
-        r = parse_bandwidth(v, field=w)
-        if not math.isfinite(r) or r <= 0:
-            raise invalid(w, v, "a bandwidth > 0 such as 100Gbps")
-        return float(r)
-
     if isinstance(value, dict):
         check_keys(value, allowed=("low", "high", "step"), required=("low", "high", "step"),
                    where=where)
-        low, high, step = (one(value[k], f"{where} {k}") for k in ("low", "high", "step"))
+        low, high, step = (parse_bandwidth(value[k], field=f"{where} {k}")
+                           for k in ("low", "high", "step"))
         if high < low:
             raise invalid(f"{where} high", value["high"], f"a bandwidth >= low ({value['low']})")
         count = int(math.floor((high - low) / step + 1e-9)) + 1
         if count > 1000:
             raise invalid(f"{where} step", value["step"], "a step giving at most 1000 rates")
         return tuple(low + i * step for i in range(count))
-    items = [value] if not isinstance(value, list) else value
-    if not items:
-        raise invalid(where, value, "a bandwidth, a list of bandwidths or {low, high, step}")
-    rates = tuple(one(v, where) for v in items)
-    if len(set(rates)) != len(rates):
-        raise invalid(where, value, "distinct bandwidths")
-    return rates
+    return _distinct(value, where, lambda v: parse_bandwidth(v, field=where),
+                     "a bandwidth, a list of bandwidths or {low, high, step}", "bandwidths")
 
 
 def _space(value: Any) -> SweepSpace:
@@ -416,13 +378,9 @@ def _space(value: Any) -> SweepSpace:
     check_keys(value, allowed=_SPACE_KEYS, required=("families", "servers", "degree",
                                                      "link_rate"), where=where)
     families = _names(value["families"], f"{where} families", SWEEP_FAMILIES)
-    servers_raw = value["servers"]
-    servers_list = servers_raw if isinstance(servers_raw, list) else [servers_raw]
-    if not servers_list:
-        raise invalid(f"{where} servers", servers_raw, "an integer >= 2 or a list of them")
-    servers = tuple(check_int(f"{where} servers", s, 2, 1 << 20) for s in servers_list)
-    if len(set(servers)) != len(servers):
-        raise invalid(f"{where} servers", servers_raw, "distinct integers")
+    servers = _distinct(value["servers"], f"{where} servers",
+                        lambda s: check_int(f"{where} servers", s, 2, 1 << 20),
+                        "an integer >= 2 or a list of them", "integers")
     degrees, is_range = _degrees(value["degree"])
     rates = _rates(value["link_rate"])
     hardware_file = value.get("hardware_file")
@@ -491,9 +449,7 @@ def parse_sweep_spec(spec: Any, *, where: str = "sweep spec") -> SweepSpec:
         if not kept:
             raise invalid("sweep constraints max_degree", max_degree,
                           f"an integer >= the smallest degree of the space ({min(space.degrees)})")
-        from dataclasses import replace
-
-        space = replace(space, degrees=kept)
+        space = dataclasses.replace(space, degrees=kept)
     default_sampler = "nsga2" if len(objectives) > 1 else "tpe"
     sampler = spec.get("sampler", default_sampler)
     if not isinstance(sampler, str) or sampler not in SAMPLERS:

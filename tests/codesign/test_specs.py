@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from codesign.errors import InvalidSpecError
-from codesign.specs import check_keys, get_bool, get_float, get_int, get_str, load_yaml
+from codesign.specs import check_keys, get_bool, get_int, get_str, load_yaml
 
 
 def test_unknown_key_is_named_with_the_allowed_ones():
@@ -27,7 +27,6 @@ def test_not_a_mapping():
 def test_typed_getters():
     spec = {"n": 4, "x": 1.5, "s": "ring", "b": True}
     assert get_int(spec, "n", minimum=1) == 4
-    assert get_float(spec, "x") == 1.5
     assert get_str(spec, "s", choices=["ring", "torus"]) == "ring"
     assert get_bool(spec, "b") is True
     assert get_int(spec, "absent", 7) == 7

@@ -142,7 +142,7 @@ def test_pipeline_transfers_and_bubble() -> None:
     d = demand_for(w, "dp=2,tp=1,pp=4,microbatches=8", "A100-80",
                    Placement(servers=8, gpus_per_server=1))
     assert d.bubble_fraction == pytest.approx(3 / 11)
-    assert d.stage_layers() == (("fc0",), ("fc1",), ("fc2",), ("fc3",))
+    assert d.stages == ((0, 1), (1, 2), (2, 3), (3, 4))  # fc0 | fc1 | fc2 | fc3
     tr = d.transfers()
     b = 64 / (2 * 8)
     assert len(tr) == 2 * 3 * 2  # directions x boundaries x replicas

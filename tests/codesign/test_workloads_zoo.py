@@ -182,7 +182,7 @@ def test_dlrm_list1_embeddings(config, tables, rows, dim, bpg):
     assert w.batch_per_gpu == bpg
     table = w.layer("table0")
     assert (table.table_rows, table.table_dim, table.lookups) == (rows, dim, 100)
-    assert table.lookup_bytes == dim * 4
+    assert table.dtype_bytes == 4  # fp32 rows of dim elements
 
 
 def test_dlrm_simulation_dense_layers_by_hand():
