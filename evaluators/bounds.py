@@ -68,7 +68,7 @@ Per kind (thesis = "Optimal collectives via multicommodity flow", Appendix A
 
 Budget: exact cut computations use at most ``exact_node_limit**2 // nodes``
 max-flow problems, so every network of up to ``exact_node_limit`` nodes is
-exact, and larger ones too when symmetry (:func:`evaluators.cuts.participant_orbits`)
+exact, and larger ones too when symmetry (:func:`topologies.symmetry.participant_orbits`)
 leaves few sinks.  Beyond that the bound is the best over the sinks or pairs
 tried (still valid) and :attr:`Bound.exact` is ``False``.
 """
@@ -83,9 +83,9 @@ import numpy as np
 from codesign.errors import InfeasibleError, invalid
 from codesign.specs import check_int
 from evaluators.collectives import Collective
-from evaluators.cuts import (CutNetwork, max_product_cut, max_ratio_cut, min_pair_cuts,
-                             participant_orbits, twin_classes)
+from evaluators.cuts import CutNetwork, max_product_cut, max_ratio_cut, min_pair_cuts
 from topologies.model import kl_bisections
+from topologies.symmetry import participant_orbits, twin_classes
 
 __all__ = ["Bound", "lower_bound", "KL_MAX_NODES", "CUT_FLOW_MAX_SIZE"]
 
