@@ -110,10 +110,9 @@ class CutNetwork:
         self._w_obj = np.array(w, dtype=object)
 
     @classmethod
-    def from_topology(cls, topology, *, reverse: bool = False) -> "CutNetwork":
-        """The network of ``topology`` (links reversed if ``reverse``)."""
-        s, d = (topology.dst, topology.src) if reverse else (topology.src, topology.dst)
-        return cls(topology.n_nodes, s, d, topology.bandwidth)
+    def from_topology(cls, topology) -> "CutNetwork":
+        """The network of ``topology``."""
+        return cls(topology.n_nodes, topology.src, topology.dst, topology.bandwidth)
 
     def reversed(self) -> "CutNetwork":
         """The same network with every arc reversed."""

@@ -68,7 +68,7 @@ def npu_coordinates(topology) -> np.ndarray:
 
 
 def line_groups(coords: np.ndarray, k: int) -> list[list[int]]:
-    """NPUs of every line of dimension ``k`` (equal other coordinates), ordered by coordinate ``k``."""
+    """NPUs of every line of dimension ``k`` (equal other coordinates), by coordinate ``k``."""
     others = [j for j in range(coords.shape[1]) if j != k]
     key = coords[:, others] if others else np.zeros((coords.shape[0], 0), np.int64)
     lines: dict[tuple, list[int]] = {}

@@ -54,7 +54,7 @@ BIG = [("dgx-a100:8 (64 GPUs)", "dgx-a100:8", ("allgather",), (0.01,), 20.0),
 
 
 def build(spec: str):
-    """A spec string, or ``@NAME`` for ``experiments/mcf/graphs/NAME.yaml`` (shared with the tests)."""
+    """A spec string, or ``@NAME``: ``experiments/mcf/graphs/NAME.yaml`` (shared with the tests)."""
     from topologies.registry import load_topology
 
     return load_topology(GRAPHS / f"{spec[1:]}.yaml" if spec.startswith("@") else spec)

@@ -8,9 +8,8 @@ from hypothesis import strategies as st
 from codesign.errors import InfeasibleError, InvalidSpecError
 from evaluators.bounds import lower_bound
 from evaluators.collectives import Collective
-from topologies.families.multidim import mesh, ring, torus
+from topologies.families.multidim import ring, torus
 from topologies.model import Topology
-from topologies.registry import from_spec
 
 R4 = ring(4, bandwidth=1e9, latency=0.0)
 AG4 = Collective.on("allgather", 4, 1e6)

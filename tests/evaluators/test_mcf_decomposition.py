@@ -6,7 +6,6 @@ orbits from networkx's enumeration of all automorphisms, and an independent
 feasibility check of the returned flows (demand delivered, link capacity).
 """
 
-import networkx as nx
 import numpy as np
 import pytest
 
