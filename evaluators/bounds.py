@@ -68,7 +68,7 @@ Per kind (thesis = "Optimal collectives via multicommodity flow", Appendix A
 
 Budget: exact cut computations use at most ``exact_node_limit**2 // nodes``
 max-flow problems, so every network of up to ``exact_node_limit`` nodes is
-exact, and larger ones too when symmetry (:func:`evaluators.cuts.participant_orbits`)
+exact, and larger ones too when symmetry (:func:`topologies.symmetry.participant_orbits`)
 leaves few sinks.  Beyond that the bound is the best over the sinks or pairs
 tried (still valid) and :attr:`Bound.exact` is ``False``.
 """
@@ -83,9 +83,9 @@ import numpy as np
 from codesign.errors import InfeasibleError, invalid
 from codesign.specs import check_int
 from evaluators.collectives import Collective
-from evaluators.cuts import (CutNetwork, max_product_cut, max_ratio_cut, min_pair_cuts,
-                             participant_orbits, twin_classes)
+from evaluators.cuts import CutNetwork, max_product_cut, max_ratio_cut, min_pair_cuts
 from topologies.model import kl_bisections
+from topologies.symmetry import participant_orbits, twin_classes
 
 __all__ = ["Bound", "lower_bound", "KL_MAX_NODES", "CUT_FLOW_MAX_SIZE"]
 
@@ -428,25 +428,14 @@ def _allreduce(c: _Context) -> Result:
     return comps, c.mask_nodes(pc.mask), pc.exact
 
 
-def _broadcast(c: _Context) -> Result:
+def _rooted(c: _Context, to_root: bool) -> Result:
+    """Broadcast (the root sends ``M`` to every other member) or reduce (``to_root``)."""
     N, M, r, others = c.N, c.M, c.root, c.others()
-    pc = min_pair_cuts(c.net, [(r, v) for v in c.distinct(others)], max_flows=c.max_flows)
+    pairs = [(v, r) if to_root else (r, v) for v in c.distinct(others)]
+    pc = min_pair_cuts(c.net, pairs, max_flows=c.max_flows)
     comps = {
-        "ingress": M / c.in_bw[others].min(),
-        "egress": M / c.out_bw[r],
-        "ingress_total": (N - 1) * M / c.npu_in_total,
-        "egress_total": (N - 1) * M / c.npu_out_total,
-        "cut": M / pc.capacity_Bps,
-    }
-    return comps, c.mask_nodes(pc.mask), pc.exact
-
-
-def _reduce(c: _Context) -> Result:
-    N, M, r, others = c.N, c.M, c.root, c.others()
-    pc = min_pair_cuts(c.net, [(v, r) for v in c.distinct(others)], max_flows=c.max_flows)
-    comps = {
-        "ingress": M / c.in_bw[r],
-        "egress": M / c.out_bw[others].min(),
+        "ingress": M / (c.in_bw[r] if to_root else c.in_bw[others].min()),
+        "egress": M / (c.out_bw[others].min() if to_root else c.out_bw[r]),
         "ingress_total": (N - 1) * M / c.npu_in_total,
         "egress_total": (N - 1) * M / c.npu_out_total,
         "cut": M / pc.capacity_Bps,
@@ -536,8 +525,8 @@ _KINDS = {
     "allgather": _allgather,
     "reducescatter": _reducescatter,
     "allreduce": _allreduce,
-    "broadcast": _broadcast,
-    "reduce": _reduce,
+    "broadcast": lambda c: _rooted(c, False),
+    "reduce": lambda c: _rooted(c, True),
     "scatter": _scatter,
     "gather": _gather,
     "alltoall": _alltoall,

@@ -45,12 +45,6 @@ its answer is provably the exact one:
 Exact re-solves use networkx's Boykov-Kolmogorov max-flow on the Python
 integers.  No result depends on floating-point tolerances.
 
-**Symmetry.**  :func:`participant_orbits` finds orbits of the members under
-automorphisms of the topology: translations (and mesh reflections) of the
-coordinates of multi-dimensional networks, each *verified* to map the link
-multiset (with bandwidths) and the member set onto themselves, so using one
-sink per orbit is exact.
-
 Complexity: :func:`max_ratio_cut` solves one max-flow per sink (orbit
 representative) plus one per improvement of the ratio (Dinkelbach converges
 superlinearly; a handful in practice), each ``O(V^2 E)`` worst case for Dinic.
@@ -66,7 +60,7 @@ from fractions import Fraction
 import numpy as np
 
 __all__ = ["CutNetwork", "RatioCut", "PairCut", "ProductCut", "max_ratio_cut",
-           "min_pair_cuts", "max_product_cut", "participant_orbits", "twin_classes", "min_cut"]
+           "min_pair_cuts", "max_product_cut", "min_cut"]
 
 #: Largest capacity sum scipy's int32 max-flow is given.
 _INT32_MAX = 2**31 - 1
@@ -116,10 +110,9 @@ class CutNetwork:
         self._w_obj = np.array(w, dtype=object)
 
     @classmethod
-    def from_topology(cls, topology, *, reverse: bool = False) -> "CutNetwork":
-        """The network of ``topology`` (links reversed if ``reverse``)."""
-        s, d = (topology.dst, topology.src) if reverse else (topology.src, topology.dst)
-        return cls(topology.n_nodes, s, d, topology.bandwidth)
+    def from_topology(cls, topology) -> "CutNetwork":
+        """The network of ``topology``."""
+        return cls(topology.n_nodes, topology.src, topology.dst, topology.bandwidth)
 
     def reversed(self) -> "CutNetwork":
         """The same network with every arc reversed."""
@@ -315,7 +308,7 @@ def max_ratio_cut(net: CutNetwork, members: np.ndarray, sinks: Iterable[int], *,
         The set ``P`` (length ``net.n``).
     sinks : iterable of int
         Nodes of which at least one must lie outside ``S``.  For symmetric
-        inputs, one representative per orbit (:func:`participant_orbits`).
+        inputs, one representative per orbit (:func:`topologies.symmetry.participant_orbits`).
     max_flows : int, optional
         Budget of max-flow problems; when it runs out the best set found so
         far is returned with ``exact=False`` (still a valid set, so its ratio
@@ -666,158 +659,3 @@ def _place_others(net: CutNetwork, mask: np.ndarray, members: np.ndarray) -> np.
     caps = list(net.weight) + [big] * (ins.size + outs.size)
     _, side = min_cut(n + 2, u, v, caps, s, t)
     return side[:n]
-
-
-# ---------------------------------------------------------------- symmetry
-def participant_orbits(topology, members: Sequence[int]) -> list[list[int]]:
-    """Orbits of ``members`` under verified automorphisms of ``topology``.
-
-    Two kinds of automorphisms are used, both exact:
-
-    * from the coordinates of multi-dimensional networks
-      (``node_attrs["coords"]`` with ``dims``): a unit translation along each
-      ring, uniring, fully-connected or switch dimension, a reflection along
-      each mesh dimension and the swap of two identical dimensions; switches
-      follow their NPU neighbours.  Each candidate is kept only if it maps the
-      link multiset (with bandwidths and latencies) and the member set onto
-      themselves.
-    * *twins*: two non-adjacent members with the same multiset of (neighbour,
-      bandwidth, latency) on their in-links and on their out-links (hosts
-      under one leaf switch, NPUs of one star).  Exchanging them is an
-      automorphism by construction.
-
-    Automorphisms preserve cut capacities, hop counts and path latencies, so
-    one representative per orbit stands in exactly for every member.
-
-    Not :func:`evaluators.mcf.symmetry.npu_classes` (colour refinement and search, with
-    the node and link maps Mirrored Dantzig-Wolfe needs): that one took 5.6 s on
-    ``ring:2000`` and over 240 s on ``ring:20000`` (this one: 0.02 s and 0.14 s), and
-    these orbits may be finer (``fattree:k=4``: 8 twin pairs where it finds 1 class).
-
-    Returns
-    -------
-    list of list of int
-        The orbits, each sorted, ordered by their smallest member.
-
-    Examples
-    --------
-    >>> from topologies.families.multidim import mesh
-    >>> participant_orbits(mesh([3, 3]), range(9))
-    [[0, 2, 6, 8], [1, 3, 5, 7], [4]]
-    """
-    members = sorted(int(x) for x in members)
-    parent = {x: x for x in members}
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def union(a: int, b: int) -> None:
-        a, b = find(a), find(b)
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-
-    for perm in _candidate_automorphisms(topology, set(members)):
-        for x in members:
-            union(x, int(perm[x]))
-    for group in twin_classes(topology, members):
-        for x in group[1:]:
-            union(group[0], x)
-    orbits: dict[int, list[int]] = {}
-    for x in members:
-        orbits.setdefault(find(x), []).append(x)
-    return [orbits[k] for k in sorted(orbits)]
-
-
-def twin_classes(topology, members: Sequence[int]) -> list[list[int]]:
-    """Groups (of 2 or more) of members with identical link neighbourhoods.
-
-    Two such members are never adjacent and exchanging them is an automorphism
-    that fixes every other node (see :func:`participant_orbits`).
-    """
-    bw = topology.bandwidth.view(np.int64).tolist()
-    lat = topology.latency.view(np.int64).tolist()
-    src, dst = topology.src.tolist(), topology.dst.tolist()
-    groups: dict[tuple, list[int]] = {}
-    for x in members:
-        outs = tuple(sorted((dst[i], bw[i], lat[i]) for i in topology.out_links(x).tolist()))
-        ins = tuple(sorted((src[i], bw[i], lat[i]) for i in topology.in_links(x).tolist()))
-        groups.setdefault((outs, ins), []).append(x)
-    # Members with equal signatures are never adjacent: x's neighbours would
-    # include x itself otherwise (no self-loops), so swapping two of them maps
-    # every link onto a link with the same bandwidth and latency.
-    return [g for g in groups.values() if len(g) > 1]
-
-
-def _candidate_automorphisms(topology, member_set: set[int]) -> list[np.ndarray]:
-    coords = topology.node_attrs.get("coords")
-    dims = topology.dims
-    if coords is None or not dims or coords.shape != (topology.npus, len(dims)):
-        return []
-    sizes = np.array([d.size for d in dims], dtype=np.int64)
-    strides = np.concatenate([[1], np.cumprod(sizes[:-1])])
-    proposals = []
-    for k, d in enumerate(dims):
-        if d.size < 2:
-            continue
-        new = coords.astype(np.int64).copy()
-        if d.kind == "mesh":
-            new[:, k] = d.size - 1 - new[:, k]
-        else:
-            new[:, k] = (new[:, k] + 1) % d.size
-        proposals.append(new)
-    # Swapping two dimensions of the same kind, size and bandwidth (a square
-    # mesh's diagonal reflection).
-    for k in range(len(dims)):
-        for j in range(k + 1, len(dims)):
-            a, b = dims[k], dims[j]
-            if (a.kind, a.size, a.bandwidth_Bps, a.links) == (b.kind, b.size, b.bandwidth_Bps,
-                                                              b.links) and a.size > 1:
-                new = coords.astype(np.int64).copy()
-                new[:, [k, j]] = new[:, [j, k]]
-                proposals.append(new)
-    found = []
-    for new in proposals:
-        perm = _extend_to_switches(topology, new @ strides)
-        if perm is not None and _is_automorphism(topology, perm) \
-                and {int(perm[x]) for x in member_set} == member_set:
-            found.append(perm)
-    return found
-
-
-def _extend_to_switches(topology, npu_perm: np.ndarray) -> np.ndarray | None:
-    n_npu, n = topology.npus, topology.n_nodes
-    if sorted(npu_perm.tolist()) != list(range(n_npu)):
-        return None
-    perm = np.empty(n, dtype=np.int64)
-    perm[:n_npu] = npu_perm
-    if n == n_npu:
-        return perm
-    # A switch is identified by its set of NPU neighbours (either direction).
-    sig: dict[frozenset, int] = {}
-    for sw in range(n_npu, n):
-        nb = set(topology.dst[topology.out_links(sw)].tolist())
-        nb |= set(topology.src[topology.in_links(sw)].tolist())
-        if any(x >= n_npu for x in nb):
-            return None  # switch-to-switch links: not handled, no shortcut
-        key = frozenset(nb)
-        if key in sig:
-            return None
-        sig[key] = sw
-    for key, sw in sig.items():
-        image = frozenset(int(npu_perm[x]) for x in key)
-        if image not in sig:
-            return None
-        perm[sw] = sig[image]
-    return perm
-
-
-def _is_automorphism(topology, perm: np.ndarray) -> bool:
-    bw, lat = topology.bandwidth.view(np.int64), topology.latency.view(np.int64)
-    a = np.stack([topology.src, topology.dst, bw, lat], axis=1)
-    b = np.stack([perm[topology.src], perm[topology.dst], bw, lat], axis=1)
-    a = a[np.lexsort(a.T[::-1])]
-    b = b[np.lexsort(b.T[::-1])]
-    return bool(np.array_equal(a, b))

@@ -35,7 +35,7 @@ import numpy as np
 from codesign.errors import invalid
 from evaluators.collectives import Collective
 
-__all__ = ["COPY", "REDUCE", "Transfer", "Schedule"]
+__all__ = ["COPY", "REDUCE", "Transfer", "Schedule", "frozen_array"]
 
 COPY = 0
 REDUCE = 1
@@ -54,7 +54,8 @@ class Transfer(NamedTuple):
     op: int = COPY
 
 
-def _frozen(values: Any, dtype: Any) -> np.ndarray:
+def frozen_array(values: Any, dtype: Any) -> np.ndarray:
+    """A read-only flat copy of ``values`` as ``dtype`` (the arrays of immutable objects)."""
     arr = np.array(values, dtype=dtype, copy=True).ravel()
     arr.setflags(write=False)
     return arr
@@ -85,20 +86,20 @@ class Schedule:
         n = np.asarray(self.chunk).size
         for name, dtype in (("chunk", np.int64), ("src", np.int64), ("dst", np.int64),
                             ("start", np.float64), ("end", np.float64), ("op", np.int8)):
-            arr = _frozen(getattr(self, name), dtype)
+            arr = frozen_array(getattr(self, name), dtype)
             if arr.size != n:
                 raise invalid(f"schedule {name} length", arr.size, f"{n} (one per transfer)")
             object.__setattr__(self, name, arr)
-        ptr = _frozen(self.path_ptr, np.int64)
+        ptr = frozen_array(self.path_ptr, np.int64)
         if ptr.size != n + 1 or (n and (ptr[0] != 0 or np.any(np.diff(ptr) < 0))):
             raise invalid("schedule path_ptr", ptr[:5].tolist(), "n+1 non-decreasing offsets from 0")
         object.__setattr__(self, "path_ptr", ptr)
-        object.__setattr__(self, "path_links", _frozen(self.path_links, np.int64))
+        object.__setattr__(self, "path_links", frozen_array(self.path_links, np.int64))
         if self.path_links.size != (int(ptr[-1]) if n else 0):
             raise invalid("schedule path_links length", self.path_links.size,
                           "path_ptr[-1] (the total number of hops)")
         if self.hop_start is not None:
-            hs = _frozen(self.hop_start, np.float64)
+            hs = frozen_array(self.hop_start, np.float64)
             if hs.size != self.path_links.size:
                 raise invalid("schedule hop_start length", hs.size,
                               f"{self.path_links.size} (one per hop)")

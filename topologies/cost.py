@@ -92,7 +92,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import invalid
-from codesign.specs import check_keys, get_int, load_yaml
+from codesign.specs import check_int, check_keys, get_int, load_yaml
 from codesign.units import format_bandwidth, parse_bandwidth, parse_money
 
 __all__ = [
@@ -274,12 +274,6 @@ def _positive(value: Any, field_: str) -> float:
     if not math.isfinite(v) or v <= 0:
         raise invalid(field_, value, "a finite number > 0")
     return v
-
-
-def _count(value: Any, field_: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise invalid(field_, value, f"an integer >= {minimum}")
-    return int(value)
 
 
 def _length(value: Any, field_: str) -> float:
@@ -546,9 +540,9 @@ def fattree_cost(servers: int, link_rate_Bps: float, *, catalog: Catalog | None 
     (128, 640, 768, 384)
     """
     cat = _catalog(catalog)
-    n = _count(servers, "fattree servers")
-    d = _count(degree, "fattree degree")
-    levels = _count(tiers, "fattree tiers")
+    n = check_int("fattree servers", servers, 1)
+    d = check_int("fattree degree", degree, 1)
+    levels = check_int("fattree tiers", tiers, 1)
     o = _positive(oversub, "fattree oversub")
     _choice(sizing, "fattree sizing", SIZINGS)
     row, lanes = cat.resolve(d * _positive(link_rate_Bps, "fattree link rate (bytes/s)"))
@@ -640,8 +634,8 @@ def topoopt_cost(servers: int, degree: int, link_rate_Bps: float, *,
     (256, 512, 1024)
     """
     cat = _catalog(catalog)
-    n = _count(servers, "topoopt servers")
-    d = _count(degree, "topoopt degree")
+    n = check_int("topoopt servers", servers, 1)
+    d = check_int("topoopt degree", degree, 1)
     tech = _choice(technology, "topoopt technology", TECHNOLOGIES)
     if not isinstance(lookahead, bool):
         raise invalid("topoopt lookahead", lookahead, "True or False")
@@ -692,8 +686,8 @@ def expander_cost(servers: int, degree: int, link_rate_Bps: float, *,
     256
     """
     cat = _catalog(catalog)
-    n = _count(servers, "expander servers")
-    d = _count(degree, "expander degree")
+    n = check_int("expander servers", servers, 1)
+    d = check_int("expander degree", degree, 1)
     if (n * d) % 2:
         raise invalid("expander servers x degree", f"{n} x {d}",
                       "an even product (a d-regular graph on n nodes has n*d/2 cables)")
@@ -758,18 +752,8 @@ def group_cables(src: np.ndarray, dst: np.ndarray, bw: np.ndarray, n_nodes: int
     other way form one cable (rate: the faster of the two); a link without a partner
     (a unidirectional ring) is a cable of its own.
     """
-    return _cables(np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64),
-                   np.asarray(bw, dtype=np.float64), n_nodes)
-
-
-def _cables(src: np.ndarray, dst: np.ndarray, bw: np.ndarray, n_nodes: int
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Group directed links into cables: ``(u, v, rate_Bps)`` arrays, ``u < v``.
-
-    Between two nodes the ``i``-th fastest link one way and the ``i``-th fastest the
-    other way form one cable (rate: the faster of the two); a link without a partner
-    (a unidirectional ring) is a cable of its own.
-    """
+    src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+    bw = np.asarray(bw, dtype=np.float64)
     if src.size == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, np.zeros(0)
@@ -803,16 +787,6 @@ def intra_server_links(topology) -> np.ndarray:
     """Mask of directed links inside one server (``node_attrs["server"]``): both ends
     NPUs of that server, or an NPU and a switch all of whose neighbours are NPUs of that
     same server (an NVSwitch, a PCIe switch)."""
-    return _intra_server_links(topology)
-
-
-def _intra_server_links(topology) -> np.ndarray:
-    """Mask of directed links inside one server (``node_attrs["server"]``).
-
-    A link is inside a server when both ends are NPUs of that server, or one end is
-    such an NPU and the other a switch whose neighbours are all NPUs of that same
-    server (an NVSwitch).
-    """
     server = topology.node_attrs.get("server")
     src, dst = topology.src, topology.dst
     if server is None or src.size == 0:
@@ -858,7 +832,7 @@ def _graph_cost(topology, cat: Catalog, *, optical: str | None,
     bw = np.asarray(topology.bandwidth, dtype=np.float64)
     notes: list[str] = []
     if not intra_server:
-        inside = _intra_server_links(topology)
+        inside = intra_server_links(topology)
         if inside.any():
             notes.append(f"{int(inside.sum())} directed links inside servers (node_attrs "
                          "'server') are part of the servers and not priced")
@@ -894,7 +868,7 @@ def _graph_cost(topology, cat: Catalog, *, optical: str | None,
         else:
             add_per_row("ocs_port", r_if, n_if)
     rest = ~direct
-    u, v, rate = _cables(src[rest], dst[rest], bw[rest], topology.n_nodes)
+    u, v, rate = group_cables(src[rest], dst[rest], bw[rest], topology.n_nodes)
     if u.size:
         row_idx, lanes = _resolve_many(cat, rate)
         fpl = np.array([rows[i].fibres_per_link for i in row_idx], dtype=np.int64)

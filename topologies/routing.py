@@ -540,10 +540,6 @@ class ClosStructure:
     su_up: np.ndarray | None
     su_down: np.ndarray | None
 
-    @property
-    def tiers(self) -> int:
-        return int(self.level.max())
-
 
 def is_clos(topology) -> bool:
     """Whether ``topology`` carries a Clos description (``params["switch_levels"]``)."""

@@ -45,7 +45,7 @@ from evaluators.collectives import Collective
 from evaluators.registry import register_algorithm
 from evaluators.schedule import Schedule
 
-__all__ = ["hierarchical", "DIMENSION_ALGORITHMS"]
+__all__ = ["hierarchical", "DIMENSION_ALGORITHMS", "line_groups", "stage_steps"]
 
 #: Per-dimension algorithm (Themis Table 1), by ``Dimension.kind``.
 DIMENSION_ALGORITHMS = {"ring": "ring", "uniring": "ring", "mesh": "ring", "fc": "direct",
@@ -67,21 +67,24 @@ def npu_coordinates(topology) -> np.ndarray:
     return (ids[:, None] // strides[None, :]) % sizes[None, :]
 
 
-def _stage(collective: Collective, coords: np.ndarray, shard_xy: np.ndarray, k: int,
-           size: int, algorithm: str, phase: str) -> list:
-    """Steps of one stage (reduce-scatter or all-gather) on dimension ``k``, all lines at once."""
-    c = collective.chunks_per_npu
-    ndim = coords.shape[1]
-    others = [j for j in range(ndim) if j != k]
-    # Lines of dimension k: NPUs grouped by their other coordinates.
+def line_groups(coords: np.ndarray, k: int) -> list[list[int]]:
+    """NPUs of every line of dimension ``k`` (equal other coordinates), by coordinate ``k``."""
+    others = [j for j in range(coords.shape[1]) if j != k]
     key = coords[:, others] if others else np.zeros((coords.shape[0], 0), np.int64)
     lines: dict[tuple, list[int]] = {}
     for npu in np.lexsort(np.column_stack([coords[:, k], key]).T[::-1]):
         lines.setdefault(tuple(key[npu].tolist()), []).append(int(npu))
-    done = list(range(k))            # dimensions reduced before this stage
+    return list(lines.values())
+
+
+def stage_steps(lines, coords, shard_xy, c: int, pieces: np.ndarray, k: int, size: int,
+                done: list[int], algorithm: str, phase: str) -> list:
+    """Steps of one stage (``phase`` ``"rs"`` or ``"ag"``) on dimension ``k``, all ``lines``
+    at once, for the chunk pieces ``pieces`` of each shard (of ``c``); ``done`` are the
+    dimensions already reduced (still to be gathered).  Also used by Themis."""
     fn = (REDUCE_SCATTER_PHASES if phase == "rs" else ALL_GATHER_PHASES)[algorithm]
     per_line = []
-    for members in lines.values():
+    for members in lines:
         ref = coords[members[0]]
         in_scope = np.all(shard_xy[:, done] == ref[done], axis=1) if done else \
             np.ones(shard_xy.shape[0], dtype=bool)
@@ -89,7 +92,7 @@ def _stage(collective: Collective, coords: np.ndarray, shard_xy: np.ndarray, k: 
         for x in range(size):
             shards = np.flatnonzero(in_scope & (shard_xy[:, k] == x))
             # Piece-major: piece 0 of every shard of the block, then piece 1...
-            blocks.append((np.arange(c)[:, None] + (shards * c)[None, :]).ravel())
+            blocks.append((pieces[:, None] + (shards * c)[None, :]).ravel())
         per_line.append(fn(members, blocks))
     return concurrent(*per_line)
 
@@ -142,8 +145,10 @@ def hierarchical(topology, collective: Collective) -> Schedule:
     rs = [(k, size, alg, "rs") for k, size, alg in dims]
     ag = [(k, size, alg, "ag") for k, size, alg in reversed(dims)]
     stages = {"reducescatter": rs, "allgather": ag, "allreduce": rs + ag}[collective.kind]
+    c = collective.chunks_per_npu
     plan = Plan(topology, collective)
-    plan.add_steps(sequence(*(_stage(collective, coords, shard_xy, k, size, alg, phase)
+    plan.add_steps(sequence(*(stage_steps(line_groups(coords, k), coords, shard_xy, c,
+                                          np.arange(c), k, size, list(range(k)), alg, phase)
                               for k, size, alg, phase in stages)))
     return plan.finish("hierarchical",
                        stages=[f"{phase}:dim{k}:{alg}" for k, _, alg, phase in stages])

@@ -71,7 +71,7 @@ import numpy as np
 from codesign.errors import invalid
 from codesign.specs import check_int
 from evaluators.algorithms.hierarchical import (
-    ALL_GATHER_PHASES, DIMENSION_ALGORITHMS, REDUCE_SCATTER_PHASES, npu_coordinates)
+    DIMENSION_ALGORITHMS, line_groups, npu_coordinates, stage_steps)
 from evaluators.algorithms.plan import Plan, concurrent, sequence
 from evaluators.collectives import Collective
 from evaluators.registry import register_algorithm
@@ -495,37 +495,6 @@ def themis_model(topology_or_dims, kind: str, size_bytes: float, *, chunks: int 
             "baseline": bool(baseline), "ring_directions": ring_directions}
 
 
-def _lines(coords: np.ndarray, k: int) -> list[list[int]]:
-    """NPUs of every line of dimension ``k``, ordered by coordinate ``k``."""
-    others = [j for j in range(coords.shape[1]) if j != k]
-    key = coords[:, others] if others else np.zeros((coords.shape[0], 0), np.int64)
-    lines: dict[tuple, list[int]] = {}
-    for npu in np.lexsort(np.column_stack([coords[:, k], key]).T[::-1]):
-        lines.setdefault(tuple(key[npu].tolist()), []).append(int(npu))
-    return list(lines.values())
-
-
-def _stage_steps(lines, coords, shard_xy, c: int, pieces: np.ndarray, k: int, size: int,
-                 done: list[int], alg: str, phase: str) -> list:
-    """One RS/AG stage on dimension ``k`` for the chunks ``pieces``, every line at once.
-
-    As :func:`hierarchical._stage`, with the dimensions already reduced
-    (still to be gathered) given by ``done`` instead of ``0..k-1``.
-    """
-    fn = (REDUCE_SCATTER_PHASES if phase == "rs" else ALL_GATHER_PHASES)[alg]
-    per_line = []
-    for members in lines:
-        ref = coords[members[0]]
-        in_scope = np.all(shard_xy[:, done] == ref[done], axis=1) if done else \
-            np.ones(shard_xy.shape[0], dtype=bool)
-        blocks = []
-        for x in range(size):
-            shards = np.flatnonzero(in_scope & (shard_xy[:, k] == x))
-            blocks.append((pieces[:, None] + (shards * c)[None, :]).ravel())
-        per_line.append(fn(members, blocks))
-    return concurrent(*per_line)
-
-
 LINK_ORDERS = ("fifo", "model")
 
 
@@ -602,7 +571,7 @@ def themis(topology, collective: Collective, *, chunks: int = 64, policy: str = 
 
     coords = npu_coordinates(topology)
     shard_xy = coords[np.asarray(coll.npus)]
-    lines = {k: _lines(coords, k) for k in range(len(dims)) if dims[k].size > 1}
+    lines = {k: line_groups(coords, k) for k in range(len(dims)) if dims[k].size > 1}
     groups: dict[tuple, list[int]] = {}
     for i, st in enumerate(orders):
         groups.setdefault(tuple(st), []).append(i)
@@ -615,12 +584,12 @@ def themis(topology, collective: Collective, *, chunks: int = 64, policy: str = 
         steps = []
         # Stage j of ``st`` is steps[j]: the RS stages, then the AG stages.
         for j, k in enumerate(rs):
-            steps.append(_tagged(_stage_steps(lines[k], coords, shard_xy, c, pieces, k, sizes[k],
-                                              rs[:j], DIMENSION_ALGORITHMS[dims[k].kind], "rs"),
+            steps.append(_tagged(stage_steps(lines[k], coords, shard_xy, c, pieces, k, sizes[k],
+                                             rs[:j], DIMENSION_ALGORITHMS[dims[k].kind], "rs"),
                                  len(steps)))
         for j, k in enumerate(ag):
-            steps.append(_tagged(_stage_steps(lines[k], coords, shard_xy, c, pieces, k, sizes[k],
-                                              ag[j + 1:], DIMENSION_ALGORITHMS[dims[k].kind], "ag"),
+            steps.append(_tagged(stage_steps(lines[k], coords, shard_xy, c, pieces, k, sizes[k],
+                                             ag[j + 1:], DIMENSION_ALGORITHMS[dims[k].kind], "ag"),
                                  len(steps)))
         # Bytes of the first stage: scf lists the group with the smaller stages first.
         first = _stage_sizes(dims, [list(st)], 1.0)[0]

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import invalid
+from codesign.specs import check_int, check_number
 
 __all__ = ["ClosedFormEstimate", "eq1_time", "closed_form_estimate"]
 
@@ -56,13 +57,6 @@ class ClosedFormEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _nonneg(name: str, x: Any) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)) \
-            or not np.isfinite(x) or x < 0:
-        raise invalid(name, x, "a finite number >= 0")
-    return float(x)
 
 
 def eq1_time(allreduce_bytes: float, mp_bytes: float, servers: int,
@@ -90,14 +84,13 @@ def eq1_time(allreduce_bytes: float, mp_bytes: float, servers: int,
     >>> eq1_time(2e9, 0.0, 4, 1e9, 0.5).iteration_time_s
     1.0
     """
-    R, A, C = (_nonneg(n, v) for n, v in (("allreduce_bytes", allreduce_bytes),
-                                          ("mp_bytes", mp_bytes), ("compute_s", compute_s)))
-    if isinstance(servers, bool) or not isinstance(servers, (int, np.integer)) or servers < 1:
-        raise invalid("servers", servers, "an integer >= 1")
-    Bw = _nonneg("server_bandwidth_Bps", server_bandwidth_Bps)
+    R, A, C = (check_number(n, v, inclusive=True) for n, v in (
+        ("allreduce_bytes", allreduce_bytes), ("mp_bytes", mp_bytes), ("compute_s", compute_s)))
+    check_int("servers", servers, 1)
+    Bw = check_number("server_bandwidth_Bps", server_bandwidth_Bps, inclusive=True)
     if Bw <= 0:
         raise invalid("server_bandwidth_Bps", server_bandwidth_Bps, "a bandwidth > 0 bytes/s")
-    a = _nonneg("alpha", alpha)
+    a = check_number("alpha", alpha, inclusive=True)
     nb = servers * Bw
     return ClosedFormEstimate(R / nb + a * A / nb + C, R / nb, a * A / nb, C, R, A,
                               int(servers), Bw, a)

@@ -24,14 +24,14 @@ from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
 
 __all__ = ["Run", "load_runs", "published_flops", "FLOPS_FORMULAS", "MEASURED", "EVALUATE_KEYS",
-           "predict_run", "default_system", "memory_fits", "with_compute"]
+           "predict_run", "default_system", "memory_fits"]
 
 #: What a row may measure.
 MEASURED = ("iteration_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu")
@@ -243,11 +243,6 @@ def predict_run(run: Run, hardware, **kwargs) -> float:
     kwargs.setdefault("check_memory", False)
     return evaluate(topo, run.workload, run.strategy, hardware=hardware,
                     **kwargs).iteration_time_s
-
-
-def with_compute(hardware, **values: float):
-    """``hardware`` with some compute-profile parameters replaced."""
-    return replace(hardware, compute=hardware.compute.with_parameters(**values))
 
 
 def memory_fits(run: Run, hardware) -> bool:

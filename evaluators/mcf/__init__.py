@@ -6,7 +6,7 @@ Modules: :mod:`~evaluators.mcf.ten` (time-expanded networks, switch copies),
 (solve at one step count with refinement), :mod:`~evaluators.mcf.alltoall`,
 :mod:`~evaluators.mcf.allreduce`, the front door :mod:`~evaluators.mcf.api`, the
 decompositions (thesis Chapter 5) :mod:`~evaluators.mcf.dantzig_wolfe` and
-:mod:`~evaluators.mcf.symmetry`, the discretisation :mod:`~evaluators.mcf.discretize` and
+:mod:`topologies.symmetry`, the discretisation :mod:`~evaluators.mcf.discretize` and
 its tree-column master :mod:`~evaluators.mcf.tree_master`.
 """
 

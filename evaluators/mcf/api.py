@@ -255,7 +255,7 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
         generation with one pricing LP per origin (thesis Sec. 5.1);
         ``"mirrored"`` with one pricing LP per symmetry class of origins
         (Sec. 5.2, classes from the topology's automorphisms,
-        :mod:`evaluators.mcf.symmetry`).  Same optimum (to the stopping gap,
+        :mod:`topologies.symmetry`).  Same optimum (to the stopping gap,
         ``1e-8`` relative on ``R``); see :mod:`evaluators.mcf.dantzig_wolfe`.
 
     Returns
@@ -380,14 +380,14 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
 
 def _symmetry(topology, P, store, copy_fwd, copy_rev, costs, groups):
     """Symmetry classes of the participants (roles, bandwidths, costs, groups preserved)."""
-    from evaluators.mcf.symmetry import npu_classes
+    from topologies.symmetry import npu_classes
 
     part = np.zeros(topology.n_nodes, dtype=bool)
     part[P] = True
     labels = [(bool(part[v]), bool(store[v]), bool(copy_fwd[v]), bool(copy_rev[v]))
               for v in range(topology.n_nodes)]
-    return npu_classes(topology.n_nodes, topology.src, topology.dst, topology.bandwidth, costs,
-                       labels, [int(p) for p in P], groups)
+    return npu_classes(topology, [int(p) for p in P], link_cost=costs, labels=labels,
+                       groups=groups)
 
 
 # ------------------------------------------------------------------ helpers

@@ -33,7 +33,7 @@ relative gap ``(master - LB) / master`` is at most ``gap_tol`` or no column
 prices out; the gap is reported.
 
 **Mirrored Dantzig-Wolfe** (Sec. 5.2).  Origins in one symmetry class
-(:mod:`evaluators.mcf.symmetry`) get isomorphic blocks; by Theorem 7 some
+(:mod:`topologies.symmetry`) get isomorphic blocks; by Theorem 7 some
 optimal solution is symmetric, so the master keeps one set of columns per
 class: a column ``z`` found for the representative counts, in the linking
 rows, as ``sum_i pi_i(usage(z))`` -- the representative's usage mapped by

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import invalid
+from evaluators.schedule import frozen_array
 from topologies.routing import shortest_paths
 
 __all__ = ["Message", "Messages", "SimResult"]
@@ -63,12 +64,6 @@ def _int(value: Any, field: str, allowed: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise invalid(field, value, allowed)
     return int(value)
-
-
-def _frozen(values: Any, dtype: Any) -> np.ndarray:
-    arr = np.array(values, dtype=dtype, copy=True).ravel()
-    arr.setflags(write=False)
-    return arr
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,19 +143,19 @@ class Messages:
             ready times, paths that are not connected walks from ``src`` to
             ``dst`` over existing links, or dependency indices out of range.
         """
-        src_a = _frozen(src, np.int64)
+        src_a = frozen_array(src, np.int64)
         n = src_a.size
-        dst_a = _frozen(dst, np.int64)
-        size_a = _frozen(np.broadcast_to(np.asarray(size, dtype=np.float64), (n,)), np.float64)
-        ready_a = _frozen(np.broadcast_to(np.asarray(ready, dtype=np.float64), (n,)), np.float64)
-        ptr = _frozen(path_ptr, np.int64)
-        links = _frozen(path_links, np.int64)
+        dst_a = frozen_array(dst, np.int64)
+        size_a = frozen_array(np.broadcast_to(np.asarray(size, dtype=np.float64), (n,)), np.float64)
+        ready_a = frozen_array(np.broadcast_to(np.asarray(ready, dtype=np.float64), (n,)), np.float64)
+        ptr = frozen_array(path_ptr, np.int64)
+        links = frozen_array(path_links, np.int64)
         if dep_ptr is None:
-            dptr = _frozen(np.zeros(n + 1), np.int64)
-            didx = _frozen(np.zeros(0), np.int64)
+            dptr = frozen_array(np.zeros(n + 1), np.int64)
+            didx = frozen_array(np.zeros(0), np.int64)
         else:
-            dptr = _frozen(dep_ptr, np.int64)
-            didx = _frozen(dep_idx, np.int64)
+            dptr = frozen_array(dep_ptr, np.int64)
+            didx = frozen_array(dep_idx, np.int64)
         batch = cls(src_a, dst_a, size_a, ready_a, ptr, links, dptr, didx)
         batch._validate(topology)
         return batch
@@ -367,13 +362,13 @@ class SimResult:
     def build(cls, model: str, batch: Messages, ready: Any, start: Any, finish: Any,
               hop_start: Any, link_busy: Any, n_links: int) -> "SimResult":
         """Assemble a result (used by the model modules)."""
-        finish_a = _frozen(finish, np.float64)
+        finish_a = frozen_array(finish, np.float64)
         link_bytes = np.bincount(batch.path_links, weights=batch.size[batch.hop_msg],
                                  minlength=n_links).astype(np.float64)
-        return cls(model, batch.src, batch.dst, batch.size, _frozen(ready, np.float64),
-                   _frozen(start, np.float64), finish_a, batch.path_ptr, batch.path_links,
-                   None if hop_start is None else _frozen(hop_start, np.float64),
-                   _frozen(link_busy, np.float64), _frozen(link_bytes, np.float64),
+        return cls(model, batch.src, batch.dst, batch.size, frozen_array(ready, np.float64),
+                   frozen_array(start, np.float64), finish_a, batch.path_ptr, batch.path_links,
+                   None if hop_start is None else frozen_array(hop_start, np.float64),
+                   frozen_array(link_busy, np.float64), frozen_array(link_bytes, np.float64),
                    float(finish_a.max()) if finish_a.size else 0.0)
 
     def __len__(self) -> int:

@@ -32,6 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from results_file import append_result, print_rows  # noqa: E402
 
+#: Hand-made graphs of the epsilon cases, also read by tests/evaluators/test_mcf_epsilon.py.
+GRAPHS = Path(__file__).resolve().parents[1] / "mcf" / "graphs"
+
 #: (label, topology builder spec, kinds, epsilons).  Latency 0: the claim is time <= (1+eps) R.
 SMALL = [
     ("torus:3x5", "torus:3x5,lat=0", ("allgather", "reducescatter", "allreduce"),
@@ -51,26 +54,10 @@ BIG = [("dgx-a100:8 (64 GPUs)", "dgx-a100:8", ("allgather",), (0.01,), 20.0),
 
 
 def build(spec: str):
-    from topologies.model import Topology
-    from topologies.registry import from_spec
+    """A spec string, or ``@NAME``: ``experiments/mcf/graphs/NAME.yaml`` (shared with the tests)."""
+    from topologies.registry import load_topology
 
-    if spec == "@two-cliques":
-        src, dst, bw = [], [], []
-        for base in (0, 4):
-            for i in range(4):
-                for j in range(4):
-                    if i != j:
-                        src.append(base + i), dst.append(base + j), bw.append(25e9)
-        return Topology(8, 0, src + [0, 4], dst + [4, 0], bw + [5e9, 5e9], 0.0,
-                        name="two-cliques")
-    if spec == "@switch-unequal":
-        src, dst, bw = [], [], []
-        for i, b in enumerate((25e9, 25e9, 50e9, 75e9)):
-            src += [i, 4]
-            dst += [4, i]
-            bw += [b, b]
-        return Topology(4, 1, src, dst, bw, 0.0, name="switch-unequal")
-    return from_spec(spec)
+    return load_topology(GRAPHS / f"{spec[1:]}.yaml" if spec.startswith("@") else spec)
 
 
 def one(spec: str, kind: str, eps: float, decomposition: str, max_transfers: int) -> dict:

@@ -1,4 +1,4 @@
-"""Options, errors, symmetry orbits and large-input behaviour of evaluators.bounds."""
+"""Options, errors and large-input behaviour of evaluators.bounds."""
 
 import numpy as np
 import pytest
@@ -8,10 +8,8 @@ from hypothesis import strategies as st
 from codesign.errors import InfeasibleError, InvalidSpecError
 from evaluators.bounds import lower_bound
 from evaluators.collectives import Collective
-from evaluators.cuts import participant_orbits
-from topologies.families.multidim import mesh, ring, torus
+from topologies.families.multidim import ring, torus
 from topologies.model import Topology
-from topologies.registry import from_spec
 
 R4 = ring(4, bandwidth=1e9, latency=0.0)
 AG4 = Collective.on("allgather", 4, 1e6)
@@ -46,19 +44,6 @@ def test_disconnected_participants_are_infeasible():
     # Within one pair it is fine.
     b = lower_bound(t, Collective("allgather", (0, 1), 2e6))
     assert b.time_s == pytest.approx(1e6 / 1e9)
-
-
-def test_orbits():
-    assert len(participant_orbits(torus([4, 4]), range(16))) == 1
-    assert len(participant_orbits(from_spec("hier:ring4_switch2"), range(8))) == 1
-    # mesh 3x3 under reflections: corners, edge midpoints, centre.
-    orbits = participant_orbits(mesh([3, 3]), range(9))
-    assert sorted(map(tuple, orbits)) == [(0, 2, 6, 8), (1, 3, 5, 7), (4,)]
-    # A subset that translations do not preserve: no merging.
-    assert len(participant_orbits(ring(8), [0, 1, 2])) == 3
-    # Custom graphs have no coordinates: every member alone.
-    t = Topology(3, 0, [0, 1, 2], [1, 2, 0], 1e9, 0.0)
-    assert len(participant_orbits(t, range(3))) == 3
 
 
 def test_large_symmetric_graph_is_exact_and_quick():

@@ -6,7 +6,6 @@ orbits from networkx's enumeration of all automorphisms, and an independent
 feasibility check of the returned flows (demand delivered, link capacity).
 """
 
-import networkx as nx
 import numpy as np
 import pytest
 
@@ -14,7 +13,7 @@ from codesign.errors import InvalidSpecError
 from evaluators.bounds import lower_bound
 from evaluators.collectives import Collective
 from evaluators.mcf import fluid_optimum
-from evaluators.mcf.symmetry import npu_classes
+from topologies.symmetry import npu_classes
 from topology_cases import cached_topology
 
 SIZE = 1e9
@@ -110,58 +109,13 @@ def test_mirrored_with_switch_refinement():
     assert r13.time_s == pytest.approx(r14.time_s, rel=1e-6)
 
 
-def brute_force_orbits(topo, members):
-    """Orbits of ``members`` under all automorphisms (networkx enumeration)."""
-    from networkx.algorithms.isomorphism import MultiDiGraphMatcher
-
-    g = nx.MultiDiGraph()
-    for v in range(topo.n_nodes):
-        g.add_node(v, npu=v < topo.npus)
-    for s, d, b in zip(topo.src.tolist(), topo.dst.tolist(), topo.bandwidth.tolist()):
-        g.add_edge(s, d, bw=b)
-
-    def edge_match(a, b):
-        return sorted(x["bw"] for x in a.values()) == sorted(x["bw"] for x in b.values())
-
-    m = MultiDiGraphMatcher(g, g, node_match=lambda a, b: a["npu"] == b["npu"],
-                            edge_match=edge_match)
-    autos = list(m.isomorphisms_iter())
-    orbits = set()
-    for v in members:
-        orbits.add(frozenset(h[v] for h in autos))
-    return orbits
-
-
-@pytest.mark.parametrize("spec", ["ring:6", "uniring:5", "mesh:2x3", "torus:3x3", "dgx1",
-                                  "switch:4", "irregular", "hypercube:3"])
-def test_symmetry_classes_are_the_orbits(spec):
-    topo = cached_topology(spec)
-    members = list(range(topo.npus))
-    labels = [(v < topo.npus,) for v in range(topo.n_nodes)]
-    sc = npu_classes(topo.n_nodes, topo.src, topo.dst, topo.bandwidth,
-                     np.zeros(topo.n_links), labels, members)
-    assert {frozenset(m for m, _ in cl) for cl in sc.classes} == brute_force_orbits(topo, members)
-    # Every map is an automorphism sending the representative to the member.
-    pairs = {}
-    for s, d, b in zip(topo.src.tolist(), topo.dst.tolist(), topo.bandwidth.tolist()):
-        pairs.setdefault((s, d), []).append(b)
-    for cl in sc.classes:
-        rep = cl[0][0]
-        for m, h in cl:
-            assert h.node[rep] == m
-            assert sorted(h.node.tolist()) == list(range(topo.n_nodes))
-            assert np.array_equal(topo.src[h.link], h.node[topo.src])
-            assert np.array_equal(topo.dst[h.link], h.node[topo.dst])
-            assert np.array_equal(topo.bandwidth[h.link], topo.bandwidth)
-
-
 def test_costs_break_symmetry():
     # A cost on one link makes its end points distinguishable.
     topo = cached_topology("ring:4")
     labels = [(True,)] * 4
     cost = np.zeros(topo.n_links)
     cost[0] = 1.0
-    sc = npu_classes(4, topo.src, topo.dst, topo.bandwidth, cost, labels, [0, 1, 2, 3])
+    sc = npu_classes(topo, [0, 1, 2, 3], link_cost=cost, labels=labels)
     assert sc.n_classes > 1
     r = fluid_optimum(topo, Collective.on("allgather", 4, SIZE), link_costs=cost,
                       decomposition="mirrored")

@@ -9,6 +9,7 @@ equal (the LP is exact and the cut bound is tight on these graphs).  Latencies a
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,39 +21,17 @@ from evaluators.mcf.chunking import Herding, stride_sequence, window_timing
 from evaluators.mcf.discretize import discretize
 from evaluators.registry import synthesize
 from evaluators.validate import validate_schedule
-from topologies.model import Topology
-from topologies.registry import from_spec
+from topologies.registry import from_spec, load_topology
 
-
-def two_cliques(n: int = 4) -> Topology:
-    """Two fully connected groups of ``n`` joined by one thin cable (a fifth of the bandwidth)."""
-    src, dst, bw = [], [], []
-    for base in (0, n):
-        for i in range(n):
-            for j in range(n):
-                if i != j:
-                    src.append(base + i), dst.append(base + j), bw.append(25e9)
-    src += [0, n]
-    dst += [n, 0]
-    bw += [5e9, 5e9]
-    return Topology(2 * n, 0, src, dst, bw, 0.0, name="two-cliques")
-
-
-def unequal_switch() -> Topology:
-    """Four NPUs on one switch with ports of 25, 25, 50 and 75 GB/s."""
-    src, dst, bw = [], [], []
-    for i, b in enumerate((25e9, 25e9, 50e9, 75e9)):
-        src += [i, 4]
-        dst += [4, i]
-        bw += [b, b]
-    return Topology(4, 1, src, dst, bw, 0.0, name="switch-unequal")
+#: Hand-made graphs shared with experiments/benchmarks/bench_mcf_epsilon.py.
+GRAPH_FILES = Path(__file__).resolve().parents[2] / "experiments" / "mcf" / "graphs"
 
 
 GRAPHS = {
     "torus:3x3": lambda: from_spec("torus:3x3,lat=0"),
     "mesh:3x3,fail=4": lambda: from_spec("mesh:3x3,fail=4,lat=0"),
-    "two-cliques": two_cliques,
-    "switch-unequal": unequal_switch,
+    "two-cliques": lambda: load_topology(GRAPH_FILES / "two-cliques.yaml"),
+    "switch-unequal": lambda: load_topology(GRAPH_FILES / "switch-unequal.yaml"),
     "leafspine:8,oversub=2": lambda: from_spec("leafspine:8,oversub=2,lat=0"),
     "uniring:5": lambda: from_spec("uniring:5,lat=0"),
     "dgx-a100:2": lambda: from_spec("dgx-a100:2,lat=0"),

@@ -219,36 +219,19 @@ def _single(shape: str, family: str, minimum: int) -> int:
     return dims[0]
 
 
-@register_family("ring", keys=_KEYS, shape="N", example="ring:8",
-                 summary="bidirectional ring of N NPUs")
-def _ring_spec(shape, options):
-    n = _single(shape, "ring", 2)
-    return ring(n, bandwidth=bandwidth_option(options, "ring"),
-                latency=latency_option(options, "ring"), name=f"ring:{shape}")
+def _single_spec(family: str, build):
+    def spec(shape, options):
+        return build(_single(shape, family, 2), bandwidth=bandwidth_option(options, family),
+                     latency=latency_option(options, family), name=f"{family}:{shape}")
+    return spec
 
 
-@register_family("uniring", keys=_KEYS, shape="N", example="uniring:8",
-                 summary="unidirectional ring of N NPUs")
-def _uniring_spec(shape, options):
-    n = _single(shape, "uniring", 2)
-    return uniring(n, bandwidth=bandwidth_option(options, "uniring"),
-                   latency=latency_option(options, "uniring"), name=f"uniring:{shape}")
-
-
-@register_family("fc", keys=_KEYS, shape="N", example="fc:8",
-                 summary="fully-connected graph of N NPUs")
-def _fc_spec(shape, options):
-    n = _single(shape, "fc", 2)
-    return fully_connected(n, bandwidth=bandwidth_option(options, "fc"),
-                           latency=latency_option(options, "fc"), name=f"fc:{shape}")
-
-
-@register_family("switch", keys=_KEYS, shape="N", example="switch:8",
-                 summary="N NPUs on one switch")
-def _switch_spec(shape, options):
-    n = _single(shape, "switch", 2)
-    return switch(n, bandwidth=bandwidth_option(options, "switch"),
-                  latency=latency_option(options, "switch"), name=f"switch:{shape}")
+for _family, _build, _summary in (("ring", ring, "bidirectional ring of N NPUs"),
+                                  ("uniring", uniring, "unidirectional ring of N NPUs"),
+                                  ("fc", fully_connected, "fully-connected graph of N NPUs"),
+                                  ("switch", switch, "N NPUs on one switch")):
+    register_family(_family, keys=_KEYS, shape="N", example=f"{_family}:8",
+                    summary=_summary)(_single_spec(_family, _build))
 
 
 def _grid_spec(kind: str, family: str):

@@ -83,10 +83,6 @@ class Xgft:
         """``m_1 ... m_level`` (endpoints under one level-``level`` subtree)."""
         return math.prod(self.m[:level])
 
-    def W(self, level: int) -> int:
-        """``w_1 ... w_level`` (copies of a level-``level`` subtree's switches)."""
-        return math.prod(self.w[:level])
-
 
 def largest_merge(w_top: int, children: int, radix: int) -> int:
     """Largest divisor ``f`` of ``w_top`` with ``children * f <= radix`` (>= 1)."""
