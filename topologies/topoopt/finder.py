@@ -180,10 +180,6 @@ class TopoOptResult:
             "routed_pairs": len(self.routes),
         }
 
-    def routes_json(self) -> dict:
-        """Routes as JSON: ``{"src-dst": [[servers...], ...]}``."""
-        return {f"{s}-{d}": p for (s, d), p in sorted(self.routes.items())}
-
 
 def _coin_route(tables: dict, gi: int, servers, s: int, t: int) -> list[int] | None:
     """CoinChangeMod path of group ``gi`` from server ``s`` to ``t``; ``None`` if a ring
