@@ -67,8 +67,9 @@ the reason recorded.  The choice is made once per (fabric, kind, participant gro
 size class) -- size classes are factors of 16 of the buffer size, the candidates timed at
 the class's geometric middle (:func:`best_size_class`) so that a decision does not depend
 on which size asked first -- and the winner's schedule is re-timed for every size of its class, as for the size-independent
-baselines.  :func:`best_choices` lists the decisions made on a fabric (the winner per
-collective, every candidate's time and the gain over ring).
+baselines.  :meth:`CommTimer.decisions` lists the decisions an evaluation used (the
+winner per collective, every candidate's time and the gain over ring); the
+:class:`~evaluators.iteration.IterationResult` carries them as ``collectives``.
 
 Every result is cached by its content: the same collective repeats hundreds of times;
 schedules of the size-independent baselines (:data:`SIZE_FREE`) are synthesized once per
@@ -90,8 +91,7 @@ from evaluators.iteration.phase import DEFAULT_RTOL, flow_phase
 from topologies.routing import is_grid, pair_paths
 
 __all__ = ["System", "CommCost", "CommTimer", "intra_ring_time", "SIZE_FREE", "ROUTINGS",
-           "BEST", "BEST_TIME_LIMIT_S", "BestChoice", "best_candidates", "best_choices",
-           "best_size_class"]
+           "BEST", "BEST_TIME_LIMIT_S", "BestChoice", "best_candidates", "best_size_class"]
 
 #: Routing of MP phases (:func:`topologies.routing.pair_paths`: ``shortest``, ``ecmp`` =
 #: one hashed minimum-hop path per pair, ``dmodk`` = deterministic up/down routing on Clos
@@ -271,17 +271,6 @@ def _ring_options(topology, method: str, nodes: tuple[int, ...]) -> dict[str, An
     else:
         return {}
     return {} if order == list(nodes) else {"order": order}
-
-
-
-def best_choices(topology) -> list[BestChoice]:
-    """The ``best`` decisions made so far on ``topology`` (every timer configuration),
-    in the order they were made."""
-    out: list[BestChoice] = []
-    for config, caches in _SHARED.get(topology, {}).items():
-        if config[0] == BEST:
-            out += [choice for choice, _ in caches["best"].values()]
-    return out
 
 
 #: Per topology (weakly held), the caches of every CommTimer configuration.

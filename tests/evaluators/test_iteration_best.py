@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evaluators.collectives import Collective
-from evaluators.iteration.comm import (BEST, CommTimer, System, best_candidates, best_choices)
+from evaluators.iteration.comm import BEST, CommTimer, System, best_candidates
 from evaluators.registry import synthesize
 from evaluators.validate import validate_schedule
 from topologies.registry import from_spec
@@ -23,7 +23,8 @@ def test_best_is_the_fastest_valid_synthesizer_timed_alone(spec, kind, size):
     topo = from_spec(spec)
     nodes = tuple(range(topo.npus))
     sysm = System(topo, topo.npus * 4, 4, True, 4.5e11)
-    best = CommTimer(sysm, BEST, "flow").inter_collective(kind, nodes, size).time_s
+    timer = CommTimer(sysm, BEST, "flow")
+    best = timer.inter_collective(kind, nodes, size).time_s
     names, skipped = best_candidates(topo, kind, len(nodes))
     alone = {}
     for name in names:
@@ -35,7 +36,7 @@ def test_best_is_the_fastest_valid_synthesizer_timed_alone(spec, kind, size):
             continue
         alone[name] = CommTimer(sysm, name, "flow").inter_collective(kind, nodes, size).time_s
     assert best == pytest.approx(min(alone.values()), rel=1e-9)
-    choice = [c for c in best_choices(topo) if c.kind == kind][-1]
+    (choice,) = timer.decisions()
     assert alone[choice.algorithm] == pytest.approx(best, rel=1e-9)
     assert choice.gain_over_ring == pytest.approx(alone["ring"] / best, rel=1e-9)
     assert set(choice.times_s) | set(choice.skipped) >= set(names)
@@ -89,8 +90,9 @@ def test_a_synthesizer_that_refuses_a_subset_group_is_skipped():
     topo = from_spec("torus:4x4,bw=100Gbps")
     sysm = System(topo, 64, 4, True, 4.5e11)
     nodes = (0, 5, 10, 15)
-    t = CommTimer(sysm, BEST, "flow").inter_collective("allreduce", nodes, 8e6).time_s
-    choice = [c for c in best_choices(topo) if c.nodes == 4][-1]
+    timer = CommTimer(sysm, BEST, "flow")
+    t = timer.inter_collective("allreduce", nodes, 8e6).time_s
+    (choice,) = timer.decisions()
     assert t > 0 and choice.algorithm in choice.times_s
     assert all(reason for reason in choice.skipped.values())
 
