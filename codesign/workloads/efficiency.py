@@ -32,9 +32,27 @@ GEMMs (tile and wave quantisation)
 Fused (flash) attention
     Dao et al. 2022/2023 (FlashAttention, FlashAttention-2): one kernel computes
     ``softmax(Q K^T) V`` in tiles without writing the ``s x s`` matrix; with a causal
-    mask it skips the masked half.  Forward time = attention FLOPs (x 1/2 causal) /
-    (peak x ``attention_efficiency``); backward = 2.5 x forward (five matmuls against
-    two, the scores recomputed; FlashAttention-2 Sec. 3.1.2).
+    mask it skips the masked half.  Backward does 2.5 x the forward's matmul work (five
+    matmuls against two, the scores recomputed; FlashAttention-2 Sec. 3.1.2).  Each
+    thread block owns one tile of 128 queries (forward) or 128 keys (backward) and loops
+    over the ``n = keys / 128`` blocks of the other side; a tile also pays a fixed cost
+    of ``c`` blocks (loading its Q or K/V, the final rescale, writing O or dK/dV), and a
+    causal tile computes its diagonal block in full.  So a kernel takes
+    ``(n + c) / n`` (no mask) or ``(n + 1 + 2c) / n`` (causal: ``n (n + 1) / 2 + c n``
+    blocks for ``n^2 / 2`` useful ones) times the ideal::
+
+        t_fwd = FLOPs (x 1/2 causal) / (peak x attention_efficiency) x stretch(c_fwd)
+        t_bwd = 2.5 x FLOPs (x 1/2 causal) / (peak x attention_efficiency) x stretch(c_bwd)
+
+    ``attention_efficiency`` is the long-sequence efficiency.  ``c_fwd = 1`` and
+    ``c_bwd = 2`` (:data:`ATTENTION_TILE_OVERHEAD`) reproduce FlashAttention-2's
+    measured speeds on an H100 SXM5 at head dim 128 (Shah et al. 2024, FlashAttention-3,
+    Fig. 5 and 6): causal forward 191 / 260 / 298 / 319 / 333 / 335 TFLOP/s at 512 ...
+    16k tokens is ``345 n / (n + 3)`` within 4 %, backward (no mask) 214 / 260 / 291 /
+    310 / 318 / 322 is ``327 n / (n + 2)`` within 2 % -- the rise with sequence length
+    is the per-tile cost, not a different efficiency (the unmasked forward, 309 ... 370,
+    runs up to 10 % faster than this causal fit).  The tile costs are properties of the
+    kernel's loop, used on every GPU.
 
 Memory-bound work
     Normalisation, activation, dropout, residual adds, (unfused) softmax, batch norm and
@@ -75,12 +93,19 @@ from typing import Any
 from codesign.errors import InvalidSpecError, invalid
 
 __all__ = ["ComputeProfile", "FIT_PARAMETERS", "profile_from_dict", "gemm_time",
-           "gemm_backward_shapes", "PROFILE_FORMATS"]
+           "gemm_backward_shapes", "flash_attention_time", "PROFILE_FORMATS",
+           "ATTENTION_BLOCK", "ATTENTION_TILE_OVERHEAD"]
 
 #: Parameters ``codesign calibrate`` fits (the rest come from datasheets).
 FIT_PARAMETERS = ("gemm_efficiency", "attention_efficiency", "memory_efficiency")
 #: Number formats whose kernels the profiles describe.
 PROFILE_FORMATS = ("fp16", "bf16", "fp8")
+#: Keys (or queries) per block of a fused attention kernel's inner loop: FlashAttention-2
+#: tiles of 128 at head dim 128 (Dao 2023, Sec. 3.3 and its kernel launch parameters).
+ATTENTION_BLOCK = 128
+#: Fixed cost of one attention tile in blocks of :data:`ATTENTION_BLOCK` (forward,
+#: backward), from FlashAttention-2's H100 benchmarks (module docstring).
+ATTENTION_TILE_OVERHEAD = (1.0, 2.0)
 
 
 @dataclass(frozen=True)
@@ -215,3 +240,40 @@ def gemm_backward_shapes(m: float, n: float, k: float) -> tuple[tuple[float, flo
     """The two backward products of ``C[M,N] = A[M,K] B[K,N]``: ``dA = dC B^T`` is
     ``(M, K, N)`` and ``dB = A^T dC`` is ``(K, N, M)``."""
     return (m, k, n), (k, n, m)
+
+
+def flash_attention_time(flops: float, keys: float, *, causal: bool, peak_flops: float,
+                         profile: ComputeProfile) -> tuple[float, float]:
+    """Forward and backward seconds of a fused attention kernel (module docstring).
+
+    Parameters
+    ----------
+    flops : float
+        Forward FLOPs of the full ``s x s`` products (``Q K^T`` and ``softmax(.) V``),
+        before causal halving.
+    keys : float
+        Keys each query attends to in one kernel (the sequence length, or its context-
+        parallel chunk); 0 = unknown: no tile cost.
+    causal : bool
+        Causal mask: half the work, plus the diagonal blocks.
+    peak_flops : float
+        Dense peak of the format, FLOP/s.
+    profile : ComputeProfile
+
+    Examples
+    --------
+    Causal, 4096 keys (``n = 32``): forward ``(32 + 1 + 2) / 32`` = 1.094 and backward
+    ``(32 + 1 + 4) / 32`` = 1.156 times the ideal time at ``attention_efficiency``.
+    """
+    if flops <= 0:
+        return 0.0, 0.0
+    ideal = flops * (0.5 if causal else 1.0) / (peak_flops * profile.attention_efficiency)
+    n = max(keys / ATTENTION_BLOCK, 1.0) if keys > 0 else 0.0
+
+    def stretch(c: float) -> float:
+        if not n:
+            return 1.0
+        return (n + 1.0 + 2.0 * c) / n if causal else (n + c) / n
+
+    c_fwd, c_bwd = ATTENTION_TILE_OVERHEAD
+    return ideal * stretch(c_fwd), 2.5 * ideal * stretch(c_bwd)

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from codesign.errors import InvalidSpecError
 from codesign.workloads import get_hardware, get_workload
 from codesign.workloads.compute import DEFAULT_EFFICIENCY, layer_time, uses_kernel_model
-from codesign.workloads.efficiency import (ComputeProfile, gemm_backward_shapes, gemm_time,
-                                          profile_from_dict)
+from codesign.workloads.efficiency import (ComputeProfile, flash_attention_time,
+                                          gemm_backward_shapes, gemm_time, profile_from_dict)
 from codesign.workloads.hardware import hardware_to_yaml, load_hardware_catalog
 from codesign.workloads.layers import attention, mlp
 
@@ -157,13 +157,59 @@ def test_cross_entropy_over_the_vocabulary_by_hand():
 
 
 def test_flash_attention_causal_halves_the_core():
+    # By hand: 4096 keys = 32 blocks of 128.  Unmasked, each tile loops over 32 blocks
+    # plus its fixed cost (1 forward, 2 backward); causal, over half of them plus the
+    # full diagonal block: (32 + 1 + 2 c) / 32 of half the work.
     kw = dict(hidden=4096, heads=32, kv_heads=32, seq=4096, dtype_bytes=2, flash=True)
     full = layer_time(attention("a", **kw), A100, 1)
     causal_layer = attention("a", causal=True, **kw)
+    assert causal_layer.attn_keys == 4096
     causal = layer_time(causal_layer, A100, 1)
     core = causal_layer.attn_core_fwd_flops / (PEAK * A100.compute.attention_efficiency)
-    assert full.fwd_s - causal.fwd_s == pytest.approx(core / 2, rel=1e-9)
-    assert full.bwd_s - causal.bwd_s == pytest.approx(2.5 * core / 2, rel=1e-9)
+    assert full.fwd_s - causal.fwd_s == pytest.approx(core * (33 / 32 - 35 / 64), rel=1e-9)
+    assert full.bwd_s - causal.bwd_s == pytest.approx(2.5 * core * (34 / 32 - 37 / 64),
+                                                      rel=1e-9)
+
+
+# FlashAttention-2 on an H100 SXM5, head dim 128 (Shah et al. 2024, FlashAttention-3,
+# Fig. 5 causal forward, Fig. 6 backward), TFLOP/s at 512, 1k, 2k, 4k, 8k, 16k tokens.
+FA2_H100_CAUSAL_FWD = (191, 260, 298, 319, 333, 335)
+FA2_H100_BWD = (214, 260, 291, 310, 318, 322)
+
+
+def test_flash_attention_tile_cost_reproduces_published_kernel_speeds():
+    # The per-tile costs (1 and 2 blocks of 128 keys) give the published rise of
+    # FlashAttention-2's speed with sequence length, each curve with one efficiency.
+    h100 = get_hardware("H100")
+    peak = h100.peak_flops("bf16")
+    for curve, causal, k, eff in ((FA2_H100_CAUSAL_FWD, True, 0, 345 / 989.5),
+                                  (FA2_H100_BWD, False, 1, 327 / 989.5)):
+        prof = h100.compute.with_parameters(attention_efficiency=eff)
+        for s, published in zip((512, 1024, 2048, 4096, 8192, 16384), curve):
+            flops = 4.0 * s * s * 128           # one head: Q K^T and P V
+            t = flash_attention_time(flops, s, causal=causal, peak_flops=peak,
+                                     profile=prof)[k]
+            useful = flops * (0.5 if causal else 1.0) * (2.5 if k else 1.0)
+            assert useful / t / 1e12 == pytest.approx(published, rel=0.04), (s, k)
+
+
+@given(keys=st.floats(1, 1e6), more=st.floats(1.01, 100), causal=st.booleans())
+def test_flash_attention_runs_faster_per_flop_on_longer_keys(keys, more, causal):
+    kw = dict(causal=causal, peak_flops=PEAK, profile=A100.compute)
+    short = flash_attention_time(1e12, keys, **kw)
+    long = flash_attention_time(1e12, keys * more, **kw)
+    assert long[0] <= short[0] and long[1] <= short[1]
+    ideal = 1e12 * (0.5 if causal else 1.0) / (PEAK * A100.compute.attention_efficiency)
+    assert long[0] >= ideal and flash_attention_time(1e12, 0.0, **kw)[0] == ideal
+
+
+def test_context_parallelism_shortens_the_attention_loop():
+    from codesign.workloads.sharding import shard_layer
+    from codesign.workloads.strategy import parse_strategy
+
+    layer = get_workload("llama3-8b").layer("block0.attn")
+    assert shard_layer(layer, parse_strategy("dp=1,tp=2,pp=1,cp=4")).local.attn_keys \
+        == layer.attn_keys / 4 == 8192 / 4
 
 
 def test_unfused_attention_core_runs_below_gemm_rate():
