@@ -47,8 +47,8 @@ SOURCE_NOTES = {
                          "checkpointed 30b/70b within 5 %; weak-scaling rows of one model "
                          "differ by up to 9 % per GPU in the source itself",
     "mosaicml-mpt-a100": "the same MPT benchmarks on A100: the runs without activation "
-                         "checkpointing (125m-13b) are predicted within 2 % (4 % held out), "
-                         "the checkpointed 30b/70b ones (HFU 65-74 % in the source) 9-16 % "
+                         "checkpointing (125m-13b) are predicted within 2.1 % (3 % held out), "
+                         "the checkpointed 30b/70b ones (HFU 65-74 % in the source) 6-14 % "
                          "slow",
     "korthikanti22": "pipeline schedule not published; plain 1F1B assumed (with the "
                      "interleaved schedule the same group used in SC'21, 2-3 virtual "
