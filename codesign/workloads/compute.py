@@ -44,7 +44,8 @@ from typing import Any
 
 from codesign.errors import invalid
 from codesign.specs import check_number
-from codesign.workloads.efficiency import PROFILE_FORMATS, gemm_backward_shapes, gemm_time
+from codesign.workloads.efficiency import (PROFILE_FORMATS, flash_attention_time,
+                                          gemm_backward_shapes, gemm_time)
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.model import Layer, Workload
 
@@ -145,12 +146,12 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str) -> tuple[floa
         for shape in gemm_backward_shapes(mm, n, k):
             bwd += gemm_time(*shape, **kw)
     if layer.attention_kernel == "flash" and layer.attn_core_fwd_flops:
-        # FlashAttention: a causal mask skips half the blocks; backward does 5 matmuls
-        # to the forward's 2 (Dao 2023, FlashAttention-2 Sec. 3.1.2).
-        work = b * layer.attn_core_fwd_flops * (0.5 if layer.causal else 1.0)
-        t = work / (peak * prof.attention_efficiency)
-        fwd += t
-        bwd += 2.5 * t
+        # FlashAttention: tiles over the keys, a causal mask skips half the blocks,
+        # backward does 5 matmuls to the forward's 2 (efficiency.flash_attention_time).
+        f, bk = flash_attention_time(b * layer.attn_core_fwd_flops, layer.attn_keys,
+                                     causal=layer.causal, peak_flops=peak, profile=prof)
+        fwd += f
+        bwd += bk
     hbm = bw * prof.memory_efficiency
     if layer.memory_ops:
         # The layer's memory-bound operators, each at HBM bandwidth (Layer.memory_ops).

@@ -11,14 +11,27 @@ GEMMs (tile and wave quantisation)
     (tile quantisation) and a last, partly filled wave (wave quantisation) are paid in
     full (NVIDIA, *Matrix Multiplication Background User's Guide*, Deep Learning
     Performance documentation, sections "Tile quantization" and "Wave quantization").
-    Each tile also pays a fixed prologue/epilogue, ``k_overhead`` in units of K, so a
-    skinny-K product (attention scores, ``K = head_dim``) runs below peak.  With fewer
+    Each tile also pays a fixed prologue, ``k_overhead`` in units of K (the software
+    pipeline filling its stages), so a skinny-K product (attention scores,
+    ``K = head_dim``) runs below peak, and an epilogue: after its main loop a tile's
+    ``tile_m x tile_n`` outputs are converted and written to HBM, and the next wave of
+    tiles starts when the SMs are free again -- the multistage kernels of CUTLASS 2 /
+    cuBLAS on Ampere run one 256 x 128 tile per SM and their epilogue after the main
+    loop (NVIDIA CUTLASS documentation, "Efficient GEMM in CUDA": the epilogue is the
+    last phase of a threadblock's tile; only Hopper's "ping-pong" kernel overlaps one
+    tile's epilogue with another's main loop).  The writes of a wave share the HBM
+    bandwidth, so all epilogues together take ``tiles x tile_m x tile_n x dtype_bytes /
+    (HBM bandwidth x memory_efficiency)`` -- a cost per output element that a long-K
+    product amortises and a short one does not: the measured rise of efficiency with
+    GEMM size (the Megatron-LM H100 README: "larger GEMMs have higher arithmetic
+    intensity and are consequently more efficient to execute").  With fewer
     tiles than SMs (weight gradients of narrow layers, whose K is every token or pixel
     of the batch) the kernel splits K over ``SMs // tiles`` CTAs per tile (split-K /
     stream-K of cuBLAS and CUTLASS, NVIDIA CUTLASS documentation "Efficient GEMM in
     CUDA", section "Parallelized Reductions"), when that is faster::
 
         t_compute = waves x 2 tile_m tile_n (K + k_overhead) / (peak x gemm_efficiency / SMs)
+                    + tiles x tile_m tile_n dtype_bytes / (HBM bandwidth x memory_efficiency)
                     (split-K: min of that and 2 tile_m tile_n (K / split + k_overhead) / ...)
         t_memory  = (M K + K N + M N) x dtype_bytes / (HBM bandwidth x memory_efficiency)
         t_gemm    = max(t_compute, t_memory)
@@ -32,9 +45,27 @@ GEMMs (tile and wave quantisation)
 Fused (flash) attention
     Dao et al. 2022/2023 (FlashAttention, FlashAttention-2): one kernel computes
     ``softmax(Q K^T) V`` in tiles without writing the ``s x s`` matrix; with a causal
-    mask it skips the masked half.  Forward time = attention FLOPs (x 1/2 causal) /
-    (peak x ``attention_efficiency``); backward = 2.5 x forward (five matmuls against
-    two, the scores recomputed; FlashAttention-2 Sec. 3.1.2).
+    mask it skips the masked half.  Backward does 2.5 x the forward's matmul work (five
+    matmuls against two, the scores recomputed; FlashAttention-2 Sec. 3.1.2).  Each
+    thread block owns one tile of 128 queries (forward) or 128 keys (backward) and loops
+    over the ``n = keys / 128`` blocks of the other side; a tile also pays a fixed cost
+    of ``c`` blocks (loading its Q or K/V, the final rescale, writing O or dK/dV), and a
+    causal tile computes its diagonal block in full.  So a kernel takes
+    ``(n + c) / n`` (no mask) or ``(n + 1 + 2c) / n`` (causal: ``n (n + 1) / 2 + c n``
+    blocks for ``n^2 / 2`` useful ones) times the ideal::
+
+        t_fwd = FLOPs (x 1/2 causal) / (peak x attention_efficiency) x stretch(c_fwd)
+        t_bwd = 2.5 x FLOPs (x 1/2 causal) / (peak x attention_efficiency) x stretch(c_bwd)
+
+    ``attention_efficiency`` is the long-sequence efficiency.  ``c_fwd = 1`` and
+    ``c_bwd = 2`` (:data:`ATTENTION_TILE_OVERHEAD`) reproduce FlashAttention-2's
+    measured speeds on an H100 SXM5 at head dim 128 (Shah et al. 2024, FlashAttention-3,
+    Fig. 5 and 6): causal forward 191 / 260 / 298 / 319 / 333 / 335 TFLOP/s at 512 ...
+    16k tokens is ``345 n / (n + 3)`` within 4 %, backward (no mask) 214 / 260 / 291 /
+    310 / 318 / 322 is ``327 n / (n + 2)`` within 2 % -- the rise with sequence length
+    is the per-tile cost, not a different efficiency (the unmasked forward, 309 ... 370,
+    runs up to 10 % faster than this causal fit).  The tile costs are properties of the
+    kernel's loop, used on every GPU.
 
 Memory-bound work
     Normalisation, activation, dropout, residual adds, (unfused) softmax, batch norm and
@@ -76,12 +107,19 @@ from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_int, check_number
 
 __all__ = ["ComputeProfile", "FIT_PARAMETERS", "profile_from_dict", "gemm_time",
-           "gemm_backward_shapes", "PROFILE_FORMATS"]
+           "gemm_backward_shapes", "flash_attention_time", "PROFILE_FORMATS",
+           "ATTENTION_BLOCK", "ATTENTION_TILE_OVERHEAD"]
 
 #: Parameters ``codesign calibrate`` fits (the rest come from datasheets).
 FIT_PARAMETERS = ("gemm_efficiency", "attention_efficiency", "memory_efficiency")
 #: Number formats whose kernels the profiles describe.
 PROFILE_FORMATS = ("fp16", "bf16", "fp8")
+#: Keys (or queries) per block of a fused attention kernel's inner loop: FlashAttention-2
+#: tiles of 128 at head dim 128 (Dao 2023, Sec. 3.3 and its kernel launch parameters).
+ATTENTION_BLOCK = 128
+#: Fixed cost of one attention tile in blocks of :data:`ATTENTION_BLOCK` (forward,
+#: backward), from FlashAttention-2's H100 benchmarks (module docstring).
+ATTENTION_TILE_OVERHEAD = (1.0, 2.0)
 
 
 @dataclass(frozen=True)
@@ -180,7 +218,8 @@ def gemm_time(m: float, n: float, k: float, *, peak_flops: float, bandwidth_Bps:
     A 4096^3 bf16 GEMM on an A100 profile (108 SMs, 256 x 128 tiles, k_overhead 0,
     efficiency 1): 16 x 32 = 512 tiles in ceil(512 / 108) = 5 waves, each
     ``2 x 256 x 128 x 4096 / (312e12 / 108)`` s = 92.9 us: 0.4646 ms, the ideal
-    0.4405 ms over the wave efficiency 512 / 540.
+    0.4405 ms over the wave efficiency 512 / 540; the epilogues write the 32 MiB output
+    at 2.039 TB/s in 16.5 us more.
     """
     if m <= 0 or n <= 0 or k <= 0 or count <= 0:
         return 0.0
@@ -190,7 +229,10 @@ def gemm_time(m: float, n: float, k: float, *, peak_flops: float, bandwidth_Bps:
     per_sm = peak_flops * p.gemm_efficiency / p.sms
     hbm = bandwidth_Bps * p.memory_efficiency
     tile_flops = 2.0 * p.tile_m * p.tile_n
-    t_compute = waves * tile_flops * (k + p.k_overhead) / per_sm
+    # Epilogue: each wave's output tiles are written to HBM after their main loop, the
+    # next wave starting when they are done -- over all waves, every tile once.
+    epi = tiles * p.tile_m * p.tile_n * dtype_bytes / hbm
+    t_compute = waves * tile_flops * (k + p.k_overhead) / per_sm + epi
     split = p.sms // tiles if tiles else 1
     if split > 1:
         # Split-K: fewer output tiles than SMs (a weight gradient of a narrow layer,
@@ -198,7 +240,7 @@ def gemm_time(m: float, n: float, k: float, *, peak_flops: float, bandwidth_Bps:
         # slices, one wave of ``tiles x split`` CTAs, each paying the prologue.  The
         # fix-up of the partial tiles is neglected (stream-K keeps it to the tiles that
         # straddle slices, Osama et al. PPoPP'23), which keeps the time monotone.
-        t_compute = min(t_compute, tile_flops * (k / split + p.k_overhead) / per_sm)
+        t_compute = min(t_compute, tile_flops * (k / split + p.k_overhead) / per_sm + epi)
     t_memory = count * (m * k + k * n + m * n) * dtype_bytes / hbm
     return max(t_compute, t_memory)
 
@@ -208,3 +250,40 @@ def gemm_backward_shapes(m: float, n: float, k: float) -> tuple[tuple[float, flo
     """The two backward products of ``C[M,N] = A[M,K] B[K,N]``: ``dA = dC B^T`` is
     ``(M, K, N)`` and ``dB = A^T dC`` is ``(K, N, M)``."""
     return (m, k, n), (k, n, m)
+
+
+def flash_attention_time(flops: float, keys: float, *, causal: bool, peak_flops: float,
+                         profile: ComputeProfile) -> tuple[float, float]:
+    """Forward and backward seconds of a fused attention kernel (module docstring).
+
+    Parameters
+    ----------
+    flops : float
+        Forward FLOPs of the full ``s x s`` products (``Q K^T`` and ``softmax(.) V``),
+        before causal halving.
+    keys : float
+        Keys each query attends to in one kernel (the sequence length, or its context-
+        parallel chunk); 0 = unknown: no tile cost.
+    causal : bool
+        Causal mask: half the work, plus the diagonal blocks.
+    peak_flops : float
+        Dense peak of the format, FLOP/s.
+    profile : ComputeProfile
+
+    Examples
+    --------
+    Causal, 4096 keys (``n = 32``): forward ``(32 + 1 + 2) / 32`` = 1.094 and backward
+    ``(32 + 1 + 4) / 32`` = 1.156 times the ideal time at ``attention_efficiency``.
+    """
+    if flops <= 0:
+        return 0.0, 0.0
+    ideal = flops * (0.5 if causal else 1.0) / (peak_flops * profile.attention_efficiency)
+    n = max(keys / ATTENTION_BLOCK, 1.0) if keys > 0 else 0.0
+
+    def stretch(c: float) -> float:
+        if not n:
+            return 1.0
+        return (n + 1.0 + 2.0 * c) / n if causal else (n + c) / n
+
+    c_fwd, c_bwd = ATTENTION_TILE_OVERHEAD
+    return ideal * stretch(c_fwd), 2.5 * ideal * stretch(c_bwd)

@@ -282,7 +282,7 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
                   attn_core_fwd_flops=2.0 * score_macs, attn_core_saved_bytes=core_saved,
                   sp_saved_bytes=sp_part, checkpoint_bytes=sh * d, kv_bytes=2.0 * skv * d,
                   gemms=tuple(gemms), attention_kernel="flash" if flash else "unfused",
-                  causal=causal, memory_ops=tuple(ops))
+                  causal=causal, memory_ops=tuple(ops), attn_keys=s)
 
 
 def mlp(name: str, *, hidden: int, ffn: int, seq: int, dtype_bytes: int, bias: bool = True,

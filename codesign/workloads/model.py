@@ -192,6 +192,11 @@ class Layer:
         ``""`` (no attention core).
     causal : bool
         Causal attention mask (a fused kernel skips the masked half).
+    attn_keys : float
+        Keys each query attends to in one fused attention kernel (the sequence length;
+        context parallelism's chunk of it): the length of the kernel's inner loop, which
+        sets its per-tile overhead (:func:`codesign.workloads.efficiency.flash_attention_time`);
+        0 = not known (no tile overhead).
     """
 
     name: str
@@ -223,6 +228,7 @@ class Layer:
     attention_kernel: str = ""
     causal: bool = False
     memory_ops: tuple[tuple[str, float, float, str], ...] = ()
+    attn_keys: float = 0.0
 
     def __post_init__(self) -> None:
         where = f"layer {self.name!r}"
@@ -236,7 +242,7 @@ class Layer:
         for name in ("fwd_flops", "bwd_flops", "activation_bytes", "io_bytes", "saved_bytes",
                      "tp_allreduce_bytes", "tp_bwd_allreduce_bytes", "ep_alltoall_bytes",
                      "attn_core_fwd_flops", "attn_core_saved_bytes", "sp_saved_bytes",
-                     "kv_bytes"):
+                     "kv_bytes", "attn_keys"):
             object.__setattr__(self, name, check_number(f"{where} {name}", getattr(self, name),
                                                         inclusive=True))
         if isinstance(self.dtype_bytes, bool) or self.dtype_bytes not in (1, 2, 4, 8):

@@ -22,6 +22,10 @@ method: the slopes are kept), until the parameters move by less than 0.5 %.  The
 reported fit errors are exact evaluations at the final parameters; leave-one-out
 (or leave-one-group-out) refits use the last linearisation and evaluate the held-out
 run exactly.
+
+With ``balance="source"`` each run's squared residual is weighted ``1 / (runs of its
+source)`` (rescaled to mean 1), so that every publication counts once however many
+rows its table has.
 """
 
 from __future__ import annotations
@@ -110,16 +114,18 @@ def _hw_at(hw, names: Sequence[str], theta: np.ndarray):
 
 
 def _solve(lin: _Linear, measured: np.ndarray, rows: np.ndarray, start: np.ndarray,
-           prior: np.ndarray, weight: float) -> np.ndarray:
+           prior: np.ndarray, weight: float, run_weights: np.ndarray) -> np.ndarray:
     from scipy.optimize import least_squares
 
     logm = np.log(measured[rows])
     sw = math.sqrt(weight)
+    rw = run_weights[rows]
+    rw = np.sqrt(rw * len(rw) / rw.sum())    # mean weight 1: the prior keeps its pull
 
     def resid(x: np.ndarray) -> np.ndarray:
         theta = np.exp(x)
         t = np.maximum(lin.times(theta, rows), 1e-12)
-        r = np.log(t) - logm
+        r = rw * (np.log(t) - logm)
         return np.concatenate([r, sw * (x - np.log(prior))]) if weight > 0 else r
 
     x0 = np.clip(np.log(start), math.log(_LO), math.log(_HI))
@@ -130,7 +136,8 @@ def _solve(lin: _Linear, measured: np.ndarray, rows: np.ndarray, start: np.ndarr
 
 def calibrate(runs: Sequence[Run], hardware, *, parameters: Sequence[str] = FIT_PARAMETERS,
               prior_weight: float = 0.01, holdout: str | None = "run",
-              max_rounds: int = 6, progress: Callable[[str], None] | None = None,
+              balance: str | None = None, max_rounds: int = 6,
+              progress: Callable[[str], None] | None = None,
               **evaluate_kwargs: Any) -> Calibration:
     """Fit ``parameters`` of ``hardware``'s compute profile to ``runs`` (module docstring).
 
@@ -146,6 +153,10 @@ def calibrate(runs: Sequence[Run], hardware, *, parameters: Sequence[str] = FIT_
         ``w`` of the module docstring (>= 0).
     holdout : {"run", "source", None}
         Leave-one-run-out, leave-one-source-out, or no held-out errors.
+    balance : {None, "source"}
+        ``None``: every run weighs the same; ``"source"``: every source (publication)
+        weighs the same, its runs ``1 / (its number of runs)`` each, so that one table
+        of many similar runs does not set the parameters alone.
     max_rounds : int
         Refits (one evaluation pass each) at most.
     progress : callable, optional
@@ -182,6 +193,13 @@ def calibrate(runs: Sequence[Run], hardware, *, parameters: Sequence[str] = FIT_
         raise invalid("prior_weight", prior_weight, "a number >= 0")
     if holdout not in ("run", "source", None):
         raise invalid("holdout", holdout, "run, source or none")
+    if balance not in ("source", None):
+        raise invalid("balance", balance, "source or none")
+    counts: dict[str, int] = {}
+    for r in runs:
+        counts[r.source] = counts.get(r.source, 0) + 1
+    run_weights = (np.array([1.0 / counts[r.source] for r in runs]) if balance
+                   else np.ones(len(runs)))
     prior = np.array([getattr(hw.compute, n) for n in names], float)
     measured = np.array([r.measured_s for r in runs])
     n_eval = 0
@@ -209,7 +227,7 @@ def calibrate(runs: Sequence[Run], hardware, *, parameters: Sequence[str] = FIT_
     every = np.arange(len(runs))
     lin = linearise(theta, base)
     for _ in range(max_rounds):
-        new = _solve(lin, measured, every, theta, prior, prior_weight)
+        new = _solve(lin, measured, every, theta, prior, prior_weight, run_weights)
         moved = float(np.max(np.abs(new / theta - 1)))
         theta = new
         base = predict_all(theta, "refit")
@@ -229,7 +247,8 @@ def calibrate(runs: Sequence[Run], hardware, *, parameters: Sequence[str] = FIT_
             out = np.array([k == key for k in keys])
             if out.all():      # a single group: nothing to hold out against
                 continue
-            th = _solve(lin, measured, every[~out], theta, prior, prior_weight)
+            th = _solve(lin, measured, every[~out], theta, prior, prior_weight,
+                        run_weights)
             h = _hw_at(hw, names, th)
             for i in every[out]:
                 held[i] = predict_run(runs[i], h, **evaluate_kwargs)

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from codesign.errors import InvalidSpecError
 from codesign.workloads import get_hardware, get_workload
 from codesign.workloads.compute import DEFAULT_EFFICIENCY, layer_time, uses_kernel_model
-from codesign.workloads.efficiency import (ComputeProfile, gemm_backward_shapes, gemm_time,
-                                          profile_from_dict)
+from codesign.workloads.efficiency import (ComputeProfile, flash_attention_time,
+                                          gemm_backward_shapes, gemm_time, profile_from_dict)
 from codesign.workloads.hardware import hardware_to_yaml, load_hardware_catalog
 from codesign.workloads.layers import attention, mlp
 
@@ -33,52 +33,67 @@ def g(m, n, k, prof=IDEAL, count=1.0):
                      profile=prof, count=count)
 
 
+def epi(tiles, mem_eff=1.0):
+    """The epilogues of ``tiles`` 256 x 128 bf16 output tiles: written at HBM bandwidth."""
+    return tiles * 256 * 128 * 2 / (BW * mem_eff)
+
+
 def test_wave_quantisation_by_hand():
     # 4096^3: 16 x 32 = 512 tiles of 256 x 128 -> ceil(512 / 108) = 5 waves, each one tile
     # of 2 * 256 * 128 * 4096 FLOPs at 312e12 / 108 FLOP/s per SM.
-    expected = 5 * 2 * 256 * 128 * 4096 / (PEAK / 108)
+    # Plus the epilogues: the 512 output tiles (32 MiB) written at HBM bandwidth.
+    expected = 5 * 2 * 256 * 128 * 4096 / (PEAK / 108) + epi(512)
     assert g(4096, 4096, 4096) == pytest.approx(expected, rel=1e-12)
-    # ... which is the ideal time divided by the wave efficiency 512 / 540.
+    assert epi(512) == pytest.approx(4096 * 4096 * 2 / BW)
+    # ... the main loops are the ideal time divided by the wave efficiency 512 / 540.
     ideal = 2 * 4096**3 / PEAK
-    assert g(4096, 4096, 4096) == pytest.approx(ideal * 540 / 512, rel=1e-12)
+    assert g(4096, 4096, 4096) - epi(512) == pytest.approx(ideal * 540 / 512, rel=1e-12)
     # 12 x 9 = 108 tiles exactly fill one wave: no quantisation loss.
     one_wave = 2 * 256 * 128 * 4096 / (PEAK / 108)
-    assert g(256 * 12, 128 * 9, 4096) == pytest.approx(2 * 3072 * 1152 * 4096 / PEAK)
-    assert g(256 * 12, 128 * 9, 4096) == pytest.approx(one_wave)
-    # 11 x 10 = 110 tiles need a second wave: twice the time of 108.
-    assert g(256 * 11, 128 * 10, 4096) == pytest.approx(2 * one_wave)
+    assert one_wave == pytest.approx(2 * 3072 * 1152 * 4096 / PEAK)
+    assert g(256 * 12, 128 * 9, 4096) == pytest.approx(one_wave + epi(108))
+    # 11 x 10 = 110 tiles need a second wave of main loops.
+    assert g(256 * 11, 128 * 10, 4096) == pytest.approx(2 * one_wave + epi(110))
 
 
 def test_tile_quantisation_by_hand():
     # M = 257 rounds up to two tile rows: as slow as M = 512 (2 x 54 = 108 tiles).
     assert g(257, 128 * 54, 4096) == pytest.approx(g(512, 128 * 54, 4096))
-    assert g(257, 128 * 54, 4096) == pytest.approx(2 * 256 * 128 * 4096 / (PEAK / 108))
+    assert g(257, 128 * 54, 4096) == pytest.approx(2 * 256 * 128 * 4096 / (PEAK / 108)
+                                                   + epi(108))
 
 
 def test_k_overhead_and_efficiency():
     # A compute-bound single wave (108 tiles, K = 1024): time x (K + k0) / K / efficiency.
     prof = replace(IDEAL, k_overhead=128.0, gemm_efficiency=0.8)
-    base = g(256 * 12, 128 * 9, 1024)
-    assert base == pytest.approx(2 * 256 * 128 * 1024 / (PEAK / 108))
-    assert g(256 * 12, 128 * 9, 1024, prof) == pytest.approx(base * (1024 + 128) / 1024 / 0.8)
+    loop = 2 * 256 * 128 * 1024 / (PEAK / 108)
+    assert g(256 * 12, 128 * 9, 1024) == pytest.approx(loop + epi(108))
+    assert g(256 * 12, 128 * 9, 1024, prof) == pytest.approx(
+        loop * (1024 + 128) / 1024 / 0.8 + epi(108))
 
 
 def test_memory_bound_gemm_at_hbm_bandwidth():
-    # K = 16: writing the 8192 x 8192 output dominates; (M K + K N + M N) x 2 bytes at
-    # 80 % of HBM bandwidth (compute: 19 waves of 16-deep tiles, 12x shorter).
+    # K = 16: writing the 8192 x 8192 output dominates.  Its 2048 tiles' epilogues take
+    # the output bytes at 80 % of HBM bandwidth, after 19 waves of 16-deep main loops;
+    # all traffic, (M K + K N + M N) x 2 bytes, would take a little less if it overlapped.
     prof = replace(IDEAL, memory_efficiency=0.8)
     t = g(8192, 8192, 16, prof)
-    assert t == pytest.approx((8192 * 16 * 2 + 8192**2) * 2 / (BW * 0.8), rel=1e-12)
-    assert t > 10 * 19 * 2 * 256 * 128 * 16 / (PEAK / 108)
+    loops = 19 * 2 * 256 * 128 * 16 / (PEAK / 108)
+    assert t == pytest.approx(loops + epi(2048, 0.8), rel=1e-12)
+    memory = (8192 * 16 * 2 + 8192**2) * 2 / (BW * 0.8)
+    assert memory < t < memory + loops and t > 10 * loops
 
 
 def test_batched_gemms_share_waves():
     # 96 heads of (2048, 2048, 512): 96 x 8 x 16 tiles in ceil(12288 / 108) waves.
     t = g(2048, 2048, 512, count=96)
-    assert t == pytest.approx(math.ceil(96 * 8 * 16 / 108) * 2 * 256 * 128 * 512 / (PEAK / 108))
-    # With K = head_dim = 128 the s x s scores make the product memory bound.
+    assert t == pytest.approx(math.ceil(96 * 8 * 16 / 108) * 2 * 256 * 128 * 512 / (PEAK / 108)
+                              + epi(96 * 8 * 16))
+    # With K = head_dim = 128 writing the s x s scores is most of the time.
     t = g(2048, 2048, 128, count=96)
-    assert t == pytest.approx(96 * (2 * 2048 * 128 + 2048**2) * 2 / BW)
+    assert epi(96 * 8 * 16) == pytest.approx(96 * 2048**2 * 2 / BW)
+    assert t == pytest.approx(114 * 2 * 256 * 128 * 128 / (PEAK / 108) + epi(96 * 8 * 16))
+    assert t > 96 * (2 * 2048 * 128 + 2048**2) * 2 / BW
 
 
 @settings(max_examples=60, deadline=None)
@@ -157,13 +172,59 @@ def test_cross_entropy_over_the_vocabulary_by_hand():
 
 
 def test_flash_attention_causal_halves_the_core():
+    # By hand: 4096 keys = 32 blocks of 128.  Unmasked, each tile loops over 32 blocks
+    # plus its fixed cost (1 forward, 2 backward); causal, over half of them plus the
+    # full diagonal block: (32 + 1 + 2 c) / 32 of half the work.
     kw = dict(hidden=4096, heads=32, kv_heads=32, seq=4096, dtype_bytes=2, flash=True)
     full = layer_time(attention("a", **kw), A100, 1)
     causal_layer = attention("a", causal=True, **kw)
+    assert causal_layer.attn_keys == 4096
     causal = layer_time(causal_layer, A100, 1)
     core = causal_layer.attn_core_fwd_flops / (PEAK * A100.compute.attention_efficiency)
-    assert full.fwd_s - causal.fwd_s == pytest.approx(core / 2, rel=1e-9)
-    assert full.bwd_s - causal.bwd_s == pytest.approx(2.5 * core / 2, rel=1e-9)
+    assert full.fwd_s - causal.fwd_s == pytest.approx(core * (33 / 32 - 35 / 64), rel=1e-9)
+    assert full.bwd_s - causal.bwd_s == pytest.approx(2.5 * core * (34 / 32 - 37 / 64),
+                                                      rel=1e-9)
+
+
+# FlashAttention-2 on an H100 SXM5, head dim 128 (Shah et al. 2024, FlashAttention-3,
+# Fig. 5 causal forward, Fig. 6 backward), TFLOP/s at 512, 1k, 2k, 4k, 8k, 16k tokens.
+FA2_H100_CAUSAL_FWD = (191, 260, 298, 319, 333, 335)
+FA2_H100_BWD = (214, 260, 291, 310, 318, 322)
+
+
+def test_flash_attention_tile_cost_reproduces_published_kernel_speeds():
+    # The per-tile costs (1 and 2 blocks of 128 keys) give the published rise of
+    # FlashAttention-2's speed with sequence length, each curve with one efficiency.
+    h100 = get_hardware("H100")
+    peak = h100.peak_flops("bf16")
+    for curve, causal, k, eff in ((FA2_H100_CAUSAL_FWD, True, 0, 345 / 989.5),
+                                  (FA2_H100_BWD, False, 1, 327 / 989.5)):
+        prof = h100.compute.with_parameters(attention_efficiency=eff)
+        for s, published in zip((512, 1024, 2048, 4096, 8192, 16384), curve):
+            flops = 4.0 * s * s * 128           # one head: Q K^T and P V
+            t = flash_attention_time(flops, s, causal=causal, peak_flops=peak,
+                                     profile=prof)[k]
+            useful = flops * (0.5 if causal else 1.0) * (2.5 if k else 1.0)
+            assert useful / t / 1e12 == pytest.approx(published, rel=0.04), (s, k)
+
+
+@given(keys=st.floats(1, 1e6), more=st.floats(1.01, 100), causal=st.booleans())
+def test_flash_attention_runs_faster_per_flop_on_longer_keys(keys, more, causal):
+    kw = dict(causal=causal, peak_flops=PEAK, profile=A100.compute)
+    short = flash_attention_time(1e12, keys, **kw)
+    long = flash_attention_time(1e12, keys * more, **kw)
+    assert long[0] <= short[0] and long[1] <= short[1]
+    ideal = 1e12 * (0.5 if causal else 1.0) / (PEAK * A100.compute.attention_efficiency)
+    assert long[0] >= ideal and flash_attention_time(1e12, 0.0, **kw)[0] == ideal
+
+
+def test_context_parallelism_shortens_the_attention_loop():
+    from codesign.workloads.sharding import shard_layer
+    from codesign.workloads.strategy import parse_strategy
+
+    layer = get_workload("llama3-8b").layer("block0.attn")
+    assert shard_layer(layer, parse_strategy("dp=1,tp=2,pp=1,cp=4")).local.attn_keys \
+        == layer.attn_keys / 4 == 8192 / 4
 
 
 def test_unfused_attention_core_runs_below_gemm_rate():
@@ -317,12 +378,13 @@ def test_split_k_for_fewer_tiles_than_sms_by_hand():
     # tile, K = 32 x 112 x 112 pixels.  Split over all 108 SMs, each slice K / 108;
     # without the split one SM would run the whole K.
     m, n, k = 147, 64, 32 * 112 * 112
-    split = 2 * 256 * 128 * (k / 108) / (PEAK / 108)
+    split = 2 * 256 * 128 * (k / 108) / (PEAK / 108) + epi(1)
     memory = (m * k + k * n + m * n) * 2 / BW
     assert g(m, n, k) == pytest.approx(max(split, memory), rel=1e-12)
     assert g(m, n, k) < 0.02 * (2 * 256 * 128 * k / (PEAK / 108))
     # With a full wave of tiles there is nothing to split.
-    assert g(256 * 12, 128 * 9, 4096) == pytest.approx(2 * 256 * 128 * 4096 / (PEAK / 108))
+    assert g(256 * 12, 128 * 9, 4096) == pytest.approx(2 * 256 * 128 * 4096 / (PEAK / 108)
+                                                       + epi(108))
 
 
 def test_expert_parallelism_feeds_local_experts_by_hand():

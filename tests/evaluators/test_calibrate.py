@@ -88,6 +88,28 @@ def test_prior_keeps_unconstrained_parameters(tmp_path):
     assert result.parameters["gemm_efficiency"] == pytest.approx(0.62, rel=0.05)
 
 
+def test_source_balance_weighs_each_publication_once(tmp_path):
+    # Five runs of one source measured at GEMM efficiency 0.5, one of another at 0.8:
+    # per run the fit sits near the large source; per source halfway (in log time).
+    rows = []
+    for src, eff, ids in (("big", 0.5, "abcef"), ("small", 0.8, "c")):
+        hw = replace(A100, compute=A100.compute.with_parameters(gemm_efficiency=eff))
+        part = [{"id": f"{src}-{i}", "source": src, "gpu": "A100-80", "gpus": 8,
+                 "workload": "gpt3-175b", "options": opts, "strategy": strat,
+                 "measured": "iteration_s", "value": "1"}
+                for i, opts, strat in SYNTH if i in ids]
+        for row, run in zip(part, load_runs(_write(tmp_path / f"{src}.csv", part))):
+            row["value"] = repr(predict_run(run, hw))
+        rows += part
+    runs = load_runs(_write(tmp_path / "both.csv", rows))
+    kw = dict(parameters=("gemm_efficiency",), prior_weight=0.0, holdout=None)
+    per_run = calibrate(runs, A100, **kw).parameters["gemm_efficiency"]
+    per_source = calibrate(runs, A100, balance="source", **kw).parameters["gemm_efficiency"]
+    assert 0.5 < per_run < 0.58 < per_source < 0.72
+    with pytest.raises(InvalidSpecError, match="balance"):
+        calibrate(runs, A100, balance="gpu", **kw)
+
+
 def test_published_flop_counts_reproduce_published_numbers():
     # MT-NLG 530B (Smith et al. 2022 Sec. 2.4): 126 TFLOP/s per GPU at 60.1 s on 2240
     # GPUs, batch 1920; the SC'21 count with recomputation reproduces it.
