@@ -84,8 +84,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", default=str(HERE / "runs.csv"))
     ap.add_argument("--out", default=str(HERE / "validation.md"))
-    ap.add_argument("--balance", choices=("run", "source"), default="run",
-                    help="weigh every run equally (default) or every source")
+    ap.add_argument("--balance", choices=("run", "source"), default="source",
+                    help="weigh every source (publication) once (default: a table of many "
+                         "runs from one set-up does not set a GPU's parameters alone) or "
+                         "every run equally")
     args = ap.parse_args()
     balance = None if args.balance == "run" else args.balance
 
