@@ -564,6 +564,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     progress = None if args.json else (lambda msg: print(f"  ... {msg}", file=sys.stderr))
     result = calibrate(runs, hw, parameters=names, prior_weight=args.prior_weight,
                        holdout=None if args.holdout == "none" else args.holdout,
+                       balance=None if args.balance == "run" else args.balance,
                        progress=progress)
     payload = result.summary()
     # Held-out errors (--holdout): leave_one_run_out_mean_abs_error or leave_one_source_...
@@ -1016,6 +1017,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pull toward the starting values, per parameter (default 0.01)")
     p.add_argument("--holdout", default="run", choices=("run", "source", "none"),
                    help="held-out error: leave one run out (default), one source, or none")
+    p.add_argument("--balance", default="run", choices=("run", "source"),
+                   help="weigh every run equally (default) or every source once (the "
+                        "built-in catalog's rule: experiments/validation/README.md)")
 
     p = add(sub, "quickstart", _cmd_quickstart,
             "run the small built-in design study and write its report", "--quiet")

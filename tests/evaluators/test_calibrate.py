@@ -186,6 +186,14 @@ def test_calibrate_command_writes_a_profile_evaluate_accepts(tmp_path, capsys):
         pytest.approx(measured, rel=0.01)
 
 
+def test_calibrate_command_weighs_every_source_once_on_request(tmp_path, capsys):
+    runs = _synthetic(tmp_path, TRUTH)
+    assert main(["calibrate", str(runs), "--hardware", "A100-80", "--prior-weight", "0",
+                 "--holdout", "none", "--balance", "source", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["parameters"]["gemm_efficiency"] == pytest.approx(0.62, rel=0.02)
+
+
 def test_calibrate_command_bad_input(tmp_path, capsys):
     bad = _write(tmp_path / "bad.csv", [{"id": "x", "gpu": "A100-80", "gpus": "x",
                                          "workload": "gpt3-175b", "strategy": "dp=8",
