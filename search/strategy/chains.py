@@ -27,12 +27,19 @@ worker maps every topology it receives to the first object it saw with the same 
 (:func:`local_topology`, a small LRU per process): the chains of one fabric -- the
 restarts, the workloads of a mix, TopoOpt's rounds -- reuse what the earlier ones
 timed on that worker.
+
+Tasks in sweeps, actors in ``optimize``: a sweep's trials are Ray tasks of one CPU each,
+and actors would hold CPUs for their whole life that the trials in flight need; tasks
+take a CPU only while they run and Ray reuses their worker processes, so the caches stay
+warm all the same.  ``optimize`` (:mod:`search.topoopt.alternating`) runs one job whose
+coordinator owns a fixed pool of evaluator actors; they run the same chain jobs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import hashlib
 import math
 from collections import OrderedDict
@@ -199,6 +206,15 @@ def merge(results: Sequence[ChainResult]) -> ChainResult:
 _RUNNER: contextvars.ContextVar = contextvars.ContextVar("chain_runner", default=None)
 
 
+@functools.lru_cache(maxsize=1)
+def _chain_task():
+    """:func:`run_chain` as a Ray task of one CPU (a lost worker is retried once; a
+    chain is deterministic, so its own exceptions are not)."""
+    import ray
+
+    return ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(run_chain)
+
+
 def _ray_runner(jobs: Sequence[ChainJob]) -> list[ChainResult]:
     """Ship as many jobs as the cluster has idle CPUs (the last ones) to Ray tasks, run
     the others here meanwhile (this process's caches are warm), gather in job order.
@@ -212,8 +228,7 @@ def _ray_runner(jobs: Sequence[ChainJob]) -> list[ChainResult]:
     shipped = min(len(jobs) - 1, max(0, free))
     if shipped <= 0:
         return [run_chain(job) for job in jobs]
-    task = ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(run_chain)
-    refs = [task.remote(job) for job in jobs[len(jobs) - shipped:]]
+    refs = [_chain_task().remote(job) for job in jobs[len(jobs) - shipped:]]
     here = [run_chain(job) for job in jobs[:len(jobs) - shipped]]
     return here + ray.get(refs)
 
