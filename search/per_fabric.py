@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from codesign.errors import CodesignError, InfeasibleError, invalid
+from codesign.errors import InfeasibleError, invalid
 from search.strategy.space import Candidate
 
 __all__ = ["SearchBudget", "WorkloadPlan", "WorkloadChoice", "best_strategies",
@@ -197,10 +197,9 @@ def best_strategies(topology, plans: Sequence[WorkloadPlan], hardware, *,
             else:
                 best_r = start_r
         else:
-            try:
-                start_r = best_r = timing.evaluate(topology, plan.workload, plan.start)
-            except CodesignError:
-                pass
+            ran: dict = {}
+            timing.times(topology, plan.workload, [plan.start], ran)
+            start_r = best_r = ran.get(plan.start)
         if best_r is None or not math.isfinite(best_r.iteration_time_s):
             # Re-raise the evaluator's own reason for the start (memory, inapplicable...).
             timing.evaluate(topology, plan.workload, plan.start)

@@ -66,8 +66,8 @@ machine; the MCF LP's variables) exceeds :data:`BEST_TIME_LIMIT_S` is skipped, a
 the reason recorded.  The choice is made once per (fabric, kind, participant group,
 size class) -- size classes are factors of 16 of the buffer size, the candidates timed at
 the class's geometric middle (:func:`best_size_class`) so that a decision does not depend
-on which size asked first -- and the winner's schedule is re-timed for every size of its class, as for the size-independent
-baselines.  :meth:`CommTimer.decisions` lists the decisions an evaluation used (the
+on which size asked first -- and the winner's schedule is re-timed for every size of its
+class, as for the size-independent baselines.  :meth:`CommTimer.decisions` lists the decisions an evaluation used (the
 winner per collective, every candidate's time and the gain over ring); the
 :class:`~evaluators.iteration.IterationResult` carries them as ``collectives``.
 
@@ -606,11 +606,10 @@ class CommTimer:
 
         return float(replay_time(sched, self.topology, model=self.model))
 
-    def decisions(self, keys=None) -> list[BestChoice]:
-        """The ``best`` decisions behind ``keys`` (default: those this timer has used),
-        sorted by collective kind, group and size class."""
-        return [self._best[k][0] for k in sorted(self.used if keys is None else keys,
-                                                 key=repr)]
+    def decisions(self) -> list[BestChoice]:
+        """The ``best`` decisions the collectives this timer timed use, sorted by
+        collective kind, group and size class."""
+        return [self._best[k][0] for k in sorted(self.used, key=repr)]
 
     def _best_schedule(self, kind: str, nodes: tuple[int, ...], size: float):
         """The fastest valid schedule of the size class (``best``; module docstring):

@@ -95,6 +95,24 @@ class Timing:
                         collective_method=self.collective_method,
                         network_model=self.network_model, routing=self.routing)
 
+    def times(self, topology, workload, candidates: Sequence[Candidate],
+              results: dict | None = None) -> list[float]:
+        """Iteration time (s) of each candidate on ``topology``; ``inf`` where the
+        iteration model refuses it (it does not fit in memory, or a collective method
+        does not apply): a search never accepts those.  ``results`` (optional) collects
+        the :class:`~evaluators.iteration.IterationResult` of every candidate that runs."""
+        out = []
+        for c in candidates:
+            try:
+                r = self.evaluate(topology, workload, c)
+            except CodesignError:
+                out.append(math.inf)
+                continue
+            if results is not None:
+                results[c] = r
+            out.append(float(r.iteration_time_s))
+        return out
+
 
 @dataclass(frozen=True)
 class ChainJob:
@@ -156,24 +174,13 @@ def local_topology(topology):
 
 
 def run_chain(job: ChainJob) -> ChainResult:
-    """Run one chain in this process (module docstring).
-
-    Candidates the iteration model refuses (they do not fit in memory, or a collective
-    method does not apply) time as ``inf``: the chain never accepts them.
-    """
+    """Run one chain in this process (module docstring); candidates are timed by
+    :meth:`Timing.times` (``inf`` where they cannot run)."""
     topology = local_topology(job.topology)
     results: dict[Candidate, Any] = {}
 
     def evaluate_many(cands: Sequence[Candidate]) -> list[float]:
-        out = []
-        for c in cands:
-            try:
-                results[c] = r = job.timing.evaluate(topology, job.workload, c)
-            except CodesignError:
-                out.append(math.inf)
-                continue
-            out.append(float(r.iteration_time_s))
-        return out
+        return job.timing.times(topology, job.workload, cands, results)
 
     found = mcmc_search(job.workload, job.start, evaluate_many, budget=job.budget,
                         restarts=1, batch=job.batch,

@@ -56,15 +56,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-
 from codesign.errors import CodesignError, invalid
 from codesign.units import parse_bandwidth
 from codesign.workloads import get_workload
 from codesign.workloads.demand import demand_for
 from codesign.workloads.hardware import get_hardware
 from codesign.workloads.model import Workload
-from search.strategy.chains import (ChainJob, ChainResult, chain_jobs, local_topology, merge,
-                                    run_chain)
+from search.strategy.chains import (ChainJob, ChainResult, Timing, chain_jobs, local_topology,
+                                    merge, run_chain)
 from search.strategy.mcmc import SearchResult
 from search.strategy.feasible import feasible_start
 from search.strategy.space import Candidate, initial_candidate
@@ -247,9 +246,7 @@ class OptimizeResult:
 
 
 # ---------------------------------------------------------------------- evaluation
-def _timing(spec: OptimizeSpec):
-    from search.strategy.chains import Timing
-
+def _timing(spec: OptimizeSpec) -> Timing:
     return Timing(spec.hw, spec.collective_method, spec.network_model,
                   gpus_per_server=spec.gpus_per_server)
 
@@ -262,13 +259,7 @@ def evaluate_candidates(spec: OptimizeSpec, workload: Workload, topology,
     strategies the iteration model refuses (:class:`~codesign.errors.InvalidSpecError`)
     are infinite: the search never accepts them.
     """
-    timing, out = _timing(spec), []
-    for c in candidates:
-        try:
-            out.append(float(timing.evaluate(topology, workload, c).iteration_time_s))
-        except CodesignError:
-            out.append(math.inf)
-    return out
+    return _timing(spec).times(topology, workload, candidates)
 
 
 class _LocalPool:
