@@ -966,7 +966,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, default=24, help="strategy evaluations per round")
     p.add_argument("--baselines", help="comma list (default all: fattree,fattree-oversub,"
                    "ideal,expander,ocs-reconfig); empty for none")
-    p.add_argument("--workers", type=int, default=1, help="evaluator actors (0: no Ray)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="CPUs of the local Ray (0: no Ray; same answer for any)")
     p.add_argument("--out", help="folder for topology.yaml and routes.json")
 
     p = add(sub, "evaluate", _cmd_evaluate, "time one training iteration of a workload and "

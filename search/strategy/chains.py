@@ -28,11 +28,10 @@ worker maps every topology it receives to the first object it saw with the same 
 restarts, the workloads of a mix, TopoOpt's rounds -- reuse what the earlier ones
 timed on that worker.
 
-Tasks in sweeps, actors in ``optimize``: a sweep's trials are Ray tasks of one CPU each,
-and actors would hold CPUs for their whole life that the trials in flight need; tasks
-take a CPU only while they run and Ray reuses their worker processes, so the caches stay
-warm all the same.  ``optimize`` (:mod:`search.topoopt.alternating`) runs one job whose
-coordinator owns a fixed pool of evaluator actors; they run the same chain jobs.
+Tasks, not actors: a sweep's trials and an ``optimize`` job (:mod:`search.topoopt.alternating`)
+are Ray tasks of one CPU each, and their chains are tasks too.  Actors would hold CPUs
+for their whole life that the trials in flight need; tasks take a CPU only while they run
+and Ray reuses their worker processes, so the caches stay warm all the same.
 """
 
 from __future__ import annotations
@@ -213,41 +212,45 @@ def merge(results: Sequence[ChainResult]) -> ChainResult:
 _RUNNER: contextvars.ContextVar = contextvars.ContextVar("chain_runner", default=None)
 
 
+def _run_list(jobs: Sequence[ChainJob]) -> list[ChainResult]:
+    return [run_chain(job) for job in jobs]
+
+
 @functools.lru_cache(maxsize=1)
-def _chain_task():
-    """:func:`run_chain` as a Ray task of one CPU (a lost worker is retried once; a
+def _chains_task():
+    """:func:`_run_list` as a Ray task of one CPU (a lost worker is retried once; a
     chain is deterministic, so its own exceptions are not)."""
     import ray
 
-    return ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(run_chain)
+    return ray.remote(num_cpus=1, max_retries=1, retry_exceptions=False)(_run_list)
 
 
-def _ray_runner(jobs: Sequence[ChainJob]) -> list[ChainResult]:
-    """Ship as many jobs as the cluster has idle CPUs (the last ones) to Ray tasks, run
-    the others here meanwhile (this process's caches are warm), gather in job order.
+def _ray_runner(jobs: Sequence[ChainJob], tasks: int | None) -> list[ChainResult]:
+    """Cut the jobs into contiguous, nearly equal groups, one per idle CPU of the
+    cluster (at most ``tasks``) plus one; the first group runs here (this process's
+    caches are warm), the others as Ray tasks meanwhile; gather in job order.
 
     Where a job runs never changes its result (module docstring), so the split may
     follow the cluster's load: on a busy cluster (every CPU running a trial) it all
     runs here, without the start-up and cold caches of extra worker processes."""
     import ray
 
-    free = int(ray.available_resources().get("CPU", 0.0))
-    shipped = min(len(jobs) - 1, max(0, free))
-    if shipped <= 0:
-        return [run_chain(job) for job in jobs]
-    refs = [_chain_task().remote(job) for job in jobs[len(jobs) - shipped:]]
-    here = [run_chain(job) for job in jobs[:len(jobs) - shipped]]
-    return here + ray.get(refs)
+    free = max(0, int(ray.available_resources().get("CPU", 0.0)))
+    parts = min(len(jobs), 1 + (free if tasks is None else min(free, tasks)))
+    bounds = [len(jobs) * i // parts for i in range(parts + 1)]
+    groups = [jobs[bounds[i]:bounds[i + 1]] for i in range(parts)]
+    refs = [_chains_task().remote(group) for group in groups[1:]]
+    return _run_list(groups[0]) + [r for got in ray.get(refs) for r in got]
 
 
 @contextlib.contextmanager
-def on_ray() -> Iterator[None]:
+def on_ray(tasks: int | None = None) -> Iterator[None]:
     """Inside this block (in a Ray driver or task), :func:`run_chains` runs jobs as Ray
-    tasks of one CPU while the cluster has idle CPUs, the rest in this process
-    (:func:`_ray_runner`).  A task waiting for its chains gives its CPU back to Ray
-    meanwhile, so trials in flight and their chains share the cluster's CPUs without
-    deadlock, and cancelling a trial's task cancels its chains."""
-    token = _RUNNER.set(_ray_runner)
+    tasks of one CPU while the cluster has idle CPUs (at most ``tasks`` at a time), the
+    rest in this process (:func:`_ray_runner`).  A task waiting for its chains gives its
+    CPU back to Ray meanwhile, so trials in flight and their chains share the cluster's
+    CPUs without deadlock, and cancelling a trial's task cancels its chains."""
+    token = _RUNNER.set(functools.partial(_ray_runner, tasks=tasks))
     try:
         yield
     finally:
@@ -260,5 +263,5 @@ def run_chains(jobs: Sequence[ChainJob]) -> list[ChainResult]:
     One job (or none) always runs here: shipping it would only add overhead."""
     runner = _RUNNER.get()
     if runner is None or len(jobs) < 2:
-        return [run_chain(job) for job in jobs]
+        return _run_list(jobs)
     return runner(list(jobs))

@@ -18,8 +18,8 @@ time and is never accepted from a feasible state (from an infeasible one, every 
 Parallel evaluation, same result for any number of workers
 ------------------------------------------------------------
 Every step draws ``batch`` proposals from the current state with the chain's own random
-generator, evaluates them together (``evaluate_many``: a plain loop, a process pool or a
-pool of Ray actors, :mod:`search.topoopt.alternating`), then applies the Metropolis test to them
+generator, evaluates them together (``evaluate_many``: a plain loop over the candidates,
+:mod:`search.strategy.chains`), then applies the Metropolis test to them
 in proposal order and moves to the first accepted one (the others are discarded but their
 times still count for the best-so-far).  The proposals and the acceptance draws depend only
 on the seed and on the times, never on which worker finished first, so the search gives

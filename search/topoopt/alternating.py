@@ -1,4 +1,4 @@
-"""TopoOpt's alternating optimisation of strategy and topology, on Ray actors.
+"""TopoOpt's alternating optimisation of strategy and topology, on Ray.
 
 TopoOpt (NSDI'23) Sec. 4.1: the *Comp. x Comm.* plane searches the parallelization strategy
 on a fixed topology (FlexFlow's MCMC, :mod:`search.strategy.mcmc`), the *Comm.* plane
@@ -24,15 +24,14 @@ The loop, as implemented
    by less than ``tolerance`` (relative) or after ``rounds`` rounds.
 
 Ray layout (docs/architecture.md section 7)
---------------------------------
-One **coordinator actor** per job runs the loop; it owns a pool of ``workers``
-**evaluator actors**.  A strategy search is ``restarts`` independent MCMC chains (each
-with its share of the budget and its own seed); the chains -- and, after the loop, the
-chains of every baseline -- are dealt round-robin to the actors, which run them with
-their own caches (routes, collective schedules) on the topology sent with the job.
-Results are gathered in job order and the best chain wins (first on ties), so the result
-is the same for any number of workers (``workers=0`` runs everything in the calling
-process, without Ray); single evaluations between rounds go to the actors in batches.
+-------------------------------------------
+The loop runs as one Ray task per job.  A strategy search is ``restarts`` independent
+MCMC chains (each with its share of the budget and its own seed,
+:mod:`search.strategy.chains`); the chains -- and, after the loop, the chains of every
+baseline -- run as Ray tasks on the idle CPUs and in the loop's own process, with warm
+per-process caches (routes, collective schedules).  Results are gathered in job order
+and the best chain wins (first on ties), so the result is the same for any number of
+workers (``workers=0`` runs everything in the calling process, without Ray).
 
 Baselines (Sec. 5.1)
 --------------------
@@ -45,7 +44,7 @@ server); ``expander``: a random ``d``-regular graph of ``B`` links (seeded);
 (:mod:`evaluators.iteration.reconfig`, Algorithm 5 every 50 ms, ``reconfig_delay_s``
 pauses).  Each gets its own strategy search (the
 paper runs FlexFlow per architecture) starting from TopoOpt's strategy; the baseline
-searches are independent, so they run in parallel, one per evaluator actor.
+searches are independent, so their chains run side by side.
 """
 
 from __future__ import annotations
@@ -62,8 +61,8 @@ from codesign.workloads import get_workload
 from codesign.workloads.demand import demand_for
 from codesign.workloads.hardware import get_hardware
 from codesign.workloads.model import Workload
-from search.strategy.chains import (ChainJob, ChainResult, Timing, chain_jobs, local_topology,
-                                    merge, run_chain)
+from search.strategy.chains import (ChainJob, Timing, chain_jobs, local_topology, merge,
+                                    on_ray, run_chains)
 from search.strategy.mcmc import SearchResult
 from search.strategy.feasible import feasible_start
 from search.strategy.space import Candidate, initial_candidate
@@ -100,8 +99,8 @@ class OptimizeSpec:
         At most ``k`` alternating rounds.
     budget, restarts, batch : int
         Strategy-search budget per round (distinct evaluations, shared by the chains),
-        independent MCMC chains (run in parallel on the evaluator actors, each with its own
-        caches), proposals per step.
+        independent MCMC chains (run side by side, each with its own caches), proposals
+        per step.
     tolerance : float
         Stop when a round improves the iteration time by less than this fraction.
     initial_strategy : str or None
@@ -262,71 +261,11 @@ def evaluate_candidates(spec: OptimizeSpec, workload: Workload, topology,
     return _timing(spec).times(topology, workload, candidates)
 
 
-class _LocalPool:
-    """The evaluator pool without Ray (``workers=0``)."""
-
-    def __init__(self, spec: OptimizeSpec) -> None:
-        self.spec, self.workload, self.topology = spec, spec.load_workload(), None
-
-    def set_topology(self, topology) -> None:
-        # The iteration model caches routes and collective timings per topology *object*;
-        # a topology shipped to an actor again arrives as a new object: use this
-        # process's object for that network (its caches stay warm).
-        self.topology = local_topology(topology)
-
-    def evaluate(self, candidates: Sequence[Candidate]) -> list[float]:
-        return evaluate_candidates(self.spec, self.workload, self.topology, candidates)
-
-    def searches(self, jobs: Sequence[ChainJob]) -> list[ChainResult]:
-        """Independent chains, one after another in this process."""
-        return [run_chain(job) for job in jobs]
-
-
-def _split(items: Sequence[Any], parts: int) -> list[list[Any]]:
-    """``items`` in ``parts`` contiguous, nearly equal slices (order kept)."""
-    n, out, start = len(items), [], 0
-    for i in range(parts):
-        size = n // parts + (1 if i < n % parts else 0)
-        out.append(list(items[start:start + size]))
-        start += size
-    return [s for s in out if s]
-
-
-class _RayPool:
-    """``workers`` evaluator actors; batches split over them and gathered in order."""
-
-    def __init__(self, spec: OptimizeSpec, workers: int) -> None:
-        import ray
-
-        actor = ray.remote(num_cpus=1)(_Evaluator)
-        self.actors = [actor.remote(spec) for _ in range(workers)]
-
-    def set_topology(self, topology) -> None:
-        import ray
-
-        ref = ray.put(topology)
-        ray.get([a.set_topology.remote(ref) for a in self.actors])
-
-    def evaluate(self, candidates: Sequence[Candidate]) -> list[float]:
-        import ray
-
-        parts = _split(list(candidates), len(self.actors))
-        got = ray.get([a.evaluate.remote(p) for a, p in zip(self.actors, parts)])
-        return [t for part in got for t in part]
-
-    def searches(self, jobs: Sequence[ChainJob]) -> list[ChainResult]:
-        """Independent chains dealt round-robin to the actors (each runs alone, with its
-        own candidate cache); results in job order, so the same for any number of actors
-        (:mod:`search.strategy.chains`)."""
-        import ray
-
-        refs = [self.actors[i % len(self.actors)].searches.remote([job])
-                for i, job in enumerate(jobs)]
-        return [r for got in ray.get(refs) for r in got]
-
-
-class _Evaluator(_LocalPool):
-    """Evaluator actor body (a :class:`_LocalPool` living in a Ray worker)."""
+def _time(spec: OptimizeSpec, workload: Workload, topology, c: Candidate) -> float:
+    """Iteration time (s) of ``c`` on ``topology``, ``inf`` when it cannot run; timed on
+    this process's object for that network, whose caches are warm
+    (:func:`search.strategy.chains.local_topology`)."""
+    return evaluate_candidates(spec, workload, local_topology(topology), [c])[0]
 
 
 # ---------------------------------------------------------------------- topologies
@@ -351,12 +290,12 @@ def _chain_jobs(spec: OptimizeSpec, topology, start: Candidate, seed: Sequence[i
                       budget=spec.budget, restarts=spec.restarts, batch=spec.batch, seed=seed)
 
 
-def _search(spec, pool, topology, start: Candidate, seed: Sequence[int]) -> SearchResult:
-    """The strategy search on ``topology``: its chains in parallel on the pool's actors."""
-    return merge(pool.searches(_chain_jobs(spec, topology, start, seed))).search
+def _search(spec, topology, start: Candidate, seed: Sequence[int]) -> SearchResult:
+    """The strategy search on ``topology``: its chains side by side (module docstring)."""
+    return merge(run_chains(_chain_jobs(spec, topology, start, seed))).search
 
 
-def _alternate(spec: OptimizeSpec, pool) -> dict[str, Any]:
+def _alternate(spec: OptimizeSpec) -> dict[str, Any]:
     """The loop of the module docstring; returns the pieces of :class:`OptimizeResult`."""
     workload = spec.load_workload()
     given = initial_candidate(workload, spec.gpus, spec.initial_strategy)
@@ -365,8 +304,7 @@ def _alternate(spec: OptimizeSpec, pool) -> dict[str, Any]:
     cand = feasible_start(workload, spec.gpus, spec.hw,
                           gpus_per_server=spec.gpus_per_server, preferred=given.strategy)
     finder = topoopt_topology(spec, workload, cand)
-    pool.set_topology(finder.topology)
-    best_t = pool.evaluate([cand])[0]
+    best_t = _time(spec, workload, finder.topology, cand)
     initial_t = best_t if cand == given else math.inf
     if cand != given:
         # The default start prefers model parallelism to full recomputation and ZeRO-3;
@@ -376,22 +314,16 @@ def _alternate(spec: OptimizeSpec, pool) -> dict[str, Any]:
                                gpus_per_server=spec.gpus_per_server, passes=(False,))
         if other != cand:
             other_finder = topoopt_topology(spec, workload, other)
-            pool.set_topology(other_finder.topology)
-            other_t = pool.evaluate([other])[0]
+            other_t = _time(spec, workload, other_finder.topology, other)
             if other_t < best_t:
                 cand, finder, best_t = other, other_finder, other_t
-            else:
-                pool.set_topology(finder.topology)
     logs = []
     for r in range(spec.rounds):
         t0 = time.perf_counter()
-        found = _search(spec, pool, finder.topology, cand, (spec.seed, r))
+        found = _search(spec, finder.topology, cand, (spec.seed, r))
         new = topoopt_topology(spec, workload, found.best)
-        pool.set_topology(new.topology)
-        t_new = pool.evaluate([found.best])[0]
+        t_new = _time(spec, workload, new.topology, found.best)
         take = t_new < found.best_time_s
-        if not take:
-            pool.set_topology(finder.topology)
         before = best_t
         cand = found.best
         best_t = min(t_new, found.best_time_s)
@@ -467,23 +399,23 @@ def ocs_reconfig_baseline(spec: OptimizeSpec, workload: Workload, c: Candidate) 
                           f"{r.bandwidth_tax:.2f}")
 
 
-def _run(spec: OptimizeSpec, pool, workers: int) -> OptimizeResult:
+def _run(spec: OptimizeSpec, workers: int) -> OptimizeResult:
     from topologies.cost import topoopt_cost
 
     t0 = time.perf_counter()
     workload = spec.load_workload()
-    loop = _alternate(spec, pool)
+    loop = _alternate(spec)
     cost = topoopt_cost(spec.servers, spec.degree, spec.bandwidth_Bps)
     baselines: dict[str, BaselineResult] = {}
     fabrics = baseline_topologies(spec, cost.total_usd)
-    # Every chain of every baseline is one independent job for the actor pool.
+    # Every chain of every baseline is one independent job: they run side by side.
     names, jobs = [], []
     for i, (name, (topo, _, _)) in enumerate(fabrics.items()):
         if topo is not None:
             chains = _chain_jobs(spec, topo, loop["candidate"], (spec.seed, 1000 + i))
             names.append((name, len(chains)))
             jobs += chains
-    results, found = pool.searches(jobs), {}
+    results, found = run_chains(jobs), {}
     for name, k in names:
         found[name], results = merge(results[:k]).search, results[k:]
     for name, (topo, bcost, notes) in fabrics.items():
@@ -509,14 +441,11 @@ def _run(spec: OptimizeSpec, pool, workers: int) -> OptimizeResult:
                           workers=workers, seconds=time.perf_counter() - t0)
 
 
-class _Coordinator:
-    """Coordinator actor body: one per job; owns the evaluator pool and runs the loop."""
-
-    def __init__(self, spec: OptimizeSpec, workers: int) -> None:
-        self.spec, self.workers = spec, workers
-
-    def run(self) -> OptimizeResult:
-        return _run(self.spec, _RayPool(self.spec, self.workers), self.workers)
+def _run_on_ray(spec: OptimizeSpec, workers: int) -> OptimizeResult:
+    """The job as a Ray task: its chains run as up to ``workers - 1`` Ray tasks on the
+    idle CPUs too."""
+    with on_ray(workers - 1):
+        return _run(spec, workers)
 
 
 def optimize(spec: OptimizeSpec, *, workers: int = 1, ray_address: str | None = None
@@ -527,8 +456,10 @@ def optimize(spec: OptimizeSpec, *, workers: int = 1, ray_address: str | None = 
     ----------
     spec : OptimizeSpec
     workers : int, optional
-        Evaluator actors (>= 1), or 0 to run in this process without Ray.  The result is
-        the same for any value.
+        CPUs the job uses on Ray: its loop, and its chains on up to ``workers - 1``
+        more (the size of a local Ray; on a cluster joined with ``ray_address``, while
+        they are idle), or 0 to run in this process without Ray.  The result is the
+        same for any value.
     ray_address : str, optional
         Join this Ray cluster instead of starting a local one.
 
@@ -539,20 +470,20 @@ def optimize(spec: OptimizeSpec, *, workers: int = 1, ray_address: str | None = 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise invalid("workers", workers, "an integer >= 0 (0: no Ray)")
     if workers == 0:
-        return _run(spec, _LocalPool(spec), 0)
+        return _run(spec, 0)
     import ray
 
     from search.ray_session import ray_session, retry_lost_worker
 
     def job() -> OptimizeResult:
-        # A fresh coordinator per attempt; killing it takes its evaluator actors along.
-        coordinator = ray.remote(num_cpus=0)(_Coordinator).remote(spec, workers)
+        ref = ray.remote(num_cpus=1, max_retries=0)(_run_on_ray).remote(spec, workers)
         try:
-            return ray.get(coordinator.run.remote())
-        finally:
-            ray.kill(coordinator)
+            return ray.get(ref)
+        except BaseException:   # interrupted or failed: cancelling the job cancels its chains
+            ray.cancel(ref, force=True, recursive=True)
+            raise
 
-    with ray_session(ray_address, num_cpus=None):
+    with ray_session(ray_address, num_cpus=workers):
         # The loop is deterministic, so a lost worker (OOM, crash) is retried once
         # from the start, as sweeps retry a lost trial (docs/architecture.md section 7).
         return retry_lost_worker(job, what="optimize")

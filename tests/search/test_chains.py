@@ -34,8 +34,20 @@ def test_chains_on_ray_workers_give_the_choices_of_one_process(ray_shared):
     with on_ray():       # four chains (two workloads x two restarts) as Ray tasks
         spread = _choices(from_spec(SPEC), hw)
         warm = _choices(from_spec(SPEC), hw)   # the workers' caches are warm now
-    assert spread == here and warm == here
+    with on_ray(tasks=1):  # at most one task: the chains in two groups of two
+        capped = _choices(from_spec(SPEC), hw)
+    assert spread == here and warm == here and capped == here
     assert all(c[6] for c in here)       # best decisions reported with each choice
+
+
+def test_on_ray_with_no_tasks_runs_every_chain_here(ray_shared, monkeypatch):
+    import search.strategy.chains as chains
+
+    hw = get_hardware("A100-80")
+    here = _choices(from_spec(SPEC), hw)
+    monkeypatch.setattr(chains, "_chains_task", lambda: pytest.fail("a chain was shipped"))
+    with on_ray(tasks=0):
+        assert _choices(from_spec(SPEC), hw) == here
 
 
 def test_merge_takes_the_best_chain_first_on_ties_and_adds_the_work():
