@@ -10,7 +10,7 @@ applies nccl-tests' factors (``doc/PERFORMANCE.md`` of nccl-tests: allreduce
 
 from __future__ import annotations
 
-from codesign.errors import invalid
+from codesign.specs import check_choice
 
 __all__ = ["KINDS", "REDUCING_KINDS", "ROOTED_KINDS", "RING_KINDS", "busbw_factor",
            "ring_bytes_per_member"]
@@ -28,8 +28,7 @@ RING_KINDS = ("allreduce", "reducescatter", "allgather")
 
 def busbw_factor(kind: str, n: int) -> float:
     """nccl-tests' bus-bandwidth factor: busbw = algbw * factor (module docstring)."""
-    if kind not in KINDS:
-        raise invalid("collective", kind, f"one of {', '.join(KINDS)}")
+    check_choice("collective", kind, KINDS)
     if n < 2:
         return 1.0
     if kind == "allreduce":
@@ -51,8 +50,7 @@ def ring_bytes_per_member(kind: str, size: float, n: int) -> float:
     >>> ring_bytes_per_member("allreduce", 8.0, 4)
     12.0
     """
-    if kind not in RING_KINDS:
-        raise invalid("ring collective kind", kind, f"one of {', '.join(RING_KINDS)}")
+    check_choice("ring collective kind", kind, RING_KINDS)
     if n <= 1:
         return 0.0
     return busbw_factor(kind, n) * size

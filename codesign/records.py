@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codesign.errors import InvalidSpecError, invalid
+from codesign.specs import check_choice
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     import pandas as pd
@@ -297,8 +298,7 @@ class RecordWriter:
             for key in _REQUIRED:
                 if row.get(key) is None:
                     raise invalid(f"record #{i} {key}", row.get(key), "a value (required column)")
-            if row["status"] not in STATUSES:
-                raise invalid(f"record #{i} status", row["status"], f"one of {', '.join(STATUSES)}")
+            check_choice(f"record #{i} status", row["status"], STATUSES)
         arrays = []
         for f in self.schema:
             values = [row.get(f.name) for row in rows]

@@ -17,7 +17,7 @@ from codesign.errors import InvalidSpecError, invalid
 from codesign.files import load_yaml_file as load_yaml  # noqa: F401 - the spec files' reader
 
 __all__ = ["load_yaml", "check_keys", "get_int", "get_str", "get_bool",
-           "check_int", "check_number"]
+           "check_int", "check_number", "check_choice"]
 
 T = TypeVar("T")
 
@@ -148,6 +148,29 @@ def check_int(field: str, value: Any, minimum: int | None = None,
             rule = f"an integer >= {minimum}" if minimum is not None else "an integer"
         raise invalid(field, value, rule)
     return int(value)
+
+
+def check_choice(field: str, value: Any, choices: Iterable[Any], note: str = "") -> Any:
+    """``value`` if it is one of ``choices`` (the keys of a mapping), else
+    ``invalid <field> <value>: expected one of <choices>[ <note>]``.
+
+    Examples
+    --------
+    >>> check_choice("sampler", "tpe", ("tpe", "random"))
+    'tpe'
+    >>> check_choice("sampler", "grid", ("tpe", "random"))
+    Traceback (most recent call last):
+    ...
+    codesign.errors.InvalidSpecError: invalid sampler 'grid': expected one of tpe, random
+    """
+    try:
+        ok = value in choices
+    except TypeError:   # an unhashable value (a YAML list or mapping) is none of them
+        ok = False
+    if not ok:
+        raise invalid(field, value, f"one of {', '.join(map(str, choices))}"
+                      + (f" {note}" if note else ""))
+    return value
 
 
 def check_number(field: str, value: Any, *, minimum: float = 0.0, inclusive: bool = False,

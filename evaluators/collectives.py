@@ -35,6 +35,7 @@ import numpy as np
 
 from codesign.collective_kinds import KINDS, REDUCING_KINDS, ROOTED_KINDS, busbw_factor
 from codesign.errors import invalid
+from codesign.specs import check_choice
 
 __all__ = ["KINDS", "REDUCING_KINDS", "ROOTED_KINDS", "Collective", "busbw_factor"]
 
@@ -72,8 +73,7 @@ class Collective:
     _pos: dict = field(init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise invalid("collective", self.kind, f"one of {', '.join(KINDS)}")
+        check_choice("collective", self.kind, KINDS)
         npus = tuple(int(x) for x in self.npus)
         if len(npus) < 2:
             raise invalid("collective participants", list(npus), "at least 2 NPUs")

@@ -80,7 +80,7 @@ from xml.etree import ElementTree as ET
 import numpy as np
 
 from codesign.errors import InvalidSpecError, invalid
-from codesign.specs import check_keys
+from codesign.specs import check_choice, check_keys
 from evaluators.collectives import Collective
 from evaluators.schedule import REDUCE, Schedule
 
@@ -229,8 +229,7 @@ def schedule_from_dict(data: Mapping[str, Any]) -> Schedule:
     if not isinstance(metadata, Mapping):
         raise invalid("schedule metadata", type(metadata).__name__, "a JSON object")
     model = metadata.get("link_model", "exclusive")
-    if model not in LINK_MODELS:
-        raise invalid("schedule metadata link_model", model, f"one of {', '.join(LINK_MODELS)}")
+    check_choice("schedule metadata link_model", model, LINK_MODELS)
     n = len(arrays["chunk"])
     for name in ("src", "dst", "op", "start", "end"):
         if len(arrays[name]) != n:

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import InfeasibleError, invalid
+from codesign.specs import check_choice
 from codesign.workloads import demand_for, get_hardware, get_workload
 from topologies.cost import topology_cost, topoopt_cost
 from topologies.registry import from_spec
@@ -133,8 +134,7 @@ def shared_cluster(fabric_spec: FabricSpec, *, servers: int = 432, degree: int =
     from evaluators import iteration
 
     for fab in fabrics:
-        if fab not in SHARED_FABRICS:
-            raise invalid("shared cluster fabric", fab, f"one of {', '.join(SHARED_FABRICS)}")
+        check_choice("shared cluster fabric", fab, SHARED_FABRICS)
     for k in jobs:
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k * job_servers <= servers:
             raise invalid("shared cluster jobs", k,

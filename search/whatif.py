@@ -69,6 +69,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codesign.errors import InfeasibleError, invalid
+from codesign.specs import check_choice
 from evaluators.shared_cluster import SharedClusterRow, format_shared_cluster
 from search.budget import best_per_budget
 from search.per_fabric import SearchBudget
@@ -123,8 +124,7 @@ def parse_mix(text: str) -> tuple[WorkloadItem, ...]:
     items = []
     for part in text.split(","):
         name, _, weight = part.strip().partition(":")
-        if name not in names:
-            raise invalid("workload", name, f"one of {', '.join(names)}")
+        check_choice("workload", name, names)
         try:
             w = float(weight) if weight else 1.0
         except ValueError:
@@ -321,8 +321,7 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         check_catalog(catalog, "whatif catalog")
     budgets = parse_budgets(list(budgets))
     mix = parse_mix(workloads) if isinstance(workloads, str) else tuple(workloads)
-    if objective not in WHATIF_OBJECTIVES:
-        raise invalid("whatif objective", objective, f"one of {', '.join(WHATIF_OBJECTIVES)}")
+    check_choice("whatif objective", objective, WHATIF_OBJECTIVES)
     if goal is not None and len(mix) != 1:
         raise invalid("training goal with a workload mix", len(mix),
                       "one workload (days to train are per model)")

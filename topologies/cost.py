@@ -92,7 +92,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import invalid
-from codesign.specs import check_int, check_keys, get_int, load_yaml
+from codesign.specs import check_choice, check_int, check_keys, get_int, load_yaml
 from codesign.units import format_bandwidth, parse_bandwidth, parse_money
 
 __all__ = [
@@ -256,8 +256,7 @@ class Catalog:
         >>> load_catalog().price("switch_port", 12.5e9)   # 100 Gbps
         187.0
         """
-        if component not in COMPONENTS:
-            raise invalid("component", component, f"one of {', '.join(COMPONENTS)}")
+        check_choice("component", component, COMPONENTS)
         row, _ = self.resolve(link_rate_Bps)
         if component == "fibre":
             return self.fibre_usd
@@ -478,12 +477,6 @@ def _catalog(catalog: Catalog | None) -> Catalog:
     return catalog
 
 
-def _choice(value: str, field_: str, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        raise invalid(field_, value, f"one of {', '.join(choices)}")
-    return value
-
-
 # ---------------------------------------------------------------------- fabric costs
 def _kary_hosts(servers: int, tiers: int) -> int:
     """Hosts of the smallest k-ary fat-tree with ``tiers`` tiers and >= ``servers`` hosts."""
@@ -544,7 +537,7 @@ def fattree_cost(servers: int, link_rate_Bps: float, *, catalog: Catalog | None 
     d = check_int("fattree degree", degree, 1)
     levels = check_int("fattree tiers", tiers, 1)
     o = _positive(oversub, "fattree oversub")
-    _choice(sizing, "fattree sizing", SIZINGS)
+    check_choice("fattree sizing", sizing, SIZINGS)
     row, lanes = cat.resolve(d * _positive(link_rate_Bps, "fattree link rate (bytes/s)"))
     fabric_hosts = n if sizing == "per_port" else _kary_hosts(n, levels)
     inter = 0
@@ -636,7 +629,7 @@ def topoopt_cost(servers: int, degree: int, link_rate_Bps: float, *,
     cat = _catalog(catalog)
     n = check_int("topoopt servers", servers, 1)
     d = check_int("topoopt degree", degree, 1)
-    tech = _choice(technology, "topoopt technology", TECHNOLOGIES)
+    tech = check_choice("topoopt technology", technology, TECHNOLOGIES)
     if not isinstance(lookahead, bool):
         raise invalid("topoopt lookahead", lookahead, "True or False")
     row, lanes = cat.resolve(_positive(link_rate_Bps, "topoopt link rate (bytes/s)"))
@@ -951,6 +944,6 @@ def topology_cost(topology, *, catalog: Catalog | None = None,
         return CostBreakdown(c.total_usd, c.items, c.counts, c.fabric, (note,))
     if family in _OPTICAL_DIRECT_FAMILIES:
         tech = params.get("technology", "patch_panel")
-        _choice(tech, f"{family} technology", TECHNOLOGIES)
+        check_choice(f"{family} technology", tech, TECHNOLOGIES)
         return _graph_cost(topology, cat, optical=tech, intra_server=intra_server)
     return _graph_cost(topology, cat, optical=None, intra_server=intra_server)

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import InvalidSpecError, invalid
+from codesign.specs import check_choice
 
 __all__ = ["Dimension", "Topology", "EXACT_BISECTION_MAX_NPUS", "kl_bisections"]
 
@@ -65,8 +66,7 @@ class Dimension:
     links: int = 1
 
     def __post_init__(self) -> None:
-        if self.kind not in DIMENSION_KINDS:
-            raise invalid("dimension kind", self.kind, f"one of {', '.join(DIMENSION_KINDS)}")
+        check_choice("dimension kind", self.kind, DIMENSION_KINDS)
         if isinstance(self.size, bool) or not isinstance(self.size, (int, np.integer)) or self.size < 1:
             raise invalid("dimension size", self.size, "an integer >= 1")
         if not np.isfinite(self.bandwidth_Bps) or self.bandwidth_Bps <= 0:

@@ -84,6 +84,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from codesign.errors import InfeasibleError, invalid
+from codesign.specs import check_choice
 
 __all__ = ["ROUTING_METHODS", "PAIR_PATH_METHODS", "all_pairs", "route", "predecessor_walk",
            "shortest_paths", "ecmp_hashed_paths", "pair_paths", "path_counts",
@@ -727,8 +728,7 @@ def clos_paths(topology, src, dst, *, method: str = "dmodk", seed: int = 0
     InvalidSpecError
         Unknown method, bad ids, or not a Clos topology.
     """
-    if method not in ROUTING_METHODS:
-        raise invalid("routing method", method, f"one of {', '.join(ROUTING_METHODS)}")
+    check_choice("routing method", method, ROUTING_METHODS)
     src, dst = _check_pairs(topology, src, dst, npus_only=True)
     cs = clos_structure(topology)
     k = src.size

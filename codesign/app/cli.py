@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import CodesignError, InfeasibleError, InvalidSpecError, invalid
+from codesign.specs import check_choice
 from codesign.files import check_output_path, write_text_atomic
 from codesign.units import parse_bandwidth, parse_size
 
@@ -348,8 +349,7 @@ def _cmd_bound(args: argparse.Namespace) -> int:
 
         allowed = ("decomposition", "switch_model", "steps", "shares", "secondary")
         for key in options:
-            if key not in allowed:
-                raise invalid("--option", key, f"one of {', '.join(allowed)} for --method mcf")
+            check_choice("--option", key, allowed, "for --method mcf")
         options.setdefault("secondary", False)
         check_mcf(topo, coll, decomposition=str(options.get("decomposition", "none")))
         r = fluid_optimum(topo, coll, **options)

@@ -42,8 +42,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from codesign.errors import invalid
-from codesign.specs import check_number
+from codesign.specs import check_choice, check_number
 from codesign.workloads.efficiency import (PROFILE_FORMATS, flash_attention_time,
                                           gemm_backward_shapes, gemm_time)
 from codesign.workloads.hardware import Hardware, get_hardware
@@ -113,8 +112,7 @@ def resolve_precision(workload: Workload, hardware: Hardware | str,
         p = "fp32"
     if p == "bf16" and "bf16" not in peaks and "fp16" in peaks:
         return "bf16"
-    if p not in peaks:
-        raise invalid("precision", p, f"one of {', '.join(peaks)} on {hw.name}")
+    check_choice("precision", p, peaks, f"on {hw.name}")
     return p
 
 

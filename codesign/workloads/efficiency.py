@@ -104,7 +104,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
-from codesign.specs import check_int, check_number
+from codesign.specs import check_choice, check_int, check_number
 
 __all__ = ["ComputeProfile", "FIT_PARAMETERS", "profile_from_dict", "gemm_time",
            "gemm_backward_shapes", "flash_attention_time", "PROFILE_FORMATS",
@@ -174,8 +174,7 @@ class ComputeProfile:
     def with_parameters(self, **values: float) -> ComputeProfile:
         """A copy with some of :data:`FIT_PARAMETERS` replaced."""
         for k in values:
-            if k not in FIT_PARAMETERS:
-                raise invalid("compute parameter", k, f"one of {', '.join(FIT_PARAMETERS)}")
+            check_choice("compute parameter", k, FIT_PARAMETERS)
         return replace(self, **{k: float(v) for k, v in values.items()})
 
     def to_dict(self) -> dict[str, Any]:
@@ -197,8 +196,7 @@ def profile_from_dict(spec: Any, *, where: str = "compute") -> ComputeProfile:
     if not isinstance(spec, Mapping):
         raise invalid(where, spec, "a mapping with sms, gemm_efficiency, ...")
     for key in spec:
-        if key not in _PROFILE_KEYS:
-            raise invalid(f"{where} key", key, f"one of {', '.join(_PROFILE_KEYS)}")
+        check_choice(f"{where} key", key, _PROFILE_KEYS)
     if "sms" not in spec:
         raise invalid(f"{where} sms", None, "the GPU's number of SMs (required)")
     try:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import invalid
-from codesign.specs import check_keys, get_int, get_str, load_yaml
+from codesign.specs import check_choice, check_keys, get_int, get_str, load_yaml
 from codesign.units import parse_bandwidth, parse_size
 from codesign.workloads.efficiency import ComputeProfile, profile_from_dict
 
@@ -174,8 +174,7 @@ def catalog_from_dict(spec: Any, *, source: str = "",
             raise invalid(f"{gw} peak_flops", peaks, "a mapping such as {fp16: 312TFLOP/s}")
         peak = []
         for dtype, rate in peaks.items():
-            if dtype not in DTYPES:
-                raise invalid(f"{gw} peak_flops key", dtype, f"one of {', '.join(DTYPES)}")
+            check_choice(f"{gw} peak_flops key", dtype, DTYPES)
             peak.append((dtype, parse_flops(rate, field=f"{gw} peak_flops.{dtype}")))
         texts = {k: get_str(g, k, "", where=gw) for k in ("description", "source", "fabric")}
         nic = g.get("nic_bandwidth")

@@ -61,7 +61,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
-from codesign.specs import check_int, check_number
+from codesign.specs import check_choice, check_int, check_number
 
 __all__ = ["KINDS", "Layer", "Workload", "MemorySummary"]
 
@@ -234,8 +234,7 @@ class Layer:
         where = f"layer {self.name!r}"
         if not isinstance(self.name, str) or not self.name:
             raise invalid("layer name", self.name, "a non-empty string")
-        if self.kind not in KINDS:
-            raise invalid(f"{where} kind", self.kind, f"one of {', '.join(KINDS)}")
+        check_choice(f"{where} kind", self.kind, KINDS)
         for name in ("params", "table_rows", "table_dim", "lookups", "experts", "top_k",
                      "expert_params"):
             object.__setattr__(self, name, _nonneg_int(f"{where} {name}", getattr(self, name)))

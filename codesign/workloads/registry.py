@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
-from codesign.specs import check_keys, get_str, load_yaml
+from codesign.specs import check_choice, check_keys, get_str, load_yaml
 from codesign.workloads.model import Layer, Workload
 from codesign.workloads.params import Param, coerce
 from codesign.workloads.recommendation import (
@@ -104,8 +104,7 @@ def _zoo() -> tuple[dict[str, Any], dict[str, str]]:
         where = f"models.yaml entry {name!r}"
         check_keys(entry, allowed=_ENTRY_KEYS, required=("builder", "configs",
                                                          "default_config"), where=where)
-        if entry["builder"] not in BUILDERS:
-            raise invalid(f"{where} builder", entry["builder"], f"one of {', '.join(BUILDERS)}")
+        check_choice(f"{where} builder", entry["builder"], BUILDERS)
         if entry["default_config"] not in entry["configs"]:
             raise invalid(f"{where} default_config", entry["default_config"],
                           f"one of {', '.join(entry['configs'])}")
@@ -126,8 +125,7 @@ def workload_configs(name: str) -> list[str]:
 
 def _entry(name: str) -> Mapping[str, Any]:
     models, _ = _zoo()
-    if not isinstance(name, str) or name not in models:
-        raise invalid("workload", name, f"one of {', '.join(models)} (or a model YAML file)")
+    check_choice("workload", name, models, "(or a model YAML file)")
     return models[name]
 
 
@@ -208,8 +206,7 @@ def build_workload(name: str, builder: str, params: Mapping[str, Any],
     ``settings`` holds ``batch_size`` or ``batch_per_gpu`` x ``reference_gpus``, and
     ``optimizer_bytes_per_param`` (default 12, Adam in mixed precision).
     """
-    if builder not in BUILDERS:
-        raise invalid("builder", builder, f"one of {', '.join(BUILDERS)}")
+    check_choice("builder", builder, BUILDERS)
     spec = BUILDERS[builder]
     where = f"workload {name!r}"
     values = coerce(spec.params, params, where=f"{where} params")
@@ -284,8 +281,7 @@ def workload_from_dict(spec: Any, *, source: str = "") -> Workload:
     if form == "builder":
         if "config" in spec:
             raise invalid(f"{where} config", spec["config"], "only with base")
-        if not isinstance(spec["builder"], str) or spec["builder"] not in BUILDERS:
-            raise invalid(f"{where} builder", spec["builder"], f"one of {', '.join(BUILDERS)}")
+        check_choice(f"{where} builder", spec["builder"], BUILDERS)
         return build_workload(name, spec["builder"], params, settings,
                               description=text["description"], source=text["source"] or source)
     if form == "base":

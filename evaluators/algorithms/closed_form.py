@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import invalid
+from codesign.specs import check_choice
 from evaluators.registry import ClosedForm, closed_forms
 
 __all__ = ["closed_form_time", "hierarchical_terms", "RING", "BIDIR_RING", "DIRECT", "RHD",
@@ -366,8 +367,7 @@ def closed_form_time(name: str, kind: str, n: int, size_bytes: float, bandwidth_
     if entry is None:
         raise invalid("closed-form algorithm", name, f"one of {', '.join(forms)}")
     fn, kinds, extra = entry.fn, entry.kinds, entry.params
-    if kind not in kinds:
-        raise invalid(f"collective for the {name} closed form", kind, f"one of {', '.join(kinds)}")
+    check_choice(f"collective for the {name} closed form", kind, kinds)
     allowed = ("chunks",) + extra
     for key in params:
         if key not in allowed:

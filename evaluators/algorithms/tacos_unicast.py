@@ -93,6 +93,7 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import dijkstra
 
 from codesign.errors import InfeasibleError, invalid
+from codesign.specs import check_choice
 from evaluators.algorithms.unwind import LogicalLinks
 from evaluators.collectives import Collective
 from evaluators.schedule import COPY
@@ -306,8 +307,7 @@ def unicast_match(links: LogicalLinks, n_nodes: int, sources, dests, chunk_bytes
     chunk_bytes = float(chunk_bytes)
     if not np.isfinite(chunk_bytes) or chunk_bytes <= 0:
         raise invalid("chunk bytes", chunk_bytes, "a finite number of bytes > 0")
-    if order not in ORDERS:
-        raise invalid("unicast order", order, f"one of {', '.join(ORDERS)}")
+    check_choice("unicast order", order, ORDERS)
     moving = np.flatnonzero(src != dst)
     if moving.size == 0:
         return (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), np.zeros(0))
@@ -359,9 +359,7 @@ def tacos_unicast_match(topology, collective: Collective, links: LogicalLinks,
     InfeasibleError
         If some chunk cannot reach its destination.
     """
-    if collective.kind not in UNICAST_KINDS:
-        raise invalid("collective for tacos unicast matching", collective.kind,
-                      f"one of {', '.join(UNICAST_KINDS)}")
+    check_choice("collective for tacos unicast matching", collective.kind, UNICAST_KINDS)
     src, dst = _endpoints(collective)
     if collective.kind != "gather":
         return unicast_match(links, topology.n_nodes, src, dst, collective.chunk_bytes, rng)

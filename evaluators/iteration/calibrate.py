@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import invalid
+from codesign.specs import check_choice
 from codesign.workloads.efficiency import FIT_PARAMETERS
 from evaluators.iteration.runs import Run, predict_run
 
@@ -186,8 +187,7 @@ def calibrate(runs: Sequence[Run], hardware, *, parameters: Sequence[str] = FIT_
                       "(add a compute: mapping with its sms to the hardware file)")
     names = list(parameters)
     for n in names:
-        if n not in FIT_PARAMETERS:
-            raise invalid("calibrate parameter", n, f"one of {', '.join(FIT_PARAMETERS)}")
+        check_choice("calibrate parameter", n, FIT_PARAMETERS)
     if isinstance(prior_weight, bool) or not isinstance(prior_weight, (int, float)) \
             or not prior_weight >= 0:
         raise invalid("prior_weight", prior_weight, "a number >= 0")

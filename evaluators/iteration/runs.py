@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
+from codesign.specs import check_choice
 
 __all__ = ["Run", "load_runs", "published_flops", "FLOPS_FORMULAS", "MEASURED", "EVALUATE_KEYS",
            "predict_run", "default_system", "memory_fits"]
@@ -186,8 +187,7 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
             raise invalid(f"{where} strategy", r["strategy"],
                           f"dp x tp x pp x cp = gpus ({gpus}), not {strategy.gpus}")
         measured = (r.get("measured") or "").strip()
-        if measured not in MEASURED:
-            raise invalid(f"{where} measured", measured, f"one of {', '.join(MEASURED)}")
+        check_choice(f"{where} measured", measured, MEASURED)
         try:
             value = float(r["value"])
             if not math.isfinite(value) or value <= 0:
@@ -214,8 +214,7 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
         system = (r.get("system") or "").strip() or default_system(hw, gpus)
         ev = _options(r.get("evaluate") or "", where)
         for key, val in ev.items():
-            if key not in EVALUATE_KEYS:
-                raise invalid(f"{where} evaluate", key, f"one of {', '.join(EVALUATE_KEYS)}")
+            check_choice(f"{where} evaluate", key, EVALUATE_KEYS)
             if key in EVALUATE_KEYS[:3] and not isinstance(val, bool):
                 raise invalid(f"{where} evaluate {key}", val, "true or false")
             if key not in EVALUATE_KEYS[:3] and not isinstance(val, str):

@@ -56,6 +56,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from codesign.errors import InfeasibleError, invalid
+from codesign.specs import check_choice
 from evaluators.collectives import Collective
 from evaluators.mcf.allreduce import allreduce_phases
 from evaluators.mcf.dantzig_wolfe import DECOMPOSITIONS
@@ -291,8 +292,7 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
         switch_model = "3.14" if decomposition == "none" else "3.13"
     opts = _validate(topology, collective, steps, secondary, switch_model, memory_nodes,
                      link_groups, link_costs, shares, max_steps, patience, max_rounds, method)
-    if decomposition not in DECOMPOSITIONS:
-        raise invalid("decomposition", decomposition, f"one of {', '.join(DECOMPOSITIONS)}")
+    check_choice("decomposition", decomposition, DECOMPOSITIONS)
     memory, costs, groups = opts
     n, P, M = topology.n_nodes, np.array(collective.npus, dtype=np.int64), collective.size_bytes
     N = P.size
@@ -470,12 +470,10 @@ def _validate(topology, collective, steps, secondary, switch_model, memory_nodes
         raise invalid("max_rounds", max_rounds, "an integer >= 0")
     if not isinstance(secondary, bool):
         raise invalid("secondary", secondary, "True or False")
-    if switch_model not in SWITCH_MODELS_API:
-        raise invalid("switch_model", switch_model, f"one of {', '.join(SWITCH_MODELS_API)}")
+    check_choice("switch_model", switch_model, SWITCH_MODELS_API)
     if shares not in ("free", "equal"):
         raise invalid("shares", shares, "'free' or 'equal'")
-    if method not in METHODS:
-        raise invalid("method", method, f"one of {', '.join(METHODS)}")
+    check_choice("method", method, METHODS)
     n = topology.n_nodes
     memory = np.zeros(n, dtype=bool)
     attr = topology.node_attrs.get("memory")

@@ -83,6 +83,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from codesign.errors import InfeasibleError, invalid
+from codesign.specs import check_choice
 from evaluators.collectives import KINDS, REDUCING_KINDS, Collective
 from evaluators.mcf.chunking import (EPS_TOL, ChunkPlan, Herding, replays_lower_bound,
                                      stride_sequence, window_timing)
@@ -1018,8 +1019,7 @@ def synthesize_mcf(topology, collective: Collective, *, epsilon: float = 0.1,
     """
     from evaluators.mcf.api import fluid_optimum
 
-    if decomposition not in DECOMPOSITIONS:
-        raise invalid("decomposition", decomposition, f"one of {', '.join(DECOMPOSITIONS)}")
+    check_choice("decomposition", decomposition, DECOMPOSITIONS)
     result = fluid_optimum(topology, collective, steps=steps, switch_model=switch_model,
                            decomposition=decomposition)
     return discretize(result, topology, collective, epsilon=epsilon,

@@ -61,7 +61,7 @@ from typing import NamedTuple
 import numpy as np
 
 from codesign.errors import invalid
-from codesign.specs import check_int, check_number
+from codesign.specs import check_choice, check_int, check_number
 from evaluators.rank_cost import (
     canonical_algorithm, check_cost_matrix, check_order, cost_function, ring_cost)
 
@@ -660,8 +660,7 @@ def reorder(matrix: object, algorithm: str, *, seed: int = 0, time_limit_s: floa
     name = canonical_algorithm(algorithm)
     check_int("seed", seed)
     check_number("time_limit_s", time_limit_s)
-    if solver not in SOLVERS:
-        raise invalid("solver", solver, "one of " + ", ".join(SOLVERS))
+    check_choice("solver", solver, SOLVERS)
     if solver_effort is not None:
         check_number("solver_effort", solver_effort)
     n = c.shape[0]

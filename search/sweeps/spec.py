@@ -65,7 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import invalid
-from codesign.specs import check_int, check_keys, load_yaml
+from codesign.specs import check_choice, check_int, check_keys, load_yaml
 from codesign.units import parse_money
 from search.per_fabric import SearchBudget
 
@@ -131,8 +131,7 @@ def _names(value: Any, where: str, allowed: tuple[str, ...] | None = None) -> tu
         raise invalid(where, value, "distinct names")
     if allowed is not None:
         for x in items:
-            if x not in allowed:
-                raise invalid(where, x, f"one of {', '.join(allowed)}")
+            check_choice(where, x, allowed)
     return tuple(items)
 
 
@@ -302,14 +301,12 @@ def _workloads(value: Any) -> tuple[WorkloadItem, ...]:
             raw = {"name": raw}
         check_keys(raw, allowed=_WORKLOAD_KEYS, required=("name",), where=where)
         name = raw["name"]
-        if not isinstance(name, str) or name not in names:
-            raise invalid(f"{where} name", name, f"one of {', '.join(names)}")
+        check_choice(f"{where} name", name, names)
         weight = _number(raw.get("weight", 1.0), f"{where} weight")
         config = raw.get("config")
         if config is not None:
             configs = workload_configs(name)
-            if not isinstance(config, str) or config not in configs:
-                raise invalid(f"{where} config", config, f"one of {', '.join(configs)}")
+            check_choice(f"{where} config", config, configs)
         strategy = raw.get("strategy")
         if strategy is not None:
             from codesign.workloads import parse_strategy
@@ -452,8 +449,7 @@ def parse_sweep_spec(spec: Any, *, where: str = "sweep spec") -> SweepSpec:
         space = dataclasses.replace(space, degrees=kept)
     default_sampler = "nsga2" if len(objectives) > 1 else "tpe"
     sampler = spec.get("sampler", default_sampler)
-    if not isinstance(sampler, str) or sampler not in SAMPLERS:
-        raise invalid("sweep sampler", sampler, f"one of {', '.join(SAMPLERS)}")
+    check_choice("sweep sampler", sampler, SAMPLERS)
     population = check_int("sweep population_size", spec.get("population_size", 8), 2, 100000)
     trials = check_int("sweep trials", spec.get("trials", 24), 1, 10_000_000)
     in_flight = check_int("sweep max_in_flight", spec.get("max_in_flight", 2), 1, 100000)

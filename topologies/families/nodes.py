@@ -62,7 +62,7 @@ from __future__ import annotations
 import numpy as np
 
 from codesign.errors import invalid
-from codesign.specs import check_int
+from codesign.specs import check_choice, check_int
 from codesign.units import parse_bandwidth, parse_time
 from topologies.builder import LinkBuilder
 from topologies.families.clos import MAX_NODES, check_link, spec_name
@@ -208,8 +208,7 @@ def _rail_nodes(nodes: int, nvlink_bandwidth: float, nic_bandwidth: float, laten
                 nic_latency: float | None, family: str, name: str, links: str = "nvlink",
                 pcie_bandwidth: float = A100_PCIE_BW) -> Topology:
     nodes = check_int(f"{family} nodes", nodes, 1)
-    if links not in LINK_SETS:
-        raise invalid(f"{family} links", links, f"one of {', '.join(LINK_SETS)}")
+    check_choice(f"{family} links", links, LINK_SETS)
     nv_bw, nv_lat = check_link(nvlink_bandwidth, latency, f"{family} nvlink")
     nic_bw, nic_lat = check_link(nic_bandwidth, latency if nic_latency is None else nic_latency,
                                   f"{family} nic")

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from codesign.errors import invalid
+from codesign.specs import check_choice
 
 __all__ = ["DISCOUNTS", "discount_function", "mp_matching", "BLOSSOM_MAX_EDGES",
            "BLOSSOM_MAX_NODES", "HOT_TOP_K"]
@@ -50,8 +50,7 @@ def discount_function(discount) -> Callable[[np.ndarray], np.ndarray]:
     """The multiplier function for a discount name or callable ``f(links) -> factor``."""
     if callable(discount):
         return lambda links: np.asarray(discount(links), dtype=np.float64)
-    if discount not in DISCOUNTS:
-        raise invalid("discount", discount, f"one of {', '.join(DISCOUNTS)} or a callable")
+    check_choice("discount", discount, DISCOUNTS, "or a callable")
     return DISCOUNTS[discount]
 
 
