@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from codesign.errors import InvalidSpecError
-from codesign.specs import check_keys, get_bool, get_int, get_str, load_yaml
+from codesign.specs import check_choice, check_keys, get_bool, get_int, get_str, load_yaml
 
 
 def test_unknown_key_is_named_with_the_allowed_ones():
@@ -58,3 +58,20 @@ def test_check_keys_accepts_exactly_the_allowed_keys(spec):
     else:
         with pytest.raises(InvalidSpecError, match="unknown key"):
             check_keys(spec, allowed=allowed)
+
+
+_ANY = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=6)
+
+
+@given(_ANY | st.sampled_from(["tpe", "random"]))
+def test_check_choice_returns_a_choice_or_names_field_value_and_choices(value):
+    if isinstance(value, str) and value in ("tpe", "random"):
+        assert check_choice("sweep sampler", value, ("tpe", "random")) == value
+        return
+    with pytest.raises(InvalidSpecError) as err:
+        check_choice("sweep sampler", value, {"tpe": 1, "random": 2}, "(see --help)")
+    text = str(err.value)
+    assert "\n" not in text and text.startswith("invalid sweep sampler ")
+    assert text.endswith("expected one of tpe, random (see --help)")
