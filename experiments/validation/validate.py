@@ -50,6 +50,11 @@ SOURCE_NOTES = {
                          "checkpointing (125m-13b) are predicted within 2.1 % (3 % held out), "
                          "the checkpointed 30b/70b ones (HFU 65-74 % in the source) 6-14 % "
                          "slow",
+    "llama3": "interleaved schedule with 8 virtual stages per GPU (one layer per model chunk, "
+              "Sec. 3.3.2; see runs.csv notes); the 128k row depends on the FLOP count the "
+              "paper does not state: Megatron's formula counts the full s x s attention, "
+              "which is 57 % of this row's FLOPs -- with causal halving its iteration "
+              "time would be 0.71 x the one entered",
     "korthikanti22": "pipeline schedule not published; plain 1F1B assumed (with the "
                      "interleaved schedule the same group used in SC'21, 2-3 virtual "
                      "stages, the 175B-1T errors would be +7..+9 % instead of +11..+14 %)",
