@@ -55,9 +55,11 @@ SOURCE_NOTES = {
               "paper does not state: Megatron's formula counts the full s x s attention, "
               "which is 57 % of this row's FLOPs -- with causal halving its iteration "
               "time would be 0.71 x the one entered",
-    "korthikanti22": "pipeline schedule not published; plain 1F1B assumed (with the "
-                     "interleaved schedule the same group used in SC'21, 2-3 virtual "
-                     "stages, the 175B-1T errors would be +7..+9 % instead of +11..+14 %)",
+    "korthikanti22": "same group, cluster and models as megatron-sc21, a year later: its 1T "
+                     "run with full recomputation (TP 8 x PP 64, 512 micro-batches per "
+                     "pipeline, no data parallelism) took 94.42 s, SC'21's identical "
+                     "pipeline (with 6-way data parallelism) 102.63 s -- newer software, "
+                     "not hardware, which one GEMM efficiency per GPU cannot express",
 }
 #: Literature priors (codesign/workloads/data/compute_profiles.yaml, header comments):
 #: cuBLAS GEMM sweeps, FlashAttention-2 (Dao 2023), STREAM-like HBM copies.
