@@ -404,7 +404,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                placement: Placement | None = None, *,
                bucket_bytes: float = DEFAULT_BUCKET_BYTES,
                efficiency: float | None = None, index_bytes: int = 8,
-               check: bool = True, tp_comm_overlap: bool = False) -> Demand:
+               check: bool = True, tp_comm_overlap: bool | str = False) -> Demand:
     """The demand of one training iteration of ``workload`` under ``strategy``.
 
     Parameters
@@ -428,11 +428,18 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         Bytes per embedding index sent to a table's owner (int64: 8).
     check : bool, optional
         Raise :class:`~codesign.errors.InfeasibleError` when memory does not fit.
-    tp_comm_overlap : bool, optional
+    tp_comm_overlap : bool or "backward", optional
         Tensor-parallel collectives run under the GEMMs of their layer (Megatron-LM's
         ``--tp-comm-overlap``, Transformer Engine userbuffers, Wang et al. ASPLOS'23):
         each TP collective of a layer's pass gets ``hidden_s`` = that pass's compute time
         over the number of its TP collectives, so only the excess is exposed.
+        ``"backward"``: only the backward pass's collectives, under the layer's
+        weight-gradient GEMMs (half of its backward time): Megatron-LM's asynchronous
+        tensor-parallel all-reduce, the input gradient's all-reduce launched before the
+        weight gradient is computed (Korthikanti et al. 2022, Sec. 6.2: "we overlap
+        all-reduce communication with the linear weight's gradient computation"; with
+        sequence parallelism the all-gather of the input and the reduce-scatter of its
+        gradient, Sec. 4.2.2).  Forward and recomputed-forward collectives stay exposed.
 
     Returns
     -------
@@ -484,17 +491,20 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         t = layer_time(shard.local, hw, batch, efficiency=efficiency, dtype=precision)
         return t.fwd_s, t.bwd_s
 
-    if not isinstance(tp_comm_overlap, bool):
-        raise invalid("tp_comm_overlap", tp_comm_overlap, "true or false")
+    if not (isinstance(tp_comm_overlap, bool) or tp_comm_overlap == "backward"):
+        raise invalid("tp_comm_overlap", tp_comm_overlap, "true, false or backward")
 
     def tp_ops(nbytes: float, phase: str, layer: Layer, p: int, groups,
                under: float = 0.0) -> list[Op]:
         """Megatron's TP all-reduce of ``nbytes`` per rank, or with sequence parallelism
         a reduce-scatter and an all-gather of the same size (Korthikanti Sec. 4.2.2);
-        with ``tp_comm_overlap`` they share ``under`` seconds of the layer's compute."""
+        with ``tp_comm_overlap`` they share ``under`` seconds of the layer's compute
+        (``"backward"``: the backward pass's weight-gradient half only)."""
         if not nbytes or not groups:
             return []
         kinds = ("reducescatter", "allgather") if s.sp else ("allreduce",)
+        if tp_comm_overlap == "backward":
+            under = under / 2.0 if phase == "backward" else 0.0
         hidden = under / len(kinds) if tp_comm_overlap else 0.0
         return [CollectiveOp(kind, grp, nbytes, phase, "tp", layer=layer.name, stage=p,
                              repeat=m, hidden_s=hidden) for kind in kinds for grp in groups]

@@ -98,9 +98,10 @@ class Execution:
         Gradient buckets overlap the backward pass (default True).
     bucket_bytes : float, optional
         Gradient bucket size, bytes (default 25 MiB, PyTorch DDP's).
-    tp_comm_overlap : bool, optional
+    tp_comm_overlap : bool or "backward", optional
         TP collectives hide under their layer's GEMMs (Megatron-LM's
-        ``--tp-comm-overlap``).
+        ``--tp-comm-overlap``); ``"backward"``: only the backward pass's, under the
+        weight-gradient GEMMs (Megatron-LM's asynchronous TP all-reduce).
     param_gather_overlap : bool, optional
         ZeRO-1/2's parameter all-gather overlaps the next forward (Megatron-LM's
         ``--overlap-param-gather``).
@@ -112,7 +113,7 @@ class Execution:
     routing: str = "shortest"
     overlap: bool = True
     bucket_bytes: float | None = None
-    tp_comm_overlap: bool = False
+    tp_comm_overlap: bool | str = False
     param_gather_overlap: bool = False
 
     def __post_init__(self) -> None:

@@ -332,7 +332,7 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
              efficiency: float | None = None, bucket_bytes: float | None = None,
              overlap: bool | None = None, rtol: float = DEFAULT_RTOL,
              routing: str | None = None, check_memory: bool = True,
-             tp_comm_overlap: bool | None = None,
+             tp_comm_overlap: bool | str | None = None,
              param_gather_overlap: bool | None = None) -> IterationResult:
     """Time one training iteration of ``workload`` run as ``execution`` on ``system``.
 
@@ -381,9 +381,11 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         ``spray`` on Clos fabrics (:data:`evaluators.iteration.comm.ROUTINGS`), or
         ``"auto"`` (:func:`resolve_auto`: ``spray`` on multi-plane Clos fabrics, ``ecmp``
         on other switched fabrics, ``shortest`` on direct-connect ones).
-    tp_comm_overlap : bool, optional
+    tp_comm_overlap : bool or "backward", optional
         Tensor-parallel collectives overlap their layer's GEMMs (Megatron-LM's
-        ``--tp-comm-overlap``; :func:`~codesign.workloads.demand.demand_for`).
+        ``--tp-comm-overlap``); ``"backward"``: only the backward pass's, under the
+        weight-gradient GEMMs (Megatron-LM's asynchronous TP all-reduce, Korthikanti et
+        al. 2022 Sec. 6.2; :func:`~codesign.workloads.demand.demand_for`).
     param_gather_overlap : bool, optional
         ZeRO-1/2's parameter all-gather after the optimizer step overlaps the next
         iteration's first forward micro-batch (Megatron-LM's ``--overlap-param-gather``):

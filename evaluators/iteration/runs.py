@@ -13,7 +13,8 @@ whole job's images or sequences per second) or ``tflops_per_gpu``
 (then ``flops_formula`` names the FLOP count the publication used, see
 :func:`published_flops`); optional ``evaluate``: space-separated ``key=value`` options
 of :func:`~evaluators.iteration.evaluate` that the publication states
-(:data:`EVALUATE_KEYS`, e.g. ``tp_comm_overlap=true param_gather_overlap=true``).
+(:data:`EVALUATE_KEYS`, e.g. ``tp_comm_overlap=true param_gather_overlap=true``;
+``tp_comm_overlap=backward`` for Megatron-LM's asynchronous TP all-reduce).
 Extra columns (``reference``, ``notes``) are kept as text.
 
 Every bad cell raises :class:`~codesign.errors.InvalidSpecError` naming the file, the
@@ -215,8 +216,11 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
         ev = _options(r.get("evaluate") or "", where)
         for key, val in ev.items():
             check_choice(f"{where} evaluate", key, EVALUATE_KEYS)
+            if key == "tp_comm_overlap" and val == "backward":
+                continue
             if key in EVALUATE_KEYS[:3] and not isinstance(val, bool):
-                raise invalid(f"{where} evaluate {key}", val, "true or false")
+                raise invalid(f"{where} evaluate {key}", val, "true or false"
+                              + (" or backward" if key == "tp_comm_overlap" else ""))
             if key not in EVALUATE_KEYS[:3] and not isinstance(val, str):
                 raise invalid(f"{where} evaluate {key}", val, "a name")
         runs.append(Run(id=(r.get("id") or f"row{i}").strip(), source=(r.get("source") or

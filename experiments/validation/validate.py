@@ -43,16 +43,28 @@ SOURCE_NOTES = {
                            "on the CPUs), so that drop is not represented",
     "mosaicml-mpt-h100": "PyTorch FSDP (ZeRO-3) in eager mode; the README notes its tables "
                          "are not yet updated to torch 2.0 (early H100 software); the runs without "
-                         "activation checkpointing (760m-13b) come out 10-20 % fast, the "
-                         "checkpointed 30b/70b within 5 %; weak-scaling rows of one model "
-                         "differ by up to 9 % per GPU in the source itself",
+                         "activation checkpointing (760m-13b) come out between +2 and -15 %, the "
+                         "checkpointed 30b/70b 2-10 % slow (the recomputation cost seen on "
+                         "A100); weak-scaling rows of one model differ by up to 9 % per GPU "
+                         "in the source itself",
     "mosaicml-mpt-a100": "the same MPT benchmarks on A100: the runs without activation "
-                         "checkpointing (125m-13b) are predicted within 2.1 % (3 % held out), "
-                         "the checkpointed 30b/70b ones (HFU 65-74 % in the source) 6-14 % "
-                         "slow",
-    "korthikanti22": "pipeline schedule not published; plain 1F1B assumed (with the "
-                     "interleaved schedule the same group used in SC'21, 2-3 virtual "
-                     "stages, the 175B-1T errors would be +7..+9 % instead of +11..+14 %)",
+                         "checkpointing (125m-13b) are predicted within 2-6 %, the "
+                         "checkpointed 30b/70b ones (HFU 65-74 % in the source) 12-20 % "
+                         "slow: in this source recomputation costs far less than a forward "
+                         "pass (its A100 40GB table: 7b-30b with checkpointing at 50-52 % "
+                         "MFU, 1b-3b without at 55-57 %)",
+    "llama3": "interleaved schedule with 8 virtual stages per GPU (one layer per model chunk, "
+              "Sec. 3.3.2; see runs.csv notes); the 128k row depends on the FLOP count the "
+              "paper does not state: Megatron's formula counts the full s x s attention, "
+              "which is 57 % of this row's FLOPs -- with causal halving its iteration "
+              "time would be 0.71 x the one entered",
+    "korthikanti22": "schedule, micro-batches and TP overlap as Sec. 6 states them; the "
+                     "full-recomputation rows come out 7-12 points slower than the "
+                     "selective ones (Table 4: this software's layer ran about 12 % "
+                     "faster than the kernel model at the catalog efficiency); its 1T "
+                     "pipeline with full recomputation took 94.42 s without data "
+                     "parallelism, SC'21's identical pipeline 102.63 s with 6-way data "
+                     "parallelism",
 }
 #: Literature priors (codesign/workloads/data/compute_profiles.yaml, header comments):
 #: cuBLAS GEMM sweeps, FlashAttention-2 (Dao 2023), STREAM-like HBM copies.

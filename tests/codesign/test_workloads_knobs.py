@@ -369,3 +369,39 @@ def test_cp_collectives_are_ring_kinds() -> None:
                    Placement(servers=1, gpus_per_server=2))
     assert all(isinstance(o, CollectiveOp) for o in d.collectives())
     assert any(o.purpose == "cp" for o in d.collectives())
+
+
+@pytest.mark.parametrize("sp", [False, True])
+def test_backward_tp_overlap_hides_only_the_backward_collectives(sp: bool) -> None:
+    # Megatron-LM's asynchronous TP all-reduce (Korthikanti et al. 2022, Sec. 6.2): the
+    # input gradient's collective runs under the weight-gradient GEMMs, half of the
+    # layer's backward time; forward (and recomputed-forward) collectives stay exposed.
+    w = gpt()
+    pl = Placement(servers=1, gpus_per_server=4)
+    strat = f"dp=1,tp=4,microbatches=2,recompute=full,sp={'true' if sp else 'false'}"
+    off = demand_for(w, strat, "A100-80", pl)
+    on = demand_for(w, strat, "A100-80", pl, tp_comm_overlap="backward")
+    full = demand_for(w, strat, "A100-80", pl, tp_comm_overlap=True)
+    bwd = {o.name: o.seconds for o in on.compute()
+           if o.phase == "backward" and o.kind == "compute"}
+    kinds = 2 if sp else 1
+    tp_on = [o for o in on.collectives() if o.purpose == "tp"]
+    tp_off = [o for o in off.collectives() if o.purpose == "tp"]
+    assert [(o.phase, o.kind, o.bytes) for o in tp_on] == \
+        [(o.phase, o.kind, o.bytes) for o in tp_off]
+    fwd_ones = [o for o in tp_on if o.phase == "forward"]
+    assert fwd_ones and all(o.hidden_s == 0 for o in tp_off + fwd_ones)
+    # The backward phase also holds the recomputed forward's collectives (unhidden).
+    hidden = [o for o in tp_on if o.phase == "backward" and o.hidden_s > 0]
+    assert hidden and all(o.hidden_s == pytest.approx(bwd[o.layer] / 2 / kinds)
+                          for o in hidden)
+    rerun = {o.layer for o in tp_on if o.phase == "backward" and o.hidden_s == 0}
+    assert rerun and rerun <= {o.layer for o in fwd_ones}
+    # True hides every pass under its whole compute: at least as much as "backward".
+    assert sum(o.hidden_s for o in full.collectives()) > sum(o.hidden_s for o in tp_on)
+
+
+def test_tp_comm_overlap_rejects_other_values() -> None:
+    with pytest.raises(InvalidSpecError, match="tp_comm_overlap.*true, false or backward"):
+        demand_for(gpt(), "dp=1,tp=4", "A100-80", Placement(servers=1, gpus_per_server=4),
+                   tp_comm_overlap="forward")

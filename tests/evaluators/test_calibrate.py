@@ -143,6 +143,7 @@ def test_validation_set_is_well_formed():
     ("gpu", "Z100", "row 1 gpu"), ("strategy", "dp=8,foo=1", "row 1 strategy"),
     ("options", "layers=0", "row 1 workload/options"), ("options", "oops", "row 1 options"),
     ("evaluate", "overlap=maybe", "row 1 evaluate overlap"),
+    ("evaluate", "tp_comm_overlap=forward", "row 1 evaluate tp_comm_overlap.*or backward"),
     ("evaluate", "foo=1", "row 1 evaluate"),
 ])
 def test_bad_rows_name_row_and_field(tmp_path, field, value, needle):
@@ -152,6 +153,18 @@ def test_bad_rows_name_row_and_field(tmp_path, field, value, needle):
     row[field] = value
     with pytest.raises(InvalidSpecError, match=needle):
         load_runs(_write(tmp_path / "bad.csv", [row]))
+
+
+def test_evaluate_column_takes_the_backward_tp_overlap(tmp_path):
+    # Megatron-LM's asynchronous TP all-reduce (Korthikanti et al. Sec. 6.2) is a run input.
+    row = {"id": "x", "gpu": "A100-80", "gpus": 8, "workload": "gpt3-175b",
+           "options": "layers=2 hidden=1024 heads=8 ffn=4096 batch_size=8",
+           "strategy": "dp=1,tp=8", "measured": "iteration_s", "value": "1.0",
+           "evaluate": "tp_comm_overlap=backward"}
+    (run,) = load_runs(_write(tmp_path / "ok.csv", [row]))
+    assert dict(run.options) == {"tp_comm_overlap": "backward"}
+    times = {v: predict_run(run, A100, tp_comm_overlap=v) for v in (False, "backward", True)}
+    assert times[True] < times["backward"] < times[False]
 
 
 def test_missing_column_and_file(tmp_path):
