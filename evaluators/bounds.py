@@ -76,6 +76,7 @@ tried (still valid) and :attr:`Bound.exact` is ``False``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -242,25 +243,18 @@ class _Context:
         self.enum_nodes = enum_nodes
         self.enum_members = enum_members
         self.seed = seed
-        self._net: CutNetwork | None = None
-        self._rev: CutNetwork | None = None
-        self._orbits: list[list[int]] | None = None
 
     @property
     def root(self) -> int:
         return int(self.coll.root)
 
-    @property
+    @cached_property
     def net(self) -> CutNetwork:
-        if self._net is None:
-            self._net = CutNetwork.from_topology(self.topo)
-        return self._net
+        return CutNetwork.from_topology(self.topo)
 
-    @property
+    @cached_property
     def rev(self) -> CutNetwork:
-        if self._rev is None:
-            self._rev = self.net.reversed()
-        return self._rev
+        return self.net.reversed()
 
     def others(self) -> np.ndarray:
         """Participants other than the root."""
@@ -287,12 +281,10 @@ class _Context:
              else np.minimum.reduceat(weights[order], start))
         return csr_array((w, (uniq // n, uniq % n)), shape=(n, n))
 
-    @property
+    @cached_property
     def orbits(self) -> list[list[int]]:
         """Orbits of the participants under verified automorphisms (exact shortcut)."""
-        if self._orbits is None:
-            self._orbits = participant_orbits(self.topo, self.P.tolist())
-        return self._orbits
+        return participant_orbits(self.topo, self.P.tolist())
 
     def sinks(self) -> list[int]:
         """One participant per orbit."""
