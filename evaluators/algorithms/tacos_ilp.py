@@ -516,16 +516,10 @@ def ilp_solve(links: LogicalLinks, n_nodes: int, holders, need, chunk_bytes: flo
 
     Parameters
     ----------
-    links : LogicalLinks
-        Point-to-point links (after unwinding).
-    n_nodes : int
-        Number of nodes (rows of ``holders`` and ``need``).
-    holders : ndarray of bool, shape (n_nodes, n_chunks)
-        Who holds each chunk at time 0.
+    links, n_nodes, holders, chunk_bytes
+        As for :func:`~evaluators.algorithms.tacos.greedy_match`.
     need : ndarray of bool, shape (n_nodes, n_chunks)
         Who must hold each chunk at the end (only these nodes receive it).
-    chunk_bytes : float
-        Bytes per chunk.
     time_limit_s : float, optional
         Wall-clock budget of the whole search, seconds (each ILP gets what is
         left; the greedy runs count too).
