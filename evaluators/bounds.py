@@ -435,30 +435,20 @@ def _rooted(c: _Context, to_root: bool) -> Result:
     return comps, c.mask_nodes(pc.mask), pc.exact
 
 
-def _scatter(c: _Context) -> Result:
+def _scatter_gather(c: _Context, to_root: bool) -> Result:
+    """Scatter (the root sends ``M/N`` to every other member) or gather (``to_root``)."""
     N, M, r, others = c.N, c.M, c.root, c.others()
     share = M / N
-    # max over S containing the root of |P - S| / cap(S) = reversed-graph
-    # allgather cut with the root as the only sink, S = its complement.
-    rc = max_ratio_cut(c.rev, c.members, [r], max_flows=c.max_flows)
+    # Gather: the allgather cut with the root as the only sink.  Scatter: max over S
+    # containing the root of |P - S| / cap(S) = the same cut of the reversed graph,
+    # S = its complement.
+    rc = max_ratio_cut(c.net if to_root else c.rev, c.members, [r], max_flows=c.max_flows)
     comps = {
-        "ingress": share / c.in_bw[others].min(),
-        "egress": (N - 1) * share / c.out_bw[r],
+        "ingress": (N - 1) * share / c.in_bw[r] if to_root else share / c.in_bw[others].min(),
+        "egress": share / c.out_bw[others].min() if to_root else (N - 1) * share / c.out_bw[r],
         "cut": share * rc.ratio,
     }
-    return comps, c.mask_nodes(~rc.mask), rc.exact
-
-
-def _gather(c: _Context) -> Result:
-    N, M, r, others = c.N, c.M, c.root, c.others()
-    share = M / N
-    rc = max_ratio_cut(c.net, c.members, [r], max_flows=c.max_flows)
-    comps = {
-        "ingress": (N - 1) * share / c.in_bw[r],
-        "egress": share / c.out_bw[others].min(),
-        "cut": share * rc.ratio,
-    }
-    return comps, c.mask_nodes(rc.mask), rc.exact
+    return comps, c.mask_nodes(rc.mask if to_root else ~rc.mask), rc.exact
 
 
 def _alltoall(c: _Context) -> Result:
@@ -519,7 +509,7 @@ _KINDS = {
     "allreduce": _allreduce,
     "broadcast": lambda c: _rooted(c, False),
     "reduce": lambda c: _rooted(c, True),
-    "scatter": _scatter,
-    "gather": _gather,
+    "scatter": lambda c: _scatter_gather(c, False),
+    "gather": lambda c: _scatter_gather(c, True),
     "alltoall": _alltoall,
 }
