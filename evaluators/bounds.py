@@ -377,31 +377,22 @@ Result = tuple[dict[str, float], tuple[int, ...] | None, bool]
 
 
 # ----------------------------------------------------------------- per kind
-def _allgather(c: _Context) -> Result:
+def _allgather(c: _Context, reverse: bool) -> Result:
+    """Allgather, or reduce-scatter (``reverse``: the allgather cut of the reversed
+    graph; U = complement of its arg-max)."""
     N, M, P = c.N, c.M, c.P
     share = M / N
-    r = max_ratio_cut(c.net, c.members, c.sinks(), max_flows=c.max_flows)
+    r = max_ratio_cut(c.rev if reverse else c.net, c.members, c.sinks(), max_flows=c.max_flows)
+    fan_in, fan_out = (1, N - 1) if reverse else (N - 1, 1)    # shares in, shares out
+    total, total_bw = (("ingress_total", c.npu_in_total) if reverse
+                       else ("egress_total", c.npu_out_total))
     comps = {
-        "ingress": (N - 1) * share / c.in_bw[P].min(),
-        "egress": share / c.out_bw[P].min(),
-        "egress_total": (N - 1) * M / c.npu_out_total,
+        "ingress": fan_in * share / c.in_bw[P].min(),
+        "egress": fan_out * share / c.out_bw[P].min(),
+        total: (N - 1) * M / total_bw,
         "cut": share * r.ratio,
     }
-    return comps, c.mask_nodes(r.mask), r.exact
-
-
-def _reducescatter(c: _Context) -> Result:
-    N, M, P = c.N, c.M, c.P
-    share = M / N
-    # The allgather cut of the reversed graph; U = complement of its arg-max.
-    r = max_ratio_cut(c.rev, c.members, c.sinks(), max_flows=c.max_flows)
-    comps = {
-        "ingress": share / c.in_bw[P].min(),
-        "egress": (N - 1) * share / c.out_bw[P].min(),
-        "ingress_total": (N - 1) * M / c.npu_in_total,
-        "cut": share * r.ratio,
-    }
-    return comps, c.mask_nodes(~r.mask), r.exact
+    return comps, c.mask_nodes(~r.mask if reverse else r.mask), r.exact
 
 
 def _allreduce(c: _Context) -> Result:
@@ -504,8 +495,8 @@ def _alltoall_candidates(c: _Context) -> list[np.ndarray]:
 
 
 _KINDS = {
-    "allgather": _allgather,
-    "reducescatter": _reducescatter,
+    "allgather": lambda c: _allgather(c, False),
+    "reducescatter": lambda c: _allgather(c, True),
     "allreduce": _allreduce,
     "broadcast": lambda c: _rooted(c, False),
     "reduce": lambda c: _rooted(c, True),
