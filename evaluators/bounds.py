@@ -76,6 +76,7 @@ tried (still valid) and :attr:`Bound.exact` is ``False``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -242,25 +243,18 @@ class _Context:
         self.enum_nodes = enum_nodes
         self.enum_members = enum_members
         self.seed = seed
-        self._net: CutNetwork | None = None
-        self._rev: CutNetwork | None = None
-        self._orbits: list[list[int]] | None = None
 
     @property
     def root(self) -> int:
         return int(self.coll.root)
 
-    @property
+    @cached_property
     def net(self) -> CutNetwork:
-        if self._net is None:
-            self._net = CutNetwork.from_topology(self.topo)
-        return self._net
+        return CutNetwork.from_topology(self.topo)
 
-    @property
+    @cached_property
     def rev(self) -> CutNetwork:
-        if self._rev is None:
-            self._rev = self.net.reversed()
-        return self._rev
+        return self.net.reversed()
 
     def others(self) -> np.ndarray:
         """Participants other than the root."""
@@ -287,12 +281,10 @@ class _Context:
              else np.minimum.reduceat(weights[order], start))
         return csr_array((w, (uniq // n, uniq % n)), shape=(n, n))
 
-    @property
+    @cached_property
     def orbits(self) -> list[list[int]]:
         """Orbits of the participants under verified automorphisms (exact shortcut)."""
-        if self._orbits is None:
-            self._orbits = participant_orbits(self.topo, self.P.tolist())
-        return self._orbits
+        return participant_orbits(self.topo, self.P.tolist())
 
     def sinks(self) -> list[int]:
         """One participant per orbit."""
@@ -385,31 +377,22 @@ Result = tuple[dict[str, float], tuple[int, ...] | None, bool]
 
 
 # ----------------------------------------------------------------- per kind
-def _allgather(c: _Context) -> Result:
+def _allgather(c: _Context, reverse: bool) -> Result:
+    """Allgather, or reduce-scatter (``reverse``: the allgather cut of the reversed
+    graph; U = complement of its arg-max)."""
     N, M, P = c.N, c.M, c.P
     share = M / N
-    r = max_ratio_cut(c.net, c.members, c.sinks(), max_flows=c.max_flows)
+    r = max_ratio_cut(c.rev if reverse else c.net, c.members, c.sinks(), max_flows=c.max_flows)
+    fan_in, fan_out = (1, N - 1) if reverse else (N - 1, 1)    # shares in, shares out
+    total, total_bw = (("ingress_total", c.npu_in_total) if reverse
+                       else ("egress_total", c.npu_out_total))
     comps = {
-        "ingress": (N - 1) * share / c.in_bw[P].min(),
-        "egress": share / c.out_bw[P].min(),
-        "egress_total": (N - 1) * M / c.npu_out_total,
+        "ingress": fan_in * share / c.in_bw[P].min(),
+        "egress": fan_out * share / c.out_bw[P].min(),
+        total: (N - 1) * M / total_bw,
         "cut": share * r.ratio,
     }
-    return comps, c.mask_nodes(r.mask), r.exact
-
-
-def _reducescatter(c: _Context) -> Result:
-    N, M, P = c.N, c.M, c.P
-    share = M / N
-    # The allgather cut of the reversed graph; U = complement of its arg-max.
-    r = max_ratio_cut(c.rev, c.members, c.sinks(), max_flows=c.max_flows)
-    comps = {
-        "ingress": share / c.in_bw[P].min(),
-        "egress": (N - 1) * share / c.out_bw[P].min(),
-        "ingress_total": (N - 1) * M / c.npu_in_total,
-        "cut": share * r.ratio,
-    }
-    return comps, c.mask_nodes(~r.mask), r.exact
+    return comps, c.mask_nodes(~r.mask if reverse else r.mask), r.exact
 
 
 def _allreduce(c: _Context) -> Result:
@@ -443,30 +426,20 @@ def _rooted(c: _Context, to_root: bool) -> Result:
     return comps, c.mask_nodes(pc.mask), pc.exact
 
 
-def _scatter(c: _Context) -> Result:
+def _scatter_gather(c: _Context, to_root: bool) -> Result:
+    """Scatter (the root sends ``M/N`` to every other member) or gather (``to_root``)."""
     N, M, r, others = c.N, c.M, c.root, c.others()
     share = M / N
-    # max over S containing the root of |P - S| / cap(S) = reversed-graph
-    # allgather cut with the root as the only sink, S = its complement.
-    rc = max_ratio_cut(c.rev, c.members, [r], max_flows=c.max_flows)
+    # Gather: the allgather cut with the root as the only sink.  Scatter: max over S
+    # containing the root of |P - S| / cap(S) = the same cut of the reversed graph,
+    # S = its complement.
+    rc = max_ratio_cut(c.net if to_root else c.rev, c.members, [r], max_flows=c.max_flows)
     comps = {
-        "ingress": share / c.in_bw[others].min(),
-        "egress": (N - 1) * share / c.out_bw[r],
+        "ingress": (N - 1) * share / c.in_bw[r] if to_root else share / c.in_bw[others].min(),
+        "egress": share / c.out_bw[others].min() if to_root else (N - 1) * share / c.out_bw[r],
         "cut": share * rc.ratio,
     }
-    return comps, c.mask_nodes(~rc.mask), rc.exact
-
-
-def _gather(c: _Context) -> Result:
-    N, M, r, others = c.N, c.M, c.root, c.others()
-    share = M / N
-    rc = max_ratio_cut(c.net, c.members, [r], max_flows=c.max_flows)
-    comps = {
-        "ingress": (N - 1) * share / c.in_bw[r],
-        "egress": share / c.out_bw[others].min(),
-        "cut": share * rc.ratio,
-    }
-    return comps, c.mask_nodes(rc.mask), rc.exact
+    return comps, c.mask_nodes(rc.mask if to_root else ~rc.mask), rc.exact
 
 
 def _alltoall(c: _Context) -> Result:
@@ -522,12 +495,12 @@ def _alltoall_candidates(c: _Context) -> list[np.ndarray]:
 
 
 _KINDS = {
-    "allgather": _allgather,
-    "reducescatter": _reducescatter,
+    "allgather": lambda c: _allgather(c, False),
+    "reducescatter": lambda c: _allgather(c, True),
     "allreduce": _allreduce,
     "broadcast": lambda c: _rooted(c, False),
     "reduce": lambda c: _rooted(c, True),
-    "scatter": _scatter,
-    "gather": _gather,
+    "scatter": lambda c: _scatter_gather(c, False),
+    "gather": lambda c: _scatter_gather(c, True),
     "alltoall": _alltoall,
 }

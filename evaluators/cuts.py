@@ -143,19 +143,13 @@ class CutNetwork:
         """Convert an integer capacity to bytes/s."""
         return float(weight * self.unit)
 
-    def out_weight(self) -> list[int]:
-        """Exact out-capacity of every node."""
-        out = [0] * self.n
-        for a, w in zip(self.u.tolist(), self.weight):
+    def node_weights(self) -> tuple[list[int], list[int]]:
+        """Exact out- and in-capacity of every node."""
+        out, inn = [0] * self.n, [0] * self.n
+        for a, b, w in zip(self.u.tolist(), self.v.tolist(), self.weight):
             out[a] += w
-        return out
-
-    def in_weight(self) -> list[int]:
-        """Exact in-capacity of every node."""
-        inn = [0] * self.n
-        for b, w in zip(self.v.tolist(), self.weight):
             inn[b] += w
-        return inn
+        return out, inn
 
 
 def _integer_weights(bw: np.ndarray) -> tuple[list[int], Fraction]:
@@ -342,7 +336,7 @@ def max_ratio_cut(net: CutNetwork, members: np.ndarray, sinks: Iterable[int], *,
     members = np.asarray(members, dtype=bool)
     sinks = [int(t) for t in sinks]
     n = net.n
-    out_w, in_w = net.out_weight(), net.in_weight()
+    out_w, in_w = net.node_weights()
     member_ids = np.flatnonzero(members)
     best: tuple[int, int, np.ndarray] | None = None
 
@@ -477,7 +471,7 @@ def min_pair_cuts(net: CutNetwork, pairs: Iterable[tuple[int, int]], *,
     none and returns the smallest single-node cut (an upper bound on the
     minimum cut).
     """
-    out_w, in_w = net.out_weight(), net.in_weight()
+    out_w, in_w = net.node_weights()
     pairs = sorted({(int(a), int(b)) for a, b in pairs if a != b},
                    key=lambda ab: (min(out_w[ab[0]], in_w[ab[1]]), ab))
     if not pairs:

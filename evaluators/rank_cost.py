@@ -38,7 +38,6 @@ __all__ = [
     "check_cost_matrix",
     "check_order",
     "cost_function",
-    "halving_doubling_cost",
     "rank_cost",
     "ring_cost",
 ]
@@ -157,28 +156,6 @@ def _hd_plan(n: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
     if r:
         rounds.append((evens + 1, evens))
     return tuple(rounds)
-
-
-def halving_doubling_cost(costs: np.ndarray, order: np.ndarray) -> float:
-    """Recursive halving/doubling cost in seconds (paper Section 4.1, "Halving Doubling").
-
-    Sum over rounds of the max one-way cost of the round's exchanges; see
-    :func:`_hd_plan` for the corrected pairing and the non-power-of-two rule.
-
-    Parameters
-    ----------
-    costs : numpy.ndarray
-        ``n x n`` one-way costs in seconds.
-    order : numpy.ndarray
-        Rank order, ``order[k]`` = node at rank ``k``.
-
-    Returns
-    -------
-    float
-        Cost in seconds.
-    """
-    c = np.asarray(costs, dtype=np.float64)
-    return _rounds_cost(c, np.asarray(order), _hd_plan(c.shape[0]))
 
 
 def _rounds_cost(c: np.ndarray, o: np.ndarray, plan) -> float:

@@ -56,6 +56,7 @@ from codesign.specs import check_int, check_number
 __all__ = [
     "DESIGN_FAMILIES",
     "DesignPoint",
+    "spec_rate",
     "topology_spec_for",
 ]
 
@@ -93,7 +94,7 @@ class DesignPoint:
 
 
 # ------------------------------------------------------------- design -> spec
-def _rate(bps: float) -> str:
+def spec_rate(bps: float) -> str:
     """Spec-string bandwidth: ``100Gbps`` when exact, else bytes/s as a plain number."""
     gbps = bps * 8 / 1e9
     if gbps > 0 and float(f"{gbps:g}") * 1e9 / 8 == bps:
@@ -108,7 +109,7 @@ def _fattree(p: DesignPoint) -> str:
         sizes = ", ".join(str(j ** 3 // 4) for j in range(2, 12, 2))
         raise InfeasibleError(f"fattree needs k^3/4 servers for an even k ({sizes}, ...), "
                               f"not {p.servers}", reason="shape")
-    return f"fattree:k={k},bw={_rate(p.degree * p.link_bandwidth_Bps)}"
+    return f"fattree:k={k},bw={spec_rate(p.degree * p.link_bandwidth_Bps)}"
 
 
 def _leafspine(p: DesignPoint) -> str:
@@ -120,16 +121,16 @@ def _leafspine(p: DesignPoint) -> str:
                               f"leaf size <= {p.servers // 2} dividing {p.servers} is a multiple "
                               f"of {num}", reason="shape")
     return (f"leafspine:{p.servers},oversub={p.oversub:g},hosts_per_leaf={per_leaf[0]},"
-            f"bw={_rate(p.degree * p.link_bandwidth_Bps)}")
+            f"bw={spec_rate(p.degree * p.link_bandwidth_Bps)}")
 
 
 def _ideal(p: DesignPoint) -> str:
-    return f"ideal:{p.servers},degree={p.degree},bw={_rate(p.link_bandwidth_Bps)}"
+    return f"ideal:{p.servers},degree={p.degree},bw={spec_rate(p.link_bandwidth_Bps)}"
 
 
 def _expander(p: DesignPoint) -> str:
     return (f"expander:{p.servers},degree={p.degree},seed={p.seed},"
-            f"bw={_rate(p.link_bandwidth_Bps)}")
+            f"bw={spec_rate(p.link_bandwidth_Bps)}")
 
 
 def _factorisations(n: int, parts: int, minimum: int) -> list[tuple[int, ...]]:
@@ -153,7 +154,7 @@ def _torus(p: DesignPoint) -> str:
                               f"every size >= 3 (degree {p.degree})", reason="shape")
     # Most balanced shape: smallest largest/smallest ratio, then lexicographic.
     shape = min(shapes, key=lambda s: (s[-1] / s[0], s))
-    return f"torus:{'x'.join(map(str, shape))},bw={_rate(p.link_bandwidth_Bps)}"
+    return f"torus:{'x'.join(map(str, shape))},bw={spec_rate(p.link_bandwidth_Bps)}"
 
 
 def _perms(p: DesignPoint) -> str:
@@ -169,20 +170,20 @@ def _perms(p: DesignPoint) -> str:
         free = [g for g in candidates if g not in chosen]
         chosen.append(min(free, key=lambda g: (abs(g - target), g)))
     gens = ":".join(str(g) for g in sorted(chosen))
-    return f"perms:{n},p={gens},bw={_rate(p.link_bandwidth_Bps)}"
+    return f"perms:{n},p={gens},bw={spec_rate(p.link_bandwidth_Bps)}"
 
 
 def _railopt(p: DesignPoint) -> str:
     # GPU-level: d GPUs per server, each with one NIC of B on its own rail (d rails), the
     # server's GPUs one NVLink domain (topologies.families.gpu_clos).
     return (f"railopt:{p.servers},gpus={p.degree},scaleup={p.degree},"
-            f"bw={_rate(p.link_bandwidth_Bps)}")
+            f"bw={spec_rate(p.link_bandwidth_Bps)}")
 
 
 def _multiplane(p: DesignPoint) -> str:
     # GPU-level: d GPUs per server, each NIC of B split into two planes of B/2.
     return (f"multiplane:{p.servers * p.degree},planes=2,scaleup={p.degree},"
-            f"bw={_rate(p.link_bandwidth_Bps / 2)}")
+            f"bw={spec_rate(p.link_bandwidth_Bps / 2)}")
 
 
 #: Families a design may use, and how a point becomes a spec string.

@@ -56,7 +56,7 @@ from the sharding rule, :mod:`codesign.workloads.sharding`; this module orders t
 Server matrix and split
 -----------------------
 :meth:`Demand.server_matrix` sums bytes per iteration between servers (diagonal zero:
-traffic inside a server is on its fabric, :meth:`Demand.intra_server_bytes`).  A ring
+traffic inside a server is on its fabric, :meth:`Demand.gpu_matrix`'s diagonal blocks).  A ring
 collective is a ring over its members in the order given (rank order = placement
 order): every member sends the next ``2 (n-1)/n x size`` (allreduce) or ``(n-1)/n x
 size`` (reducescatter, allgather); an ``alltoall`` sends ``size / n`` to every other
@@ -259,10 +259,6 @@ class Demand:
         out = self._server_full()
         np.fill_diagonal(out, 0.0)
         return out
-
-    def intra_server_bytes(self) -> np.ndarray:
-        """Bytes per iteration that stay inside each server (its fabric), per server."""
-        return np.diag(self._server_full()).copy()
 
     def split(self) -> tuple[list[tuple[tuple[int, ...], float]], np.ndarray]:
         """TopologyFinder's inputs: AllReduce groups and the MP server matrix.

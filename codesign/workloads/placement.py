@@ -69,7 +69,7 @@ class Placement:
     Examples
     --------
     >>> p = Placement(servers=2, gpus_per_server=8)
-    >>> p.server_of(9)
+    >>> int(p.server_array()[9])
     1
     """
 
@@ -125,10 +125,6 @@ class Placement:
     def gpus(self) -> int:
         """GPUs of the job: ``servers x gpus_per_server``."""
         return self.servers * self.gpus_per_server
-
-    def server_of(self, rank: int | np.ndarray) -> Any:
-        """Server of GPU ``rank`` (int or numpy array of ranks)."""
-        return rank // self.gpus_per_server
 
     def server_array(self) -> np.ndarray:
         """``server_array()[rank]`` = server of every rank (int64 array)."""

@@ -36,7 +36,7 @@ from evaluators.collectives import Collective
 from evaluators.registry import register_algorithm
 from evaluators.schedule import Schedule
 
-__all__ = ["dbt", "inorder_tree", "double_binary_tree", "tree_height"]
+__all__ = ["dbt", "inorder_tree", "double_binary_tree"]
 
 
 def inorder_tree(m: int) -> list[int | None]:
@@ -71,12 +71,6 @@ def double_binary_tree(m: int) -> tuple[list[int | None], list[int | None]]:
     for r, p in enumerate(t1):
         t2[f(r)] = None if p is None else f(p)
     return t1, t2
-
-
-def tree_height(m: int) -> int:
-    """Height (edges from root to the deepest leaf) of either tree on ``m`` ranks:
-    ``floor(log2 m)``."""
-    return m.bit_length() - 1
 
 
 @register_algorithm("dbt", kinds=("allreduce", "broadcast", "reduce"),

@@ -106,7 +106,7 @@ from evaluators.algorithms.unwind import LogicalLinks, parse_degree, unwind
 from evaluators.collectives import Collective
 from evaluators.schedule import COPY, REDUCE, Schedule
 
-__all__ = ["IlpResult", "ilp_solve", "ilp_match", "tacos_exact"]
+__all__ = ["IlpResult", "ilp_solve", "tacos_exact"]
 
 #: Greedy seeds tried for the upper horizon (the best one is the incumbent).
 UPPER_SEEDS = 8
@@ -185,7 +185,7 @@ class IlpResult:
 
     @property
     def transfers(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """``(chunk, link, start, end)``, the return value of :func:`ilp_match`."""
+        """``(chunk, link, start, end)``, like :func:`~evaluators.algorithms.tacos.greedy_match`."""
         return self.chunk, self.link, self.start, self.end
 
 
@@ -516,16 +516,10 @@ def ilp_solve(links: LogicalLinks, n_nodes: int, holders, need, chunk_bytes: flo
 
     Parameters
     ----------
-    links : LogicalLinks
-        Point-to-point links (after unwinding).
-    n_nodes : int
-        Number of nodes (rows of ``holders`` and ``need``).
-    holders : ndarray of bool, shape (n_nodes, n_chunks)
-        Who holds each chunk at time 0.
+    links, n_nodes, holders, chunk_bytes
+        As for :func:`~evaluators.algorithms.tacos.greedy_match`.
     need : ndarray of bool, shape (n_nodes, n_chunks)
         Who must hold each chunk at the end (only these nodes receive it).
-    chunk_bytes : float
-        Bytes per chunk.
     time_limit_s : float, optional
         Wall-clock budget of the whole search, seconds (each ILP gets what is
         left; the greedy runs count too).
@@ -643,25 +637,6 @@ def ilp_solve(links: LogicalLinks, n_nodes: int, holders, need, chunk_bytes: flo
                      float(step), bool(commensurate), bool(optimal), bool(optimal and commensurate),
                      float((best_steps - lower) / best_steps), "optimal" if optimal else status,
                      source, tuple(solves), _time.perf_counter() - t0)
-
-
-def ilp_match(links: LogicalLinks, n_nodes: int, holders, need, chunk_bytes: float, *,
-              time_limit_s: float = 60.0, horizon: int | None = None,
-              step_s: float | None = None):
-    """TACOS-ILP link-chunk matching with the return value of
-    :func:`~evaluators.algorithms.tacos.greedy_match`.
-
-    Same parameters as :func:`ilp_solve`; use that function to also get the
-    proof status (``optimal``, ``exact``, ``mip_gap``).
-
-    Returns
-    -------
-    tuple of ndarray
-        ``(chunk, link, start, end)`` per transfer, sorted by start then end
-        (seconds); each needing node receives each chunk exactly once.
-    """
-    return ilp_solve(links, n_nodes, holders, need, chunk_bytes, time_limit_s=time_limit_s,
-                     horizon=horizon, step_s=step_s).transfers
 
 
 # -------------------------------------------------------------- collectives

@@ -96,10 +96,8 @@ from codesign.errors import InfeasibleError, invalid
 from codesign.specs import check_choice
 from evaluators.algorithms.unwind import LogicalLinks
 from evaluators.collectives import Collective
-from evaluators.schedule import COPY
 
-__all__ = ["unicast_match", "tacos_unicast_match", "tacos_unicast_rows", "UNICAST_KINDS",
-           "ORDERS"]
+__all__ = ["unicast_match", "tacos_unicast_match", "UNICAST_KINDS", "ORDERS"]
 
 #: Collective kinds whose chunks each go from one node to one other node.
 UNICAST_KINDS = ("scatter", "gather", "alltoall")
@@ -379,31 +377,3 @@ def tacos_unicast_match(topology, collective: Collective, links: LogicalLinks,
     new_start, new_end = total - end, total - start
     by_time = np.lexsort((new_end, new_start))
     return chunk[by_time], lid[by_time], new_start[by_time], new_end[by_time]
-
-
-def tacos_unicast_rows(topology, collective: Collective, links: LogicalLinks,
-                       rng: np.random.Generator) -> list:
-    """Transfers of a TACOS scatter, gather or all-to-all on the original links.
-
-    Parameters
-    ----------
-    topology, collective, links, rng
-        As for :func:`tacos_unicast_match`.
-
-    Returns
-    -------
-    list of tuple
-        ``(chunk, src, dst, path, start, end, COPY)`` per transfer, one per
-        logical hop, times in seconds; ``path`` is the logical link's
-        physical route (link ids of ``topology``), ready for
-        :meth:`evaluators.schedule.Schedule.from_transfers`.
-
-    Raises
-    ------
-    InvalidSpecError, InfeasibleError
-        As :func:`tacos_unicast_match`.
-    """
-    chunk, lid, start, end = tacos_unicast_match(topology, collective, links, rng)
-    return [(int(c), int(links.src[l]), int(links.dst[l]), links.paths[int(l)], float(a),
-             float(b), COPY)
-            for c, l, a, b in zip(chunk.tolist(), lid.tolist(), start.tolist(), end.tolist())]

@@ -8,7 +8,7 @@ Policy for Distributed Training of DL Models", ISCA'22, Sections 4-5.
   model of Sec. 4.4: a reduce-scatter / all-gather stage on ``dimK`` costs
   ``A_K + n_K * B_K`` with ``A_K = number_of_steps * step_latency`` and
   ``n_K = (P_K - 1) / P_K * bytes`` (footnote 7), ``B_K = 1 / bandwidth``
-  (:func:`dimension_time`).
+  (:func:`dimension_cost`).
 * Algorithm 1: the collective is split into ``chunks`` chunks (64 by
   default, Sec. 5 "Themis Parameter Values"); the Dim Load Tracker starts at
   ``A_K`` (Sec. 4.4) and, chunk by chunk, the reduce-scatter order of the
@@ -78,8 +78,8 @@ from evaluators.registry import register_algorithm
 from evaluators.schedule import Schedule
 from topologies.model import Dimension
 
-__all__ = ["themis", "themis_model", "dimension_time", "dimension_cost", "dimension_bandwidth",
-           "bidirectional_rings", "themis_orders", "baseline_orders", "model_time", "POLICIES"]
+__all__ = ["themis", "themis_model", "dimension_cost", "dimension_bandwidth", "bidirectional_rings",
+           "themis_orders", "baseline_orders", "model_time", "POLICIES"]
 
 POLICIES = ("fifo", "scf")
 _PHASES = {"rs": "rs", "reducescatter": "rs", "ag": "ag", "allgather": "ag"}
@@ -174,19 +174,6 @@ def bidirectional_rings(dims) -> tuple:
     """
     return tuple(replace(d, links=2 * d.links) if d.kind == "ring" and d.size > 2 else d
                  for d in dims)
-
-
-def dimension_time(dim, kind: str, nbytes: float) -> float:
-    """Sec. 4.4 latency ``A_K + n_K * B_K`` (s) of an RS/AG of ``nbytes`` (B/NPU) on ``dim``.
-
-    Examples
-    --------
-    >>> from topologies.model import Dimension
-    >>> dimension_time(Dimension("ring", 4, 1e9, 1e-6), "rs", 4e9)   # 3 us + 3 GB / 1 GB/s
-    3.000003
-    """
-    a, b = dimension_cost(dim, kind, nbytes)
-    return a + b
 
 
 def _stage_bytes(sizes: Sequence[int], order: Sequence[int], chunk_bytes: float) -> list[float]:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from evaluators.netsim.core import Messages, SimResult, unfinished_error
+from evaluators.netsim.core import Messages, SimResult, release_dependents, unfinished_error
 
 __all__ = ["message_times", "dag_times", "run"]
 
@@ -126,13 +126,8 @@ def dag_times(batch: Messages, duration: np.ndarray) -> tuple[np.ndarray, np.nda
     while stack:
         i = stack.pop()
         done[i] = True
-        f = finish[i] = ready[i] + dur[i]
-        for d in ridx[rptr[i]:rptr[i + 1]]:
-            if f > ready[d]:
-                ready[d] = f
-            waiting[d] -= 1
-            if waiting[d] == 0:
-                stack.append(d)
+        finish[i] = ready[i] + dur[i]
+        release_dependents(ridx[rptr[i]:rptr[i + 1]], finish[i], ready, waiting, stack)
     if not done.all():
         raise unfinished_error(done)
     return np.array(ready), np.array(finish)

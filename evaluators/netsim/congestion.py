@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import invalid
-from evaluators.netsim.core import Messages, SimResult, unfinished_error
+from evaluators.netsim.core import Messages, SimResult, release_dependents, unfinished_error
 
 __all__ = ["run", "ORDERS"]
 
@@ -131,18 +131,6 @@ def _hop_keys(order: Any, n_hops: int) -> np.ndarray | None:
     return keys
 
 
-def _release(dependents: list[int], t: float, ready: list[float], waiting: list[int],
-             out: list[int]) -> None:
-    """A message finished at ``t``: its ``dependents`` become ready no earlier than
-    ``t``; append those that now wait for nothing to ``out``."""
-    for d in dependents:
-        if t > ready[d]:
-            ready[d] = t
-        waiting[d] -= 1
-        if waiting[d] == 0:
-            out.append(d)
-
-
 def _service(topology, batch: Messages) -> np.ndarray:
     """Seconds each hop occupies its link: ``latency + size / bandwidth``."""
     links = batch.path_links
@@ -186,7 +174,7 @@ def _run_fifo(topology, batch: Messages) -> SimResult:
     def release(i: int, t: float) -> list[int]:
         """Finish message i at t; return dependents that became ready."""
         out: list[int] = []
-        _release(ridx[rptr[i]:rptr[i + 1]], t, ready, waiting, out)
+        release_dependents(ridx[rptr[i]:rptr[i + 1]], t, ready, waiting, out)
         return out
 
     def settle(stack: list[int]) -> None:
@@ -283,7 +271,7 @@ def _run_ordered(topology, batch: Messages, keys: np.ndarray) -> SimResult:
             if p == ptr[i + 1]:          # no hops: done when ready
                 finish[i] = ready[i]
                 n_done += 1
-                _release(ridx[rptr[i]:rptr[i + 1]], ready[i], ready, waiting, msgs)
+                release_dependents(ridx[rptr[i]:rptr[i + 1]], ready[i], ready, waiting, msgs)
                 continue
             data_t[p] = ready[i]
             need[p] -= 1
@@ -311,7 +299,7 @@ def _run_ordered(topology, batch: Messages, keys: np.ndarray) -> SimResult:
             continue
         finish[i] = e
         n_done += 1
-        _release(ridx[rptr[i]:rptr[i + 1]], e, ready, waiting, msgs)
+        release_dependents(ridx[rptr[i]:rptr[i + 1]], e, ready, waiting, msgs)
 
     if n_done != n:
         _run_fifo(topology, batch)       # raises if the dependencies alone have a cycle

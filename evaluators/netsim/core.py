@@ -406,3 +406,16 @@ def unfinished_error(done: np.ndarray):
     stuck = np.flatnonzero(~done)
     return invalid("message deps", f"cycle through message {int(stuck[0])} "
                    f"({stuck.size} messages never ready)", "an acyclic dependency graph")
+
+
+def release_dependents(dependents: list[int], t: float, ready: list[float], waiting: list[int],
+                       out: list[int]) -> None:
+    """A message finished at ``t``: its ``dependents`` become ready no earlier than
+    ``t``; append those that now wait for nothing to ``out`` (one step of Kahn's
+    topological order, shared by the network models)."""
+    for d in dependents:
+        if t > ready[d]:
+            ready[d] = t
+        waiting[d] -= 1
+        if waiting[d] == 0:
+            out.append(d)

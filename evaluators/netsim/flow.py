@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from codesign.errors import InfeasibleError, invalid
-from evaluators.netsim.core import Messages, SimResult, unfinished_error
+from evaluators.netsim.core import Messages, SimResult, release_dependents, unfinished_error
 
 __all__ = ["max_min_rates", "coarse_max_min_rates", "fair_rates", "StaticPaths", "FluidResult",
            "fluid_loop", "run"]
@@ -323,13 +323,11 @@ def fluid_loop(size, network, *, ready=None, deps=None, rtol: float = 0.0, t0: f
         finish[ids] = times
         if heap is None:
             return
+        freed: list[int] = []
         for i, f in zip(ids.tolist(), times.tolist()):
-            for d in ridx[rptr[i]:rptr[i + 1]]:
-                if f > ready_l[d]:
-                    ready_l[d] = f
-                waiting[d] -= 1
-                if waiting[d] == 0:
-                    heapq.heappush(heap, (ready_l[d], d))
+            release_dependents(ridx[rptr[i]:rptr[i + 1]], f, ready_l, waiting, freed)
+        for d in freed:
+            heapq.heappush(heap, (ready_l[d], d))
 
     def admit(now: float) -> np.ndarray:
         nonlocal nxt

@@ -232,12 +232,6 @@ def cached_topology(spec: str):
     return from_spec(spec)
 
 
-def _gbps(bps: float) -> str:
-    """Spec-string rate: ``100Gbps`` when exact, else bytes/s as a plain number."""
-    gbps = bps * 8 / 1e9
-    return f"{gbps:g}Gbps" if float(f"{gbps:g}") * 1e9 / 8 == bps else repr(float(bps))
-
-
 def _server_bandwidth(topo) -> float:
     """Mean bandwidth out of one server (sum of its links' rates), bytes/s."""
     import numpy as np
@@ -350,7 +344,7 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
     Unexpected exceptions propagate: the driver records the trial as failed.
     """
     from codesign.records import to_json
-    from search.design_point import DesignPoint, topology_spec_for
+    from search.design_point import DesignPoint, spec_rate, topology_spec_for
     from search.per_fabric import alternate_topoopt, best_strategies
 
     started = datetime.now(timezone.utc)
@@ -371,7 +365,7 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
     try:
         if point.family == "topoopt":
             spec = (f"topoopt:{point.servers},degree={point.degree},"
-                    f"bw={_gbps(point.link_bandwidth_Bps)},seed={point.seed}")
+                    f"bw={spec_rate(point.link_bandwidth_Bps)},seed={point.seed}")
             topo = None
         else:
             spec = topology_spec_for(DesignPoint(point.family, point.servers, point.degree,

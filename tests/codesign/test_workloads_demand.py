@@ -83,7 +83,8 @@ def test_hierarchical_placement_two_servers() -> None:
     d = demand_for(w, "dp=8", "A100-80", Placement(servers=2, gpus_per_server=4))
     per = 2 * 7 / 8 * 2000.0
     assert np.allclose(d.server_matrix(), [[0, per], [per, 0]])
-    assert np.allclose(d.intra_server_bytes(), [3 * per, 3 * per])
+    g = d.gpu_matrix()          # bytes inside each server: 3 ring hops of `per` each
+    assert np.allclose([g[:4, :4].sum(), g[4:, 4:].sum()], [3 * per, 3 * per])
 
 
 def test_zero_volumes() -> None:

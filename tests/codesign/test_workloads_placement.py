@@ -20,7 +20,7 @@ def test_megatron_rank_order() -> None:
     assert pl.tp_groups(s, 1) == [(6, 7), (8, 9), (10, 11)]
     assert pl.dp_groups(s, 0) == [(0, 2, 4), (1, 3, 5)]
     assert pl.stage_ranks(s, 3) == tuple(range(18, 24))
-    assert pl.server_of(9) == 2
+    assert pl.server_array()[9] == 2
 
 
 def test_custom_order() -> None:

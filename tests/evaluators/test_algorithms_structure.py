@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from codesign.errors import InvalidSpecError
-from evaluators.algorithms.dbt import double_binary_tree, inorder_tree, tree_height
+from evaluators.algorithms.dbt import double_binary_tree, inorder_tree
 from evaluators.algorithms.multiring import (
     direct_generators, select_generators, totient_generators,
 )
@@ -158,7 +158,7 @@ def test_double_binary_tree_properties(m):
                 y, d = t[y], d + 1
                 assert d <= m
             depth.append(d)
-        assert max(depth) == tree_height(m) == int(np.floor(np.log2(m)))
+        assert max(depth) == int(np.floor(np.log2(m)))  # floor(log2 m)
     interior1 = {p for p in t1 if p is not None}
     interior2 = {p for p in t2 if p is not None}
     assert not interior1 & interior2       # complementary: interior in at most one tree

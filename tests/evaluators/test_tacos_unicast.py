@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from codesign.errors import InfeasibleError, InvalidSpecError
 from evaluators.algorithms.tacos_unicast import (
-    tacos_unicast_match, tacos_unicast_rows, unicast_match,
+    tacos_unicast_match, unicast_match,
 )
 from evaluators.algorithms.unwind import unwind
 from evaluators.bounds import lower_bound
@@ -31,6 +31,14 @@ from topology_cases import cached_topology
 
 topo = cached_topology
 KINDS = ("scatter", "gather", "alltoall")
+
+
+def tacos_unicast_rows(t, coll, links, rng):
+    """``(chunk, src, dst, path, start, end, COPY)`` per transfer of :func:`tacos_unicast_match`."""
+    chunk, lid, start, end = tacos_unicast_match(t, coll, links, rng)
+    return [(int(c), int(links.src[l]), int(links.dst[l]), links.paths[int(l)], float(a),
+             float(b), COPY)
+            for c, l, a, b in zip(chunk.tolist(), lid.tolist(), start.tolist(), end.tolist())]
 
 
 def synth(t, coll, seed=0, degree="max"):

@@ -9,7 +9,7 @@ import pytest
 
 from codesign.errors import InvalidSpecError
 from evaluators.algorithms.themis import (
-    baseline_orders, dimension_time, model_time, themis, themis_orders,
+    baseline_orders, dimension_cost, model_time, themis, themis_orders,
 )
 from evaluators.collectives import Collective
 from evaluators.registry import synthesize
@@ -20,6 +20,11 @@ from topologies.registry import from_spec
 
 
 # ------------------------------------------------------------ Sec. 4.4 model
+def dimension_time(dim, kind, nbytes):
+    """Sec. 4.4 ``A_K + n_K * B_K`` (s) of one RS/AG stage on ``dim``."""
+    return sum(dimension_cost(dim, kind, nbytes))
+
+
 def test_dimension_time_hand_calculation():
     # ring: (P-1) steps, (P-1)/P * bytes over one link.
     assert dimension_time(Dimension("ring", 4, 1e9, 1e-6), "rs", 4e9) == pytest.approx(3e-6 + 3.0)

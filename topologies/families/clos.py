@@ -34,8 +34,8 @@ from topologies.families.options import (
 from topologies.model import Topology
 from topologies.registry import register_family
 
-__all__ = ["fattree", "leafspine", "ideal", "dragonfly", "spec_name", "oversub_ratio", "MAX_NODES",
-           "check_link"]
+__all__ = ["fattree", "leafspine", "ideal", "dragonfly", "spec_name", "link_options",
+           "oversub_ratio", "MAX_NODES", "check_link"]
 
 #: Largest node count (NPUs + switches) a builder accepts; beyond it the
 #: all-pairs hop matrix alone would not fit in memory.
@@ -55,6 +55,13 @@ def spec_name(family: str, shape: str, options) -> str:
     """The canonical spec string ``family:shape,key=value,...`` used as a display name."""
     items = ([shape] if shape else []) + [f"{k}={v}" for k, v in options.items()]
     return f"{family}:{','.join(items)}" if items else family
+
+
+def link_options(family: str, shape: str, options) -> dict:
+    """The keyword arguments of a family builder that every spec parser passes:
+    ``bandwidth`` (``bw=``, bytes/s), ``latency`` (``lat=``, s) and ``name`` (:func:`spec_name`)."""
+    return dict(bandwidth=bandwidth_option(options, family),
+                latency=latency_option(options, family), name=spec_name(family, shape, options))
 
 
 def check_link(bandwidth: float, latency: float, family: str) -> tuple[float, float]:
@@ -438,9 +445,7 @@ def _fattree_spec(shape, options):
         raise invalid("fattree scaleup_bw", options.get("scaleup_bw", options.get("scaleup_lat")),
                       "only with servers=N,scaleup=G")
     k = parse_int(text, "fattree k", minimum=2)
-    return fattree(k, bandwidth=bandwidth_option(options, "fattree"),
-                   latency=latency_option(options, "fattree"),
-                   name=spec_name("fattree", shape, options))
+    return fattree(k, **link_options("fattree", shape, options))
 
 
 @register_family("leafspine", keys=("oversub", "hosts_per_leaf", "radix", "bw", "lat"),
@@ -453,9 +458,7 @@ def _leafspine_spec(shape, options):
         if "hosts_per_leaf" in options else None
     r = parse_int(options["radix"], "leafspine radix", minimum=2) if "radix" in options else None
     return leafspine(hosts, oversub=oversub, hosts_per_leaf=m, radix=r,
-                     bandwidth=bandwidth_option(options, "leafspine"),
-                     latency=latency_option(options, "leafspine"),
-                     name=spec_name("leafspine", shape, options))
+                     **link_options("leafspine", shape, options))
 
 
 @register_family("ideal", keys=("degree", "bw", "lat"), shape="SERVERS",
@@ -464,9 +467,7 @@ def _leafspine_spec(shape, options):
 def _ideal_spec(shape, options):
     n = parse_int(shape, "ideal servers", minimum=1)
     d = parse_int(options.get("degree", "1"), "ideal degree", minimum=1)
-    return ideal(n, degree=d, bandwidth=bandwidth_option(options, "ideal"),
-                 latency=latency_option(options, "ideal"),
-                 name=spec_name("ideal", shape, options))
+    return ideal(n, degree=d, **link_options("ideal", shape, options))
 
 
 @register_family("dragonfly", keys=("a", "p", "h", "g", "bw", "lat", "gbw", "glat"), shape="",
@@ -484,6 +485,5 @@ def _dragonfly_spec(shape, options):
     g = parse_int(options["g"], "dragonfly g", minimum=1) if "g" in options else None
     gbw = bandwidth_option(options, "dragonfly", key="gbw") if "gbw" in options else None
     glat = latency_option(options, "dragonfly", key="glat") if "glat" in options else None
-    return dragonfly(a, p, h, g, bandwidth=bandwidth_option(options, "dragonfly"),
-                     latency=latency_option(options, "dragonfly"), global_bandwidth=gbw,
-                     global_latency=glat, name=spec_name("dragonfly", shape, options))
+    return dragonfly(a, p, h, g, global_bandwidth=gbw, global_latency=glat,
+                     **link_options("dragonfly", shape, options))

@@ -40,10 +40,8 @@ import numpy as np
 from codesign.errors import InfeasibleError, invalid
 from codesign.specs import check_int
 from topologies.builder import LinkBuilder
-from topologies.families.clos import MAX_NODES, check_link, spec_name
-from topologies.families.options import (
-    DEFAULT_BW, DEFAULT_LAT, bandwidth_option, latency_option, parse_int,
-)
+from topologies.families.clos import MAX_NODES, check_link, link_options
+from topologies.families.options import DEFAULT_BW, DEFAULT_LAT, parse_int
 from topologies.model import Topology
 from topologies.registry import register_family
 
@@ -274,9 +272,7 @@ def _expander_spec(shape, options):
         raise invalid("expander spec", f"expander:{shape}", "a degree, e.g. expander:128,degree=4")
     d = parse_int(options["degree"], "expander degree", minimum=1)
     seed = parse_int(options.get("seed", "0"), "expander seed", minimum=0)
-    return expander(n, degree=d, seed=seed, bandwidth=bandwidth_option(options, "expander"),
-                    latency=latency_option(options, "expander"),
-                    name=spec_name("expander", shape, options))
+    return expander(n, degree=d, seed=seed, **link_options("expander", shape, options))
 
 
 _TRUE = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
@@ -294,6 +290,4 @@ def _perms_spec(shape, options):
     if bidir is None:
         raise invalid("perms bidir", options["bidir"], "true or false")
     return direct_connect(n, permutations=gens, bidirectional=bidir,
-                          bandwidth=bandwidth_option(options, "perms"),
-                          latency=latency_option(options, "perms"),
-                          name=spec_name("perms", shape, options))
+                          **link_options("perms", shape, options))
