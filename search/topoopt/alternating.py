@@ -283,21 +283,21 @@ def topoopt_topology(spec: OptimizeSpec, workload: Workload, c: Candidate):
                            link_bandwidth=spec.bandwidth_Bps, seed=spec.seed)
 
 
-def _chain_jobs(spec: OptimizeSpec, topology, start: Candidate, seed: Sequence[int]
-                ) -> list[ChainJob]:
+def _chain_jobs(spec: OptimizeSpec, workload: Workload, topology, start: Candidate,
+                seed: Sequence[int]) -> list[ChainJob]:
     """``restarts`` independent chains sharing ``budget`` (chain ``c`` seeded ``(*seed, c)``)."""
-    return chain_jobs(topology, spec.load_workload(), start, _timing(spec),
+    return chain_jobs(topology, workload, start, _timing(spec),
                       budget=spec.budget, restarts=spec.restarts, batch=spec.batch, seed=seed)
 
 
-def _search(spec, topology, start: Candidate, seed: Sequence[int]) -> SearchResult:
+def _search(spec, workload: Workload, topology, start: Candidate, seed: Sequence[int]
+            ) -> SearchResult:
     """The strategy search on ``topology``: its chains side by side (module docstring)."""
-    return merge(run_chains(_chain_jobs(spec, topology, start, seed))).search
+    return merge(run_chains(_chain_jobs(spec, workload, topology, start, seed))).search
 
 
-def _alternate(spec: OptimizeSpec) -> dict[str, Any]:
+def _alternate(spec: OptimizeSpec, workload: Workload) -> dict[str, Any]:
     """The loop of the module docstring; returns the pieces of :class:`OptimizeResult`."""
-    workload = spec.load_workload()
     given = initial_candidate(workload, spec.gpus, spec.initial_strategy)
     # The given strategy if it fits, else the first that does (search.strategy.feasible: the least
     # model parallelism with the cheapest memory knobs); InfeasibleError when none does.
@@ -320,7 +320,7 @@ def _alternate(spec: OptimizeSpec) -> dict[str, Any]:
     logs = []
     for r in range(spec.rounds):
         t0 = time.perf_counter()
-        found = _search(spec, finder.topology, cand, (spec.seed, r))
+        found = _search(spec, workload, finder.topology, cand, (spec.seed, r))
         new = topoopt_topology(spec, workload, found.best)
         t_new = _time(spec, workload, new.topology, found.best)
         take = t_new < found.best_time_s
@@ -404,7 +404,7 @@ def _run(spec: OptimizeSpec, workers: int) -> OptimizeResult:
 
     t0 = time.perf_counter()
     workload = spec.load_workload()
-    loop = _alternate(spec)
+    loop = _alternate(spec, workload)
     cost = topoopt_cost(spec.servers, spec.degree, spec.bandwidth_Bps)
     baselines: dict[str, BaselineResult] = {}
     fabrics = baseline_topologies(spec, cost.total_usd)
@@ -412,7 +412,7 @@ def _run(spec: OptimizeSpec, workers: int) -> OptimizeResult:
     names, jobs = [], []
     for i, (name, (topo, _, _)) in enumerate(fabrics.items()):
         if topo is not None:
-            chains = _chain_jobs(spec, topo, loop["candidate"], (spec.seed, 1000 + i))
+            chains = _chain_jobs(spec, workload, topo, loop["candidate"], (spec.seed, 1000 + i))
             names.append((name, len(chains)))
             jobs += chains
     results, found = run_chains(jobs), {}
