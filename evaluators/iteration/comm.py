@@ -88,7 +88,8 @@ import numpy as np
 
 from codesign.errors import CodesignError, InvalidSpecError, invalid
 from evaluators.iteration.phase import DEFAULT_RTOL, flow_phase
-from topologies.routing import is_grid, pair_paths
+from topologies.routing import (grid_coordinates, grid_ring_order, is_clos, is_grid, pair_paths,
+                                ring_order, spray_paths)
 
 __all__ = ["System", "CommCost", "CommTimer", "intra_ring_time", "SIZE_FREE", "ROUTINGS",
            "BEST", "BEST_TIME_LIMIT_S", "BestChoice", "best_candidates", "best_size_class"]
@@ -260,8 +261,6 @@ _RING_ORDERED = ("ring", "bidir-ring")
 def _ring_options(topology, method: str, nodes: tuple[int, ...]) -> dict[str, Any]:
     """``order=`` for the ring synthesizers on a Clos fabric or a multi-dimensional grid
     (module docstring), else none."""
-    from topologies.routing import grid_coordinates, grid_ring_order, is_clos, ring_order
-
     if method not in _RING_ORDERED:
         return {}
     if is_clos(topology):
@@ -409,8 +408,6 @@ class CommTimer:
         if routing not in ROUTINGS:
             raise invalid("routing", routing, " or ".join(ROUTINGS))
         if routing == "spray":
-            from topologies.routing import is_clos
-
             if not is_clos(system.topology):
                 raise invalid("routing", routing, f"shortest or ecmp on "
                               f"{system.topology.name!r} (spray needs a Clos fabric)")
@@ -582,8 +579,6 @@ class CommTimer:
         fw = _forwards(topo, ptr, links)
         moving = np.diff(ptr) > 0
         if self._spray:
-            from topologies.routing import spray_paths
-
             sptr, slinks, _, share = spray_paths(topo, sched.src[moving], sched.dst[moving])
             link_bytes = np.bincount(slinks, weights=np.repeat(share * chunk, np.diff(sptr)),
                                      minlength=topo.n_links)
@@ -704,8 +699,6 @@ class CommTimer:
                 moving = lens > 0
                 t = 0.0
                 if moving.any() and self._spray:
-                    from topologies.routing import spray_paths
-
                     src, dst = sched.src[ids][moving], sched.dst[ids][moving]
                     sptr, slinks, owner, share = spray_paths(self.topology, src, dst)
                     t = flow_phase(self.topology, src[owner], dst[owner], chunk * share,
@@ -753,8 +746,6 @@ class CommTimer:
         ps, pd = uniq // n, uniq % n
         fs, fd, fsize = ps, pd, psize      # the flows: one per pair, or its plane shares
         if self.routing == "spray":
-            from topologies.routing import spray_paths
-
             ptr, links, owner, share = spray_paths(topo, ps, pd)
             fs, fd, fsize = ps[owner], pd[owner], psize[owner] * share
         else:
