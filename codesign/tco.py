@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import invalid
-from codesign.specs import check_int, check_number
+from codesign.specs import check_int, check_keys, check_number, load_yaml
 
 __all__ = ["ServerPrice", "TcoParams", "Tco", "load_prices", "server_price", "cluster_tco",
            "run_cost_usd", "HOURS_PER_YEAR", "PRICES_PATH"]
@@ -145,8 +145,6 @@ def _positive(entry: dict, key: str, where: str, *, optional: bool = False) -> f
 
 @lru_cache(maxsize=8)
 def _load(path: str) -> tuple[dict[str, ServerPrice], TcoParams, str]:
-    from codesign.specs import check_keys, load_yaml
-
     data = load_yaml(path)
     where = f"price file {path!r}"
     check_keys(data, allowed=("description", "defaults", "gpus"), required=("gpus",),

@@ -47,8 +47,8 @@ from typing import Any
 
 import numpy as np
 
-from codesign.errors import InfeasibleError, invalid
-from search.per_fabric import SearchBudget
+from codesign.errors import CodesignError, InfeasibleError, invalid
+from search.per_fabric import SearchBudget, WorkloadPlan, best_strategies, topoopt_fabric
 
 __all__ = ["FailureStudy", "FailureResult", "fabric_failures", "failure_whatif",
            "format_failure_summary", "check_failure_work", "MAX_FAILURE_WORK",
@@ -173,7 +173,6 @@ def _search(topology, workload, weight: float, hardware, study: FailureStudy, me
             seed: int):
     """The study's strategy search for ``workload`` on ``topology`` from its feasible start
     (the baseline's and a re-planned job's, so neither is compared with a weaker one)."""
-    from search.per_fabric import WorkloadPlan, best_strategies
     from search.strategy.feasible import feasible_start
 
     gpus = topology.npus * hardware.gpus_per_server
@@ -224,8 +223,6 @@ def _replan(left, mix, hardware, study: FailureStudy, method: str, *, seed: int)
     search and seed as the baseline's) is kept; time per sample = iteration time /
     batch.
     """
-    from codesign.errors import CodesignError
-
     gpus = left.npus * hardware.gpus_per_server
     total = 0.0
     for i, (wl, w, cand) in enumerate(mix):
@@ -335,7 +332,6 @@ def failure_whatif(point, outcome, study: FailureStudy, *, hardware,
     strategies' demand, same seed -- the alternating loop's last round does the same)
     and every workload keeps its chosen strategy and placement order."""
     from codesign.workloads import get_workload, parse_strategy
-    from search.per_fabric import topoopt_fabric
     from search.strategy.space import Candidate
     from search.sweeps.trial import cached_topology, plan_workloads
 

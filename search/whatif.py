@@ -68,13 +68,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from codesign.errors import InfeasibleError, invalid
+from codesign.errors import CodesignError, InfeasibleError, invalid
 from codesign.specs import check_choice
 from evaluators.shared_cluster import SharedClusterRow, format_shared_cluster
 from search.budget import best_per_budget
 from search.per_fabric import SearchBudget
 from search.sweeps.spec import WorkloadItem, parse_usd
-from search.sweeps.trial import SweepPoint, TrialOutcome, cached_topology, evaluate_trial
+from search.sweeps.trial import (SweepPoint, TrialOutcome, cached_topology, evaluate_trial,
+                                 network_cost, plan_workloads, time_model_name)
 
 __all__ = ["WhatIfChoice", "WhatIfResult", "parse_budgets", "parse_mix", "run_whatif",
            "format_whatif", "SharedClusterRow", "shared_cluster", "format_shared_cluster",
@@ -212,7 +213,6 @@ class WhatIfResult:
 def _price(point: SweepPoint) -> tuple[str, float]:
     """``(spec, cost_usd)`` of a grid fabric without timing it (raises if unbuildable)."""
     from search.design_point import DesignPoint, topology_spec_for
-    from search.sweeps.trial import network_cost
 
     if point.family == "topoopt":
         return "", float(network_cost(point).total_usd)
@@ -300,7 +300,6 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     import time
 
     from codesign.workloads import get_hardware
-    from search.sweeps.trial import plan_workloads, time_model_name
 
     t0 = time.perf_counter()
     if isinstance(servers, bool) or not isinstance(servers, int) or servers < 2:
@@ -351,8 +350,6 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                 try:
                     spec, cost = _price(point(family, degree, rate, False))
                 except Exception as exc:  # noqa: BLE001 - CodesignError from the family
-                    from codesign.errors import CodesignError
-
                     if not isinstance(exc, CodesignError):
                         raise
                     reasons["unbuildable"] = reasons.get("unbuildable", 0) + 1

@@ -21,8 +21,8 @@ from typing import Any
 
 from codesign.errors import CodesignError, InfeasibleError, InvalidSpecError, invalid
 from codesign.specs import check_choice
-from codesign.files import check_output_path, write_text_atomic
-from codesign.units import parse_bandwidth, parse_size
+from codesign.files import check_output_path, load_yaml_text, write_text_atomic
+from codesign.units import format_size, parse_bandwidth, parse_size
 
 __all__ = ["main", "build_parser"]
 
@@ -100,8 +100,6 @@ def _json_default(obj: Any) -> Any:
 
 def _parse_options(items: Sequence[str] | None) -> dict[str, Any]:
     """``--option key=value`` pairs; values are read as YAML (``rings=2``, ``order=[3,1,2,0]``)."""
-    from codesign.files import load_yaml_text
-
     options: dict[str, Any] = {}
     for item in items or ():
         key, sep, text = item.partition("=")
@@ -458,8 +456,6 @@ def _workload_arg(name: str, config: str | None, options: Sequence[str] | None):
 
 
 def _cmd_workload_show(args: argparse.Namespace) -> int:
-    from codesign.units import format_size
-
     workload = _workload_arg(args.name, args.config, args.option)
     payload = workload.to_dict()
     demand = None

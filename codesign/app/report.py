@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from codesign.errors import InvalidSpecError, invalid
+from codesign.errors import CodesignError, InvalidSpecError, invalid
 from codesign.units import format_bandwidth, format_time
 
 __all__ = ["pareto_mask", "sensitivity", "spearman", "best_per_budget", "write_report",
@@ -306,7 +306,6 @@ def best_per_budget(frame) -> list[dict[str, Any]]:
 def _model_error(gpu: Any) -> float | None:
     """The validated relative error of the compute model for GPU ``gpu`` (built-in
     catalog), or None when it has no calibrated profile."""
-    from codesign.errors import CodesignError
     from codesign.workloads import get_hardware
     from evaluators.iteration.uncertainty import validated_error
 

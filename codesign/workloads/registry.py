@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -291,8 +291,6 @@ def workload_from_dict(spec: Any, *, source: str = "") -> Workload:
         if config is not None and not isinstance(config, str):
             raise invalid(f"{where} config", config, "a configuration name")
         base = get_workload(spec["base"], config, **{**params, **settings})
-        from dataclasses import replace
-
         return replace(base, name=name, description=text["description"] or base.description,
                        source=text["source"] or base.source)
     if "params" in spec or "config" in spec:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from codesign.errors import InvalidSpecError, invalid
+from codesign.errors import InfeasibleError, InvalidSpecError, invalid
 from codesign.specs import check_choice
 
 __all__ = ["Run", "load_runs", "published_flops", "FLOPS_FORMULAS", "MEASURED", "EVALUATE_KEYS",
@@ -250,7 +250,6 @@ def predict_run(run: Run, hardware, **kwargs) -> float:
 
 def memory_fits(run: Run, hardware) -> bool:
     """Whether the memory model finds that ``run`` fits on ``hardware``."""
-    from codesign.errors import InfeasibleError
     from codesign.workloads.memory import check_memory
     from codesign.workloads.placement import Placement
 

@@ -66,7 +66,7 @@ from typing import Any
 
 from codesign.errors import invalid
 from codesign.specs import check_choice, check_int, check_keys, load_yaml
-from codesign.units import parse_money
+from codesign.units import parse_bandwidth, parse_money
 from search.per_fabric import SearchBudget
 
 __all__ = [
@@ -350,8 +350,6 @@ def _degrees(value: Any) -> tuple[tuple[int, ...], bool]:
 
 
 def _rates(value: Any) -> tuple[float, ...]:
-    from codesign.units import parse_bandwidth
-
     where = "sweep space link_rate"
     if isinstance(value, dict):
         check_keys(value, allowed=("low", "high", "step"), required=("low", "high", "step"),

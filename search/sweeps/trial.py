@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any
@@ -125,8 +125,6 @@ class SweepPoint:
     def hardware(self):
         """The :class:`~codesign.workloads.hardware.Hardware` of ``gpu`` (and
         ``gpus_per_server``)."""
-        from dataclasses import replace
-
         from codesign.workloads import get_hardware
         from codesign.workloads.hardware import load_hardware_catalog
 

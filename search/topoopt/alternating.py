@@ -59,7 +59,7 @@ from codesign.errors import CodesignError, invalid
 from codesign.units import parse_bandwidth
 from codesign.workloads import get_workload
 from codesign.workloads.demand import demand_for
-from codesign.workloads.hardware import get_hardware
+from codesign.workloads.hardware import get_hardware, load_hardware_catalog
 from codesign.workloads.model import Workload
 from search.strategy.chains import (ChainJob, Timing, chain_jobs, local_topology, merge,
                                     on_ray, run_chains)
@@ -173,8 +173,6 @@ class OptimizeSpec:
         """The :class:`~codesign.workloads.hardware.Hardware` of ``hardware``."""
         if self.hardware_file is None:
             return get_hardware(self.hardware)
-        from codesign.workloads.hardware import load_hardware_catalog
-
         return get_hardware(self.hardware, load_hardware_catalog(self.hardware_file))
 
     @property
