@@ -419,7 +419,6 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     searched: set = set()
     if search is not None or collective_method != "auto":
         screen = {k: results[k][1].metrics["iteration_time_s"] for k in results}
-        screened = dict(results)
         while True:
             keys = sorted(_finalists(screen, {k: results[k][1].metrics["iteration_time_s"]
                                               for k in searched if k in results},
@@ -428,11 +427,10 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
             if not keys:
                 break
             total = done + len(keys)
+            # A search that fails leaves the fabric's screened result in ``results``
+            # (record() keeps complete outcomes only): the start still runs there.
             run_all(keys, True)
-            for key in keys:
-                searched.add(key)
-                if key not in results:   # the search failed where the start ran: keep it
-                    results[key] = screened[key]
+            searched.update(keys)
     if not results:
         raise InfeasibleError(f"no fabric of the grid can run the mix on {servers} servers of "
                               f"{gpu} (pruned: {reasons})")
