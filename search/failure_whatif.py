@@ -49,6 +49,7 @@ import numpy as np
 
 from codesign.errors import CodesignError, InfeasibleError, invalid
 from search.per_fabric import SearchBudget, WorkloadPlan, best_strategies, topoopt_fabric
+from search.strategy.chains import Timing
 
 __all__ = ["FailureStudy", "FailureResult", "fabric_failures", "failure_whatif",
            "format_failure_summary", "check_failure_work", "MAX_FAILURE_WORK",
@@ -161,12 +162,9 @@ def check_failure_work(topology, study: FailureStudy, workloads: int) -> None:
 
 
 def _time(topology, workload, cand, hardware, method: str) -> float:
-    from evaluators.iteration import evaluate
-
-    r = evaluate(topology, workload, cand.strategy, hardware=hardware,
-                 placement=cand.placement(hardware.gpus_per_server),
-                 collective_method=method, routing="auto")
-    return float(r.iteration_time_s)
+    """Iteration time (s) of ``cand`` on ``topology``, timed as the strategy search times
+    its candidates (:class:`search.strategy.chains.Timing`); raises where it cannot run."""
+    return float(Timing(hardware, method).evaluate(topology, workload, cand).iteration_time_s)
 
 
 def _search(topology, workload, weight: float, hardware, study: FailureStudy, method: str,
