@@ -183,13 +183,7 @@ def _search(topology, workload, weight: float, hardware, study: FailureStudy, me
 def _cut_off(topology) -> list[int] | None:
     """NPUs outside the largest group of NPUs that still reach each other, or ``None``
     when no group holds a strict majority of the NPUs (the fabric is partitioned)."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components
-
-    n = topology.n_nodes
-    adj = csr_matrix((np.ones(topology.n_links), (topology.src, topology.dst)), shape=(n, n))
-    _, labels = connected_components(adj, directed=True, connection="strong")
-    npu_labels = labels[:topology.npus]
+    npu_labels = topology.component_labels()[:topology.npus]
     counts = np.bincount(npu_labels)
     main = int(counts.argmax())
     if 2 * counts[main] <= topology.npus:

@@ -122,14 +122,9 @@ def degrade(topology: Topology, failures: Failures, *, name: str = "") -> Topolo
 
 def partitioned(topology: Topology) -> bool:
     """Whether some surviving NPU cannot reach another (both ways) any more."""
-    from scipy.sparse import csr_matrix
-    from scipy.sparse.csgraph import connected_components
-
     if topology.npus < 2:
         return False
-    n = topology.n_nodes
-    adj = csr_matrix((np.ones(topology.n_links), (topology.src, topology.dst)), shape=(n, n))
-    _, labels = connected_components(adj, directed=True, connection="strong")
+    labels = topology.component_labels()
     return bool(np.any(labels[:topology.npus] != labels[0]))
 
 

@@ -268,10 +268,15 @@ class Topology:
 
         return all_pairs(self)[0]
 
-    def _check_connected(self) -> None:
+    def component_labels(self) -> np.ndarray:
+        """Strongly connected component of every node (equal labels: the nodes reach each
+        other both ways), shape ``(n_nodes,)``."""
         from scipy.sparse.csgraph import connected_components
 
-        _, labels = connected_components(self._adjacency(), directed=True, connection="strong")
+        return connected_components(self._adjacency(), directed=True, connection="strong")[1]
+
+    def _check_connected(self) -> None:
+        labels = self.component_labels()
         main = labels[0]
         bad = np.flatnonzero(labels != main)
         if bad.size:
