@@ -49,12 +49,18 @@ from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.model import Layer, Workload
 
 __all__ = ["DEFAULT_EFFICIENCY", "LayerTime", "layer_time", "layer_times", "dtype_name",
-           "resolve_precision", "uses_kernel_model"]
+           "resolve_precision", "uses_kernel_model", "attention_core_time", "ATTENTION_CORE_OPS"]
 
 #: Fraction of peak FLOP/s assumed for compute-bound layers (see the module docstring).
 DEFAULT_EFFICIENCY = 0.5
 
 _DTYPE_BY_BYTES = {1: "fp8", 2: "fp16", 4: "fp32", 8: "fp64"}
+
+#: Memory-bound operators of an unfused attention core (``Layer.memory_ops`` names): with
+#: the per-head products (GEMMs of shard ``"count"``), what selective recomputation
+#: reruns (Korthikanti et al. 2022, Sec. 5: the softmax, its dropout and the attention
+#: over the values).
+ATTENTION_CORE_OPS = ("softmax", "attention_dropout")
 
 
 @dataclass(frozen=True)
@@ -124,14 +130,18 @@ def uses_kernel_model(layer: Layer, hardware: Hardware, dtype: str) -> bool:
             and (bool(layer.gemms) or layer.attention_kernel == "flash"))
 
 
-def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str) -> tuple[float, float]:
-    """Forward and backward seconds of ``layer`` by the kernel model (module docstring)."""
+def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
+                 core: bool = False) -> tuple[float, float]:
+    """Forward and backward seconds of ``layer`` by the kernel model (module docstring);
+    with ``core`` only its attention core's kernels (:func:`attention_core_time`)."""
     prof = hw.compute
     peak = hw.peak_flops(dtype)
     bw = hw.memory_bandwidth_Bps
     d = layer.dtype_bytes
     fwd = bwd = 0.0
     for m, n, k, count, shard in layer.gemms:
+        if core and shard != "count":
+            continue
         # Per-head products are batched over the samples; the others stack the samples'
         # tokens into M.
         if shard == "count":
@@ -151,10 +161,11 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str) -> tuple[floa
         fwd += f
         bwd += bk
     hbm = bw * prof.memory_efficiency
-    if layer.memory_ops:
+    if layer.memory_ops or core:
         # The layer's memory-bound operators, each at HBM bandwidth (Layer.memory_ops).
-        fwd += b * sum(op[1] for op in layer.memory_ops) / hbm
-        bwd += b * sum(op[2] for op in layer.memory_ops) / hbm
+        ops = [op for op in layer.memory_ops if not core or op[0] in ATTENTION_CORE_OPS]
+        fwd += b * sum(op[1] for op in ops) / hbm
+        bwd += b * sum(op[2] for op in ops) / hbm
         return fwd, bwd
     # Not listed: the forward activation traffic, and twice that backward.
     elementwise = b * layer.io_bytes / hbm
@@ -210,6 +221,30 @@ def layer_time(layer: Layer, hardware: Hardware | str, batch: float, *,
         times.append((compute, "compute") if compute >= memory else (memory, "memory"))
     (fwd, fb), (bwd, bb) = times
     return LayerTime(layer.name, b, fwd, bwd, fb, bb)
+
+
+def attention_core_time(layer: Layer, hardware: Hardware | str, batch: float, *,
+                        efficiency: float | None = None, dtype: str | None = None) -> float:
+    """Forward seconds of ``layer``'s attention core for ``batch`` samples: what
+    selective recomputation reruns before the backward (Korthikanti et al. 2022, Sec. 5).
+
+    By the kernel model (where :func:`layer_time` uses it) the core's own kernels: the
+    per-head score and context products, the softmax and the attention dropout
+    (:data:`ATTENTION_CORE_OPS`), so the memory-bound part is not priced at the GEMMs'
+    rate -- their Table 4 measures 1.3 ms per layer of the 22B model for this rerun (13.2
+    against 11.9 ms backward), a FLOP share of the forward gives a third of that.  By the
+    roofline: the core's share of the forward FLOPs of the forward time.  Seconds; 0 for
+    a layer without an attention core.
+    """
+    if not layer.attn_core_fwd_flops:
+        return 0.0
+    hw = get_hardware(hardware)
+    b = check_number("batch", batch)
+    fmt = dtype or dtype_name(layer.dtype_bytes)
+    if efficiency is None and uses_kernel_model(layer, hw, fmt):
+        return _kernel_time(layer, hw, b, fmt, core=True)[0]
+    full = layer_time(layer, hw, b, efficiency=efficiency, dtype=dtype)
+    return full.fwd_s * layer.attn_core_fwd_flops / layer.fwd_flops
 
 
 def layer_times(workload: Workload, hardware: Hardware | str, batch: float, *,

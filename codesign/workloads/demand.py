@@ -36,6 +36,10 @@ from the sharding rule, :mod:`codesign.workloads.sharding`; this module orders t
 * Tensor parallel (Megatron-LM, Shoeybi et al. 2019, Sec. 3): after each layer's
   forward an ``allreduce`` of ``b x tp_allreduce_bytes`` on its TP group, after its
   backward one of ``b x tp_bwd_allreduce_bytes`` (two each way per transformer block).
+  With sequence parallelism each becomes a ``reducescatter`` and an ``allgather`` of
+  that size, and the backward of a sub-layer with a forward all-gather gathers its
+  sequence-split input once more for the weight gradient (Korthikanti et al. 2022, Sec.
+  4.2.2: only the split input is kept).
 * Pipeline parallel (1F1B): at each stage boundary, each TP rank sends ``b x
   activation_bytes / T`` of the boundary layer's output to the same TP rank of the next
   stage in the forward pass, and the same gradient back in the backward pass; with
@@ -76,7 +80,7 @@ import numpy as np
 from codesign.collective_kinds import RING_KINDS, ring_bytes_per_member
 from codesign.errors import invalid
 from codesign.specs import check_number
-from codesign.workloads.compute import layer_time, resolve_precision
+from codesign.workloads.compute import attention_core_time, layer_time, resolve_precision
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.memory import MemoryBreakdown, check_memory, memory_per_gpu
 from codesign.workloads.model import Layer, Workload
@@ -435,7 +439,11 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         weight gradient is computed (Korthikanti et al. 2022, Sec. 6.2: "we overlap
         all-reduce communication with the linear weight's gradient computation"; with
         sequence parallelism the all-gather of the input and the reduce-scatter of its
-        gradient, Sec. 4.2.2).  Forward and recomputed-forward collectives stay exposed.
+        gradient, Sec. 4.2.2).  Forward and recomputed-forward collectives stay exposed,
+        and so does sequence parallelism's backward re-gather of a sub-layer's input,
+        which the weight-gradient GEMM needs before it can start (their Table 4: the 22B
+        layer's backward is 11.8 ms with sequence parallelism and 11.9 without, although
+        its norms and dropouts then move an eighth of the bytes).
 
     Returns
     -------
@@ -493,17 +501,28 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     def tp_ops(nbytes: float, phase: str, layer: Layer, p: int, groups,
                under: float = 0.0) -> list[Op]:
         """Megatron's TP all-reduce of ``nbytes`` per rank, or with sequence parallelism
-        a reduce-scatter and an all-gather of the same size (Korthikanti Sec. 4.2.2);
-        with ``tp_comm_overlap`` they share ``under`` seconds of the layer's compute
-        (``"backward"``: the backward pass's weight-gradient half only)."""
+        a reduce-scatter and an all-gather of the same size (Korthikanti Sec. 4.2.2),
+        plus in the backward of a sub-layer with a forward all-gather the re-gather of
+        its input; with ``tp_comm_overlap`` they share ``under`` seconds of the layer's
+        compute (``"backward"``: the backward pass's weight-gradient half only, which the
+        re-gather precedes)."""
         if not nbytes or not groups:
             return []
         kinds = ("reducescatter", "allgather") if s.sp else ("allreduce",)
+        regather = s.sp and phase == "backward" and layer.tp_allreduce_bytes > 0
         if tp_comm_overlap == "backward":
             under = under / 2.0 if phase == "backward" else 0.0
-        hidden = under / len(kinds) if tp_comm_overlap else 0.0
-        return [CollectiveOp(kind, grp, nbytes, phase, "tp", layer=layer.name, stage=p,
-                             repeat=m, hidden_s=hidden) for kind in kinds for grp in groups]
+        shared = len(kinds) + (regather and tp_comm_overlap is True)
+        hidden = under / shared if tp_comm_overlap else 0.0
+        ops = [CollectiveOp(kind, grp, nbytes, phase, "tp", layer=layer.name, stage=p,
+                            repeat=m, hidden_s=hidden) for kind in kinds for grp in groups]
+        if regather:
+            again = hidden if tp_comm_overlap is True else 0.0
+            ops += [CollectiveOp("allgather", grp, nbytes * layer.tp_allreduce_bytes
+                                 / layer.tp_bwd_allreduce_bytes, phase, "tp",
+                                 layer=layer.name, stage=p, repeat=m, hidden_s=again)
+                    for grp in groups]
+        return ops
 
     fwd: list[Op] = []
     bwd_by_stage: list[list[Op]] = []
@@ -580,8 +599,11 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                 r_ops: list[Op] = []
                 if s.recompute == "full":
                     r_ops += [replace(op, phase="backward") for op in ep_ops + cp_f]
-                r_ops.append(Compute(layer.name, "backward", ranks_p,
-                                     f_s * rflops / sh.fwd_flops, b * rflops, p, m,
+                # Full: the whole forward again; selective: the attention core's own
+                # kernels (compute.attention_core_time), not its FLOP share.
+                r_s = f_s if s.recompute == "full" else attention_core_time(
+                    sh, hw, b, efficiency=efficiency, dtype=precision)
+                r_ops.append(Compute(layer.name, "backward", ranks_p, r_s, b * rflops, p, m,
                                      kind="recompute"))
                 if s.recompute == "full":
                     r_ops += [replace(op, phase="backward") for op in ep_ops]

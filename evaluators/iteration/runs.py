@@ -33,7 +33,7 @@ from codesign.errors import InfeasibleError, InvalidSpecError, invalid
 from codesign.specs import check_choice
 
 __all__ = ["Run", "load_runs", "published_flops", "FLOPS_FORMULAS", "MEASURED", "EVALUATE_KEYS",
-           "predict_run", "default_system", "memory_fits"]
+           "predict_run", "default_system", "memory_fits", "layer_time"]
 
 #: What a row may measure.
 MEASURED = ("iteration_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu")
@@ -259,3 +259,38 @@ def memory_fits(run: Run, hardware) -> bool:
     except InfeasibleError:
         return False
     return True
+
+
+def layer_time(workload: str, strategy, hardware, system: str, *,
+               options: dict[str, Any] | None = None, **kwargs) -> float:
+    """Seconds one more transformer block adds to an iteration of ONE micro-batch:
+    the model's forward + backward of a layer (recomputation and exposed TP
+    communication included, the optimizer step not) -- what a profile of one layer
+    measures (Korthikanti et al. 2022, Table 4).
+
+    Parameters
+    ----------
+    workload : str
+        A transformer of the zoo; ``options`` its hyper-parameters (``layers`` is set).
+    strategy, hardware, system
+        As for :func:`~evaluators.iteration.evaluate` (``microbatches=1``).
+    **kwargs
+        More options of :func:`~evaluators.iteration.evaluate`.
+
+    Returns
+    -------
+    float
+        Seconds per layer: the difference between the models with two and one blocks.
+    """
+    from codesign.workloads import get_workload
+    from evaluators.iteration.model import evaluate
+    from topologies.registry import load_topology
+
+    topo = load_topology(system)
+    kwargs.setdefault("check_memory", False)
+    out = []
+    for layers in (1, 2):
+        w = get_workload(workload, **{**(options or {}), "layers": layers})
+        r = evaluate(topo, w, strategy, hardware=hardware, **kwargs)
+        out.append(r.iteration_time_s - r.optimizer_time_s)
+    return out[1] - out[0]

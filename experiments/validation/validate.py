@@ -21,6 +21,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import csv
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +30,7 @@ import numpy as np
 
 from codesign.workloads.hardware import get_hardware
 from evaluators.iteration.calibrate import calibrate
-from evaluators.iteration.runs import load_runs, memory_fits, predict_run
+from evaluators.iteration.runs import layer_time, load_runs, memory_fits, predict_run
 
 HERE = Path(__file__).parent
 #: Where one source contradicts another (both kept; the table says so).
@@ -79,6 +80,30 @@ PRIORS = {
 #: properties of the GPU and its kernels (compute_profiles.yaml) and stay at their
 #: priors, so that they cannot absorb what the model leaves out.
 FITTED = ("gemm_efficiency",)
+
+
+#: The layer Korthikanti et al. profile in Table 4 (``layer_times.csv``): the 22B model of
+#: their Table 3 on one DGX A100 (TP 8, micro-batch 4), backward TP all-reduce overlapped
+#: with the weight gradient (Sec. 6.2).
+LAYER_CHECK = {"workload": "gpt3-175b", "system": "ideal:1,degree=8,bw=200Gbps",
+               "options": {"hidden": 6144, "heads": 64, "ffn": 24576, "vocab": 51200,
+                           "seq_len": 2048, "positions": 2048, "batch_size": 4},
+               "evaluate": {"tp_comm_overlap": "backward"}}
+
+
+def layer_check(hardware_by_name: dict) -> list[tuple[str, float, float, float]]:
+    """(configuration, published ms, model ms at the fitted A100 parameters, at the A100
+    priors) per row of ``layer_times.csv``."""
+    out = []
+    with open(HERE / "layer_times.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            pub = float(row["forward_ms"]) + float(row["backward_ms"])
+            ms = [1e3 * layer_time(LAYER_CHECK["workload"], row["strategy"], hw,
+                                   LAYER_CHECK["system"], options=LAYER_CHECK["options"],
+                                   **LAYER_CHECK["evaluate"])
+                  for hw in hardware_by_name.values()]
+            out.append((row["config"], pub, *ms))
+    return out
 
 
 def _published(run) -> str:
@@ -188,6 +213,23 @@ def main() -> None:
         lines.append(f"\nScaling Llama 3 405B from 8,192 to 16,384 H100 (Table 4): published "
                      f"speed-up {ra.measured_s / rb.measured_s:.2f}x, predicted "
                      f"{pa / pb:.2f}x.")
+    if "A100-80" in fits:
+        a100 = get_hardware("A100-80")
+        check = layer_check({
+            "fitted": fits["A100-80"][0].hardware,
+            "prior": replace(a100, compute=a100.compute.with_parameters(**PRIORS["A100-80"]))})
+        lines.append("\n## Layer-level check (Korthikanti et al. Table 4, not fitted)\n")
+        lines.append("One transformer layer of their 22B model (TP 8, micro-batch 4, one DGX "
+                     "A100), forward + backward as their profile measured it; the model's time "
+                     "is `evaluators.iteration.runs.layer_time` (recomputation and exposed TP "
+                     "communication included, optimizer step not).\n")
+        lines.append("| configuration | published ms | model ms (fitted) | error | "
+                     "model ms (priors) | error |")
+        lines.append("|---|---|---|---|---|---|")
+        for name, pub, fit_ms, prior_ms in check:
+            lines.append(f"| {name} | {pub:.1f} | {fit_ms:.1f} | "
+                         f"{100 * (fit_ms / pub - 1):+.1f} % | {prior_ms:.1f} | "
+                         f"{100 * (prior_ms / pub - 1):+.1f} % |")
     lines.append("\n'memory model': whether `codesign`'s memory model finds that the "
                  "published configuration fits (runs are timed either way).")
     lines.append(f"\nWall time of this script: {time.perf_counter() - t0:.0f} s.")

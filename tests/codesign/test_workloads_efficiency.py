@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from codesign.errors import InvalidSpecError
 from codesign.workloads import get_hardware, get_workload
-from codesign.workloads.compute import DEFAULT_EFFICIENCY, layer_time, uses_kernel_model
+from codesign.workloads.compute import (DEFAULT_EFFICIENCY, attention_core_time, layer_time,
+                                        uses_kernel_model)
 from codesign.workloads.efficiency import (ComputeProfile, flash_attention_time,
                                           gemm_backward_shapes, gemm_time, profile_from_dict)
 from codesign.workloads.hardware import hardware_to_yaml, load_hardware_catalog
@@ -408,3 +409,26 @@ def test_expert_parallelism_feeds_local_experts_by_hand():
             expected += gemm_time(m * b, n, k, count=count, **kw)
     expected += b * sum(f for _, f, _, _ in layer.memory_ops) / (BW * prof.memory_efficiency)
     assert op.seconds == pytest.approx(expected, rel=1e-12)
+
+
+def test_attention_core_time_is_its_own_kernels_by_hand():
+    # What selective recomputation reruns: the two per-head products and the softmax and
+    # attention dropout (read + write fp16, plus the 1-byte mask), not a FLOP share of
+    # the forward -- which prices the memory-bound half at the GEMMs' rate.
+    s, h, a, b, d = 2048, 1024, 16, 2, 2
+    layer = attention("a", hidden=h, heads=a, kv_heads=a, seq=s, dtype_bytes=d)
+    prof = A100.compute
+    kw = {"peak_flops": PEAK, "bandwidth_Bps": BW, "dtype_bytes": d, "profile": prof,
+          "count": a * b}
+    ss = a * s * s * b
+    want = (gemm_time(s, s, h / a, **kw) + gemm_time(s, h / a, s, **kw)
+            + (2 * d + (2 * d + 1)) * ss / (BW * prof.memory_efficiency))
+    assert attention_core_time(layer, A100, b) == pytest.approx(want, rel=1e-12)
+    share = layer_time(layer, A100, b).fwd_s * layer.attn_core_fwd_flops / layer.fwd_flops
+    assert attention_core_time(layer, A100, b) > share
+    # The roofline keeps the FLOP share; a layer without an attention core has none.
+    roof = layer_time(layer, A100, b, efficiency=0.5).fwd_s
+    assert attention_core_time(layer, A100, b, efficiency=0.5) == pytest.approx(
+        roof * layer.attn_core_fwd_flops / layer.fwd_flops)
+    assert attention_core_time(mlp("m", hidden=h, ffn=4 * h, seq=s, dtype_bytes=d),
+                               A100, b) == 0.0

@@ -222,8 +222,38 @@ def test_sequence_parallelism_replaces_the_tp_allreduce() -> None:
           if o.purpose == "tp"]
     assert {o.kind for o in tp} == {"allreduce"}
     assert {o.kind for o in sp} == {"reducescatter", "allgather"}
-    # Same ring volume: RS + AG of S bytes = AR of S bytes (2 (n-1)/n S per member).
-    assert sum(o.bytes for o in sp) == pytest.approx(2 * sum(o.bytes for o in tp))
+    # Same ring volume: RS + AG of S bytes = AR of S bytes (2 (n-1)/n S per member),
+    # plus the backward re-gather of every sub-layer's sequence-split input for its
+    # weight gradient (Korthikanti et al. Sec. 4.2.2): one more all-gather per forward
+    # one of the transformer sub-layers; the output layer (no forward collective) and
+    # the embedding (no backward one) have none.
+    blocks = {f"block{i}.{k}" for i in (0, 1) for k in ("attn", "mlp")}
+    fwd_ag = [o for o in sp if o.phase == "forward" and o.kind == "allgather"
+              and o.layer in blocks]
+    bwd_ag = [o for o in sp if o.phase == "backward" and o.kind == "allgather"]
+    bwd_rs = [o for o in sp if o.phase == "backward" and o.kind == "reducescatter"]
+    assert {o.layer for o in fwd_ag} == blocks
+    assert len(bwd_ag) == len(bwd_rs) + len(fwd_ag)
+    assert sum(o.bytes for o in sp) == pytest.approx(2 * sum(o.bytes for o in tp)
+                                                     + sum(o.bytes for o in fwd_ag))
+
+
+@pytest.mark.parametrize("overlap", [False, "backward", True])
+def test_sequence_parallel_regather_is_hidden_only_by_full_overlap(overlap) -> None:
+    # The re-gather precedes the weight-gradient GEMM that needs it, so Megatron's
+    # asynchronous backward overlap ("backward") cannot hide it; full TP overlap shares
+    # the pass's compute among all three backward collectives.
+    w = gpt(batch=4)
+    pl = Placement(servers=1, gpus_per_server=2)
+    d = demand_for(w, "dp=1,tp=2,sp=true", "A100-80", pl, tp_comm_overlap=overlap)
+    bwd = {o.name: o.seconds for o in d.compute() if o.phase == "backward"}
+    for layer in ("block0.attn", "block1.mlp"):
+        ops = [o for o in d.collectives() if o.purpose == "tp" and o.layer == layer
+               and o.phase == "backward"]
+        assert [o.kind for o in ops] == ["reducescatter", "allgather", "allgather"]
+        want = {False: [0, 0, 0], "backward": [bwd[layer] / 4] * 2 + [0],
+                True: [bwd[layer] / 3] * 3}[overlap]
+        assert [o.hidden_s for o in ops] == pytest.approx(want)
 
 
 def test_context_parallel_ring_exchange_and_work_split() -> None:

@@ -17,7 +17,7 @@ from codesign.app.cli import main
 from codesign.errors import InvalidSpecError
 from codesign.workloads import get_hardware, get_workload
 from evaluators.iteration.calibrate import calibrate
-from evaluators.iteration.runs import load_runs, predict_run, published_flops
+from evaluators.iteration.runs import layer_time, load_runs, predict_run, published_flops
 
 A100 = get_hardware("A100-80")
 COLS = ["id", "source", "gpu", "gpus", "workload", "options", "strategy", "system",
@@ -287,3 +287,27 @@ def test_samples_per_second_converts_to_iteration_time(tmp_path):
            "measured": "samples_per_s", "value": "2470"}
     run = load_runs(_write(tmp_path / "r.csv", [row]))[0]
     assert run.measured_s == pytest.approx(256 / 2470)
+
+
+def test_one_layer_reproduces_korthikanti_table_4():
+    # A published per-layer profile nothing is fitted to (Korthikanti et al. 2022, Table 4:
+    # one layer of their 22B model, TP 8, micro-batch 4, one DGX A100): at the GEMM-sweep
+    # prior (0.80 of peak) each configuration's forward + backward within 3 %, and what
+    # each knob adds or saves against the baseline within 2 points -- sequence
+    # parallelism -3 % (its backward re-gather eats most of the norms' saving), full
+    # recomputation +39 %, selective +7 % (the softmax and dropout rerun at HBM speed).
+    rows = list(csv.DictReader(open(VALIDATION.parent / "layer_times.csv", newline="")))
+    hw = replace(A100, compute=A100.compute.with_parameters(gemm_efficiency=0.8))
+    opts = {"hidden": 6144, "heads": 64, "ffn": 24576, "vocab": 51200, "seq_len": 2048,
+            "positions": 2048, "batch_size": 4}
+    pub, model = [], []
+    for row in rows:
+        pub.append(float(row["forward_ms"]) + float(row["backward_ms"]))
+        model.append(1e3 * layer_time("gpt3-175b", row["strategy"], hw,
+                                      "ideal:1,degree=8,bw=200Gbps", options=opts,
+                                      tp_comm_overlap="backward"))
+    assert [r["config"] for r in rows][0] == "baseline" and len(rows) == 5
+    for p, m in zip(pub, model):
+        assert m == pytest.approx(p, rel=0.03)
+    for p, m in zip(pub[1:], model[1:]):
+        assert m / model[0] - p / pub[0] == pytest.approx(0, abs=0.02)
