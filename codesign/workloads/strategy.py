@@ -60,15 +60,17 @@ from codesign.specs import check_int
 __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRATEGY_KEYS",
            "pipeline_stages", "bubble_fraction", "is_table",
            "check_applicable", "stage_bounds", "RECOMPUTE", "SCHEDULES", "PRECISIONS",
-           "inflight_microbatches", "recompute_modes"]
+           "inflight_microbatches", "recompute_modes", "SPLITS", "block_stages"]
 
 #: Keys of the strategy string, in canonical order.
 STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "embedding", "sp",
-                 "recompute", "schedule", "vpp", "precision")
+                 "recompute", "schedule", "vpp", "split", "precision")
 #: Activation recomputation modes (Korthikanti et al. 2022, Sec. 5).
 RECOMPUTE = ("none", "selective", "full")
 #: Pipeline schedules.
 SCHEDULES = ("1f1b", "interleaved", "gpipe")
+#: How layers are split into pipeline stages (:func:`stage_bounds`).
+SPLITS = ("balanced", "layers")
 #: Number formats of the matrix math.
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 _MAX_DEGREE = 10**7          # far above any cluster
@@ -77,9 +79,9 @@ _EMBEDDING = ("data", "model")
 _BOOL = {"true": True, "false": False}
 _FORM = ("dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]"
          "[,sp=true|false][,recompute=none|selective|full][,schedule=1f1b|interleaved|gpipe]"
-         "[,vpp=V][,precision=fp32|tf32|bf16|fp16|fp8]")
+         "[,vpp=V][,split=balanced|layers][,precision=fp32|tf32|bf16|fp16|fp8]")
 _CHOICES = {"embedding": _EMBEDDING, "recompute": RECOMPUTE, "schedule": SCHEDULES,
-            "precision": PRECISIONS}
+            "split": SPLITS, "precision": PRECISIONS}
 
 
 def _degree(name: str, value: Any, maximum: int = _MAX_DEGREE) -> int:
@@ -113,6 +115,11 @@ class Strategy:
         dividing the micro-batches, as Megatron-LM requires) or ``"gpipe"``.
     vpp : int
         Virtual pipeline stages (model chunks) per GPU; > 1 only with ``interleaved``.
+    split : str
+        ``"balanced"``: pipeline stages of balanced compute (:func:`pipeline_stages`);
+        ``"layers"``: the same number of transformer blocks on every pipeline rank, the
+        input embedding with the first and the output layer with the last, as
+        Megatron-LM and Megatron-DeepSpeed build them (:func:`block_stages`).
     precision : str or None
         Number format of the matrix math; ``None`` = the workload's.
 
@@ -134,6 +141,7 @@ class Strategy:
     recompute: str = "none"
     schedule: str = "1f1b"
     vpp: int = 1
+    split: str = "balanced"
     precision: str | None = None
 
     def __post_init__(self) -> None:
@@ -213,7 +221,8 @@ class Strategy:
         return {"dp": self.dp, "tp": self.tp, "pp": self.pp, "cp": self.cp,
                 "microbatches": self.m, "zero": self.zero, "ep": self.ep,
                 "embedding": self.embedding, "sp": self.sp, "recompute": self.recompute,
-                "schedule": self.schedule, "vpp": self.vpp, "precision": self.precision,
+                "schedule": self.schedule, "vpp": self.vpp, "split": self.split,
+                "precision": self.precision,
                 "gpus": self.gpus, "text": str(self)}
 
 
@@ -300,7 +309,7 @@ def parse_strategy(text: str) -> Strategy:
     --------
     >>> parse_strategy("dp=4,tp=8,pp=2,microbatches=16,zero=1")
     Strategy(dp=4, tp=8, pp=2, microbatches=16, zero=1, ep=1, embedding='data', cp=1, \
-sp=False, recompute='none', schedule='1f1b', vpp=1, precision=None)
+sp=False, recompute='none', schedule='1f1b', vpp=1, split='balanced', precision=None)
     >>> str(parse_strategy("dp=8,tp=8,pp=16,sp=true,recompute=selective"))
     'dp=8,tp=8,pp=16,sp=true,recompute=selective'
     """
@@ -478,5 +487,59 @@ def check_applicable(workload: Any, strategy: Strategy) -> None:
 
 
 def stage_bounds(workload: Any, strategy: Strategy) -> tuple[tuple[int, int], ...]:
-    """Pipeline stages of ``workload``: :func:`pipeline_stages` on training FLOPs per sample."""
+    """Pipeline stages of ``workload``: :func:`pipeline_stages` on training FLOPs per
+    sample (``split=balanced``) or :func:`block_stages` (``split=layers``)."""
+    if strategy.split == "layers":
+        return block_stages([layer.name for layer in workload.layers], strategy.pp)
     return pipeline_stages([layer.flops for layer in workload.layers], strategy.pp)
+
+
+def block_stages(names: Any, pp: int) -> tuple[tuple[int, int], ...]:
+    """Split layers into ``pp`` stages of equal numbers of blocks, as Megatron-LM does.
+
+    A block is a run of consecutive layers whose names share the part before the first
+    ``"."`` (a transformer's ``block{i}.attn`` and ``block{i}.mlp``); a layer without a
+    dot is a block of its own unless it comes before the first dotted block (it joins
+    the first stage: the input embedding) or after the last one (it joins the last
+    stage: the final norm, the output layer and the loss).  Megatron-LM builds
+    ``num_layers // pp`` transformer layers on every pipeline rank, the embedding on the
+    first and the output layer on the last (``get_num_layers_to_build``,
+    ``megatron/core/transformer/transformer_block.py`` at commit f2e5db4), and
+    Megatron-DeepSpeed partitions by ``type:transformer``; the stages then differ by the
+    embedding and output layers, which a compute-balanced split would even out.  When
+    ``pp`` does not divide the blocks the first stages take one more.
+
+    Parameters
+    ----------
+    names : sequence of str
+        Layer names in forward order.
+    pp : int
+        Stages, at most the number of blocks.
+
+    Returns
+    -------
+    tuple of (start, stop)
+        Half-open layer index ranges, one per stage.
+    """
+    names = list(names)
+    _degree("pp", pp)
+    keys = [n.split(".", 1)[0] if "." in n else None for n in names]
+    dotted = [i for i, k in enumerate(keys) if k is not None]
+    first, last = (dotted[0], dotted[-1]) if dotted else (0, len(names) - 1)
+    starts = []             # index of the first layer of every block
+    for i in range(first, last + 1):
+        if i == first or keys[i] is None or keys[i] != keys[i - 1]:
+            starts.append(i)
+    n = len(starts)
+    if pp > n:
+        raise invalid("strategy pp", pp, f"at most the number of blocks ({n}) with "
+                                         "split=layers")
+    q, r = divmod(n, pp)
+    bounds, b = [], 0
+    for p in range(pp):
+        take = q + (1 if p < r else 0)
+        lo = 0 if p == 0 else starts[b]
+        b += take
+        hi = len(names) if p == pp - 1 else starts[b]
+        bounds.append((lo, hi))
+    return tuple(bounds)

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from codesign.errors import InvalidSpecError
 from codesign.workloads.strategy import (
-    Strategy, as_strategy, bubble_fraction, parse_strategy, pipeline_stages)
+    Strategy, as_strategy, block_stages, bubble_fraction, parse_strategy, pipeline_stages,
+    stage_bounds)
 
 
 # ---------------------------------------------------------------------------- parser
@@ -62,11 +63,12 @@ def test_as_strategy_rejects_other_types() -> None:
 
 
 _strategies = st.builds(
-    lambda dp_over_ep, ep, tp, pp, mb, zero, emb: Strategy(
-        dp=dp_over_ep * ep, tp=tp, pp=pp, microbatches=mb, zero=zero, ep=ep, embedding=emb),
+    lambda dp_over_ep, ep, tp, pp, mb, zero, emb, split: Strategy(
+        dp=dp_over_ep * ep, tp=tp, pp=pp, microbatches=mb, zero=zero, ep=ep, embedding=emb,
+        split=split),
     st.integers(1, 64), st.integers(1, 16), st.integers(1, 64), st.integers(1, 64),
     st.one_of(st.none(), st.integers(1, 10**6)), st.integers(0, 3),
-    st.sampled_from(["data", "model"]))
+    st.sampled_from(["data", "model"]), st.sampled_from(["balanced", "layers"]))
 
 
 @given(_strategies, st.randoms(use_true_random=False), st.booleans())
@@ -176,3 +178,45 @@ def test_pipeline_stages_optimal_against_brute_force(costs: list[int], pp: int) 
 
 def test_pipeline_stages_equal_layers() -> None:
     assert pipeline_stages([1.0] * 8, 4) == ((0, 2), (2, 4), (4, 6), (6, 8))
+
+
+# ------------------------------------------------------------------ split=layers
+def _gpt_names(blocks: int) -> list[str]:
+    return (["embed"] + [f"block{i}.{k}" for i in range(blocks) for k in ("attn", "mlp")]
+            + ["lm_head"])
+
+
+@given(st.integers(1, 40), st.integers(1, 40))
+@settings(max_examples=200, deadline=None)
+def test_block_stages_give_every_rank_the_same_blocks(blocks: int, pp: int) -> None:
+    # Megatron-LM's rule: num_layers // pp transformer blocks per pipeline rank (the first
+    # ones one more when pp does not divide), a block's layers never split, the embedding
+    # on the first rank and the output layer on the last.
+    names = _gpt_names(blocks)
+    if pp > blocks:
+        with pytest.raises(InvalidSpecError, match="strategy pp.*blocks"):
+            block_stages(names, pp)
+        return
+    stages = block_stages(names, pp)
+    assert stages[0][0] == 0 and stages[-1][1] == len(names)
+    assert all(stages[i][1] == stages[i + 1][0] for i in range(pp - 1))
+    per = [len({n.split(".")[0] for n in names[a:b] if "." in n}) for a, b in stages]
+    assert per == [blocks // pp + (1 if i < blocks % pp else 0) for i in range(pp)]
+    assert "embed" in names[slice(*stages[0])] and "lm_head" in names[slice(*stages[-1])]
+
+
+def test_split_layers_keeps_the_output_layer_on_the_last_stage() -> None:
+    # A large vocabulary makes the balanced split give the last rank fewer blocks;
+    # split=layers keeps Megatron's equal counts, so the last stage carries the output
+    # layer on top of them.
+    from codesign.workloads import get_workload
+
+    w = get_workload("gpt3-175b", layers=8, hidden=1024, heads=8, vocab=250000)
+    bal = stage_bounds(w, parse_strategy("dp=1,tp=1,pp=4"))
+    lay = stage_bounds(w, parse_strategy("dp=1,tp=1,pp=4,split=layers"))
+    flops = [layer.flops for layer in w.layers]
+    cost = [sum(flops[a:b]) for a, b in lay]
+    assert lay == block_stages([layer.name for layer in w.layers], 4) != bal
+    assert max(cost) == cost[-1] > max(sum(flops[a:b]) for a, b in bal)
+    # Layers without a dotted block name (a CNN) are blocks of their own.
+    assert block_stages(["conv1", "conv2", "conv3", "fc"], 2) == ((0, 2), (2, 4))
