@@ -33,7 +33,7 @@ from codesign.errors import InfeasibleError, InvalidSpecError, invalid
 from codesign.specs import check_choice
 
 __all__ = ["Run", "load_runs", "published_flops", "FLOPS_FORMULAS", "MEASURED", "EVALUATE_KEYS",
-           "predict_run", "default_system", "memory_fits", "layer_time"]
+           "predict_run", "default_system", "memory_fits", "block_time"]
 
 #: What a row may measure.
 MEASURED = ("iteration_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu")
@@ -261,7 +261,7 @@ def memory_fits(run: Run, hardware) -> bool:
     return True
 
 
-def layer_time(workload: str, strategy, hardware, system: str, *,
+def block_time(workload: str, strategy, hardware, system: str, *,
                options: dict[str, Any] | None = None, **kwargs) -> float:
     """Seconds one more transformer block adds to an iteration of ONE micro-batch:
     the model's forward + backward of a layer (recomputation and exposed TP

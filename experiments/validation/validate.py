@@ -30,7 +30,7 @@ import numpy as np
 
 from codesign.workloads.hardware import get_hardware
 from evaluators.iteration.calibrate import calibrate
-from evaluators.iteration.runs import layer_time, load_runs, memory_fits, predict_run
+from evaluators.iteration.runs import block_time, load_runs, memory_fits, predict_run
 
 HERE = Path(__file__).parent
 #: Where one source contradicts another (both kept; the table says so).
@@ -100,7 +100,7 @@ def layer_check(hardware_by_name: dict) -> list[tuple[str, float, float, float]]
     with open(HERE / "layer_times.csv", newline="") as f:
         for row in csv.DictReader(f):
             pub = float(row["forward_ms"]) + float(row["backward_ms"])
-            ms = [1e3 * layer_time(LAYER_CHECK["workload"], row["strategy"], hw,
+            ms = [1e3 * block_time(LAYER_CHECK["workload"], row["strategy"], hw,
                                    LAYER_CHECK["system"], options=LAYER_CHECK["options"],
                                    **LAYER_CHECK["evaluate"])
                   for hw in hardware_by_name.values()]
@@ -223,7 +223,7 @@ def main() -> None:
         lines.append("\n## Layer-level check (Korthikanti et al. Table 4, not fitted)\n")
         lines.append("One transformer layer of their 22B model (TP 8, micro-batch 4, one DGX "
                      "A100), forward + backward as their profile measured it; the model's time "
-                     "is `evaluators.iteration.runs.layer_time` (recomputation and exposed TP "
+                     "is `evaluators.iteration.runs.block_time` (recomputation and exposed TP "
                      "communication included, optimizer step not).\n")
         lines.append("| configuration | published ms | model ms (fitted) | error | "
                      "model ms (priors) | error |")

@@ -17,7 +17,7 @@ from codesign.app.cli import main
 from codesign.errors import InvalidSpecError
 from codesign.workloads import get_hardware, get_workload
 from evaluators.iteration.calibrate import calibrate
-from evaluators.iteration.runs import layer_time, load_runs, predict_run, published_flops
+from evaluators.iteration.runs import block_time, load_runs, predict_run, published_flops
 
 A100 = get_hardware("A100-80")
 COLS = ["id", "source", "gpu", "gpus", "workload", "options", "strategy", "system",
@@ -303,7 +303,7 @@ def test_one_layer_reproduces_korthikanti_table_4():
     pub, model = [], []
     for row in rows:
         pub.append(float(row["forward_ms"]) + float(row["backward_ms"]))
-        model.append(1e3 * layer_time("gpt3-175b", row["strategy"], hw,
+        model.append(1e3 * block_time("gpt3-175b", row["strategy"], hw,
                                       "ideal:1,degree=8,bw=200Gbps", options=opts,
                                       tp_comm_overlap="backward"))
     assert [r["config"] for r in rows][0] == "baseline" and len(rows) == 5
