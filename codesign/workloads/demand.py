@@ -499,29 +499,27 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         raise invalid("tp_comm_overlap", tp_comm_overlap, "true, false or backward")
 
     def tp_ops(nbytes: float, phase: str, layer: Layer, p: int, groups,
-               under: float = 0.0) -> list[Op]:
+               under: float = 0.0, regather: float = 0.0) -> list[Op]:
         """Megatron's TP all-reduce of ``nbytes`` per rank, or with sequence parallelism
-        a reduce-scatter and an all-gather of the same size (Korthikanti Sec. 4.2.2),
-        plus in the backward of a sub-layer with a forward all-gather the re-gather of
-        its input; with ``tp_comm_overlap`` they share ``under`` seconds of the layer's
-        compute (``"backward"``: the backward pass's weight-gradient half only, which the
-        re-gather precedes)."""
+        a reduce-scatter and an all-gather of the same size (Korthikanti Sec. 4.2.2)
+        and, in a backward pass, the all-gather of the ``regather`` bytes of the
+        sub-layer's sequence-split input again; with ``tp_comm_overlap`` they share
+        ``under`` seconds of the layer's compute (``"backward"``: the backward pass's
+        weight-gradient half only, which the re-gather precedes)."""
         if not nbytes or not groups:
             return []
         kinds = ("reducescatter", "allgather") if s.sp else ("allreduce",)
-        regather = s.sp and phase == "backward" and layer.tp_allreduce_bytes > 0
+        regather = regather if s.sp else 0.0
         if tp_comm_overlap == "backward":
             under = under / 2.0 if phase == "backward" else 0.0
-        shared = len(kinds) + (regather and tp_comm_overlap is True)
+        shared = len(kinds) + (regather > 0 and tp_comm_overlap is True)
         hidden = under / shared if tp_comm_overlap else 0.0
         ops = [CollectiveOp(kind, grp, nbytes, phase, "tp", layer=layer.name, stage=p,
                             repeat=m, hidden_s=hidden) for kind in kinds for grp in groups]
         if regather:
             again = hidden if tp_comm_overlap is True else 0.0
-            ops += [CollectiveOp("allgather", grp, nbytes * layer.tp_allreduce_bytes
-                                 / layer.tp_bwd_allreduce_bytes, phase, "tp",
-                                 layer=layer.name, stage=p, repeat=m, hidden_s=again)
-                    for grp in groups]
+            ops += [CollectiveOp("allgather", grp, regather, phase, "tp", layer=layer.name,
+                                 stage=p, repeat=m, hidden_s=again) for grp in groups]
         return ops
 
     fwd: list[Op] = []
@@ -591,7 +589,8 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                     for kind in ("allgather", "reducescatter") for grp in cp_groups] \
                 if kv else []
             tp_f = tp_ops(shard.tp_bytes(b, "forward"), "forward", layer, p, tp_groups, f_s)
-            tp_b = tp_ops(shard.tp_bytes(b, "backward"), "backward", layer, p, tp_groups, b_s)
+            tp_b = tp_ops(shard.tp_bytes(b, "backward"), "backward", layer, p, tp_groups, b_s,
+                          regather=shard.tp_bytes(b, "forward"))
             # Activation recomputation reruns (part of) the forward before the backward;
             # full recomputation repeats the forward's communication too.
             rflops = shard.recompute_flops
