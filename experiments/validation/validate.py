@@ -134,12 +134,13 @@ def main() -> None:
     gpus = list(dict.fromkeys(r.hardware for r in all_runs))
     lines: list[str] = []
     rows: list[tuple] = []
-    fits = {}
+    fits, at_priors = {}, {}
     t0 = time.perf_counter()
     for gpu in gpus:
         runs = [r for r in all_runs if r.hardware == gpu]
         base = get_hardware(gpu)
-        hw = replace(base, compute=base.compute.with_parameters(**PRIORS.get(gpu, {})))
+        hw = at_priors[gpu] = replace(base, compute=base.compute.with_parameters(
+            **PRIORS.get(gpu, {})))
         print(f"{gpu}: {len(runs)} runs", flush=True)
         fit = calibrate(runs, hw, parameters=FITTED, holdout="source", balance=balance,
                         progress=lambda m: print(f"  {m} {time.perf_counter() - t0:.0f}s",
@@ -216,10 +217,8 @@ def main() -> None:
                      f"speed-up {ra.measured_s / rb.measured_s:.2f}x, predicted "
                      f"{pa / pb:.2f}x.")
     if "A100-80" in fits:
-        a100 = get_hardware("A100-80")
-        check = layer_check({
-            "fitted": fits["A100-80"][0].hardware,
-            "prior": replace(a100, compute=a100.compute.with_parameters(**PRIORS["A100-80"]))})
+        check = layer_check({"fitted": fits["A100-80"][0].hardware,
+                             "prior": at_priors["A100-80"]})
         lines.append("\n## Layer-level check (Korthikanti et al. Table 4, not fitted)\n")
         lines.append("One transformer layer of their 22B model (TP 8, micro-batch 4, one DGX "
                      "A100), forward + backward as their profile measured it; the model's time "
