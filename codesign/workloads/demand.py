@@ -144,7 +144,11 @@ class CollectiveOp:
 
 @dataclass(frozen=True)
 class Transfer:
-    """A point-to-point model-parallel transfer of ``bytes`` from rank ``src`` to ``dst``."""
+    """A point-to-point model-parallel transfer of ``bytes`` from rank ``src`` to ``dst``.
+
+    ``hidden_s`` is compute time the transfer runs under (pipeline sends overlapped with
+    the next model chunk, ``pp_comm_overlap``), so only its excess is exposed.
+    """
 
     src: int
     dst: int
@@ -154,6 +158,7 @@ class Transfer:
     layer: str = ""
     stage: int = 0
     repeat: int = 1
+    hidden_s: float = 0.0
 
 
 Op = Union[Compute, CollectiveOp, Transfer]
@@ -404,7 +409,8 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                placement: Placement | None = None, *,
                bucket_bytes: float = DEFAULT_BUCKET_BYTES,
                efficiency: float | None = None, index_bytes: int = 8,
-               check: bool = True, tp_comm_overlap: bool | str = False) -> Demand:
+               check: bool = True, tp_comm_overlap: bool | str = False,
+               pp_comm_overlap: bool = False) -> Demand:
     """The demand of one training iteration of ``workload`` under ``strategy``.
 
     Parameters
@@ -444,6 +450,12 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         which the weight-gradient GEMM needs before it can start (their Table 4: the 22B
         layer's backward is 11.8 ms with sequence parallelism and 11.9 without, although
         its norms and dropouts then move an eighth of the bytes).
+    pp_comm_overlap : bool, optional
+        With the interleaved schedule, every pipeline send and receive runs under the
+        compute of one model chunk's pass (the stage's pass over ``vpp``), so only its
+        excess is exposed: Megatron-LM's ``overlap_p2p_comm``, on by default and only
+        implemented for the interleaved schedule (``megatron/training/arguments.py`` at
+        commit f2e5db4 turns it off otherwise; ignored here likewise for ``vpp = 1``).
 
     Returns
     -------
@@ -497,6 +509,10 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
 
     if not (isinstance(tp_comm_overlap, bool) or tp_comm_overlap == "backward"):
         raise invalid("tp_comm_overlap", tp_comm_overlap, "true, false or backward")
+    if not isinstance(pp_comm_overlap, bool):
+        raise invalid("pp_comm_overlap", pp_comm_overlap, "true or false")
+    # Pipeline sends overlap one model chunk's pass (interleaved schedule only).
+    chunk_share = 1.0 / s.vpp if pp_comm_overlap and s.vpp > 1 else 0.0
 
     def tp_ops(nbytes: float, phase: str, layer: Layer, p: int, groups,
                under: float = 0.0, regather: float = 0.0) -> list[Op]:
@@ -534,18 +550,13 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         cp_groups = placement.cp_groups(s, p) if C > 1 else []
         dp_groups = placement.dp_groups(s, p) if s.data_ranks > 1 else []
         xdp_groups = placement.expert_dp_groups(s, p) if s.dp // s.ep > 1 else []
-        # Backward: the gradient of this stage's output arrives from the next stage,
-        # then the layers run in reverse order (each block keeps its internal order).
-        bwd_head = (_boundary(grid, s, p + 1, p, layers[stop - 1], b, "backward")
-                    if p < s.pp - 1 else [])
-        if p == 0 and s.vpp > 1:   # the last chunk's gradient wraps round to stage 0
-            bwd_head = _wrap(grid, s, 0, layers[stop - 1], b, "backward") + bwd_head
         blocks: list[list[Op]] = []
         dense_stream: list[tuple[str, float]] = []
         expert_stream: list[tuple[str, float]] = []
         fwd_stage: list[Op] = []
         emitted_tables = False
         step_params = 0.0
+        pass_s = [0.0, 0.0]    # this stage's forward and backward compute per micro-batch
         for layer in layers[start:stop]:
             if placed and is_table(layer):
                 if not emitted_tables:  # all tables run together, at the first one
@@ -560,6 +571,8 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             shard = shard_layer(layer, s)
             sh = shard.local
             f_s, b_s = seconds(shard, b)
+            pass_s[0] += f_s
+            pass_s[1] += b_s
             f_ops: list[Op] = []
             b_ops: list[Op] = []
             shared, expert = shard.params
@@ -604,6 +617,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                     sh, hw, b, efficiency=efficiency, dtype=precision)
                 r_ops.append(Compute(layer.name, "backward", ranks_p, r_s, b * rflops, p, m,
                                      kind="recompute"))
+                pass_s[1] += r_s
                 if s.recompute == "full":
                     r_ops += [replace(op, phase="backward") for op in ep_ops]
                     r_ops += [replace(op, phase="backward") for op in tp_f]
@@ -624,10 +638,18 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             dense_stream.append((layer.name, shard.shared_bytes))
             expert_stream.append((layer.name, shard.expert_bytes))
         fwd += fwd_stage
+        hide_f, hide_b = pass_s[0] * chunk_share, pass_s[1] * chunk_share
         if p < s.pp - 1:
-            fwd += _boundary(grid, s, p, p + 1, layers[stop - 1], b, "forward")
-        elif s.vpp > 1:   # the last stage's chunk feeds stage 0's next chunk
-            fwd += _wrap(grid, s, p, layers[stop - 1], b, "forward")
+            fwd += _boundary(grid, s, p, p + 1, layers[stop - 1], b, "forward", hide_f)
+        elif s.vpp > 1:   # the last stage's chunk feeds stage 0's next chunk: a chunk's
+            # output (what stage 0 sends on), not the output layer's logits
+            fwd += _wrap(grid, s, p, layers[stages[0][1] - 1], b, "forward", hide_f)
+        # Backward: the gradient of this stage's output arrives from the next stage,
+        # then the layers run in reverse order (each block keeps its internal order).
+        bwd_head = (_boundary(grid, s, p + 1, p, layers[stop - 1], b, "backward", hide_b)
+                    if p < s.pp - 1 else [])
+        if p == 0 and s.vpp > 1:   # the last chunk's gradient wraps round to stage 0
+            bwd_head = _wrap(grid, s, 0, layers[stop - 1], b, "backward", hide_b) + bwd_head
         ordered = list(bwd_head)
         for blk in reversed(blocks):
             ordered += blk
@@ -664,12 +686,19 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
 
 
 def _boundary(grid: np.ndarray, s: Strategy, src_stage: int, dst_stage: int, layer: Layer,
-              b: float, phase: str, repeat: int | None = None) -> list[Op]:
+              b: float, phase: str, hidden_s: float = 0.0, repeat: int | None = None
+              ) -> list[Op]:
     """Stage-boundary transfers (and the receiving TP all-gather) of one micro-batch.
 
     Each (TP, data) position sends its ``1 / (tp x cp)`` share of the boundary
-    activation.  With ``vpp`` model chunks per GPU every micro-batch crosses each
-    boundary ``vpp`` times (Narayanan et al. SC'21 Sec. 2.2.2)."""
+    activation.  Without sequence parallelism the receiving TP group all-gathers the
+    shares (the scatter/gather optimisation, Narayanan et al. SC'21 Sec. 4.1); with it
+    the shares are already the sequence split the next stage's first operator takes
+    (Megatron-LM's pipeline tensor shape is ``seq / tp`` under sequence parallelism,
+    ``get_tensor_shapes`` in ``megatron/core/pipeline_parallel/schedules.py`` at
+    commit f2e5db4), so nothing is gathered.  With ``vpp`` model chunks per GPU every
+    micro-batch crosses each boundary ``vpp`` times (Narayanan et al. SC'21
+    Sec. 2.2.2).  ``hidden_s``: compute the transfers run under (``pp_comm_overlap``)."""
     size = shard_layer(layer, s).boundary_bytes(b)
     stage = min(src_stage, dst_stage)
     rep = s.m * s.vpp if repeat is None else repeat
@@ -678,22 +707,22 @@ def _boundary(grid: np.ndarray, s: Strategy, src_stage: int, dst_stage: int, lay
         for t in range(s.tp):
             ops.append(Transfer(int(grid[t, d, src_stage]), int(grid[t, d, dst_stage]),
                                 size / s.tp, phase, "pp", layer=layer.name, stage=stage,
-                                repeat=rep))
-        if s.tp > 1:
+                                repeat=rep, hidden_s=hidden_s))
+        if s.tp > 1 and not s.sp:
             grp = tuple(sorted(int(r) for r in grid[:, d, dst_stage]))
             ops.append(CollectiveOp("allgather", grp, size, phase, "pp", layer=layer.name,
-                                    stage=stage, repeat=rep))
+                                    stage=stage, repeat=rep, hidden_s=hidden_s))
     return ops
 
 
-def _wrap(grid: np.ndarray, s: Strategy, stage: int, layer: Layer, b: float, phase: str
-          ) -> list[Op]:
+def _wrap(grid: np.ndarray, s: Strategy, stage: int, layer: Layer, b: float, phase: str,
+          hidden_s: float = 0.0) -> list[Op]:
     """Interleaved schedule: ``vpp - 1`` crossings per micro-batch from the last stage back
     to the first (forward) or from the first to the last (backward), attributed to
     ``stage`` (the sender's)."""
     last = s.pp - 1
     src, dst = (last, 0) if phase == "forward" else (0, last)
-    ops = _boundary(grid, s, src, dst, layer, b, phase, repeat=s.m * (s.vpp - 1))
+    ops = _boundary(grid, s, src, dst, layer, b, phase, hidden_s, repeat=s.m * (s.vpp - 1))
     return [replace(op, stage=stage) for op in ops]
 
 

@@ -105,6 +105,10 @@ class Execution:
     param_gather_overlap : bool, optional
         ZeRO-1/2's parameter all-gather overlaps the next forward (Megatron-LM's
         ``--overlap-param-gather``).
+    pp_comm_overlap : bool, optional
+        Pipeline sends and receives of the interleaved schedule run under one model
+        chunk's compute (Megatron-LM's ``overlap_p2p_comm``, its default there; ignored
+        without interleaving, as in Megatron-LM).
     """
 
     strategy: Any
@@ -115,6 +119,7 @@ class Execution:
     bucket_bytes: float | None = None
     tp_comm_overlap: bool | str = False
     param_gather_overlap: bool = False
+    pp_comm_overlap: bool = False
 
     def __post_init__(self) -> None:
         from codesign.workloads.placement import Placement

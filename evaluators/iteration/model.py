@@ -222,7 +222,9 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
     included; :attr:`_Pass.recompute` is the recomputation part on the busiest GPU).
     With ``marks``, records for every layer the time (from the pass start) its compute
     has finished.  A ring collective with ``hidden_s`` runs under that much compute and
-    only its excess is critical (context parallelism's ring exchange).
+    only its excess is critical (context parallelism's ring exchange); so does a phase of
+    point-to-point transfers, by the least ``hidden_s`` of its ops (overlapped pipeline
+    sends).
     """
     from codesign.workloads.demand import CollectiveOp, Compute, Transfer
 
@@ -235,6 +237,7 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
     mp_arrays: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []   # all-to-alls
     mp_purpose: dict[str, int] = {}
     mp_factor = [1.0]
+    mp_hidden: list[float] = []    # compute each MP op runs under (the phase: the least)
 
     def critical(seconds: float, purpose: str) -> None:
         out.critical += seconds
@@ -250,8 +253,9 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
                               np.concatenate([c for _, _, c in parts]))
         purpose = max(mp_purpose, key=mp_purpose.get)
         steps.append(_Step(cost, mp_factor[0], purpose))
-        critical(cost.time_s * mp_factor[0], purpose)
+        critical(max(0.0, cost.time_s - min(mp_hidden, default=0.0)) * mp_factor[0], purpose)
         mp_src.clear(), mp_dst.clear(), mp_size.clear(), mp_arrays.clear(), mp_purpose.clear()
+        mp_hidden.clear()
 
     def flush_ring(group: list) -> None:
         op = group[0]
@@ -297,6 +301,7 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
             pp = _purpose(op.purpose)
             mp_purpose[pp] = mp_purpose.get(pp, 0) + 1
             mp_factor[0] = op.repeat / m
+            mp_hidden.append(op.hidden_s)
         elif isinstance(op, CollectiveOp):   # alltoall: size / n to every other member
             mem = np.asarray(op.members, dtype=np.int64)
             n = mem.size
@@ -307,6 +312,7 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
                 pp = _purpose(op.purpose)
                 mp_purpose[pp] = mp_purpose.get(pp, 0) + int(off.sum())
                 mp_factor[0] = _occurrence_factor(op, m)
+                mp_hidden.append(op.hidden_s)
         elif isinstance(op, Compute):
             flush_block()
             f = _occurrence_factor(op, m)
@@ -333,15 +339,17 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
              overlap: bool | None = None, rtol: float = DEFAULT_RTOL,
              routing: str | None = None, check_memory: bool = True,
              tp_comm_overlap: bool | str | None = None,
-             param_gather_overlap: bool | None = None) -> IterationResult:
+             param_gather_overlap: bool | None = None,
+             pp_comm_overlap: bool | None = None) -> IterationResult:
     """Time one training iteration of ``workload`` run as ``execution`` on ``system``.
 
     The three inputs are Calculon's (:mod:`evaluators.iteration.inputs`): what is built,
     what is trained, how it runs.  The short form passes a topology and a strategy and
     the rest as keywords (``hardware`` for the system; ``placement``,
     ``collective_method``, ``routing``, ``overlap``, ``bucket_bytes``,
-    ``tp_comm_overlap``, ``param_gather_overlap`` for the execution); a keyword that a
-    :class:`Cluster` or :class:`Execution` argument already fixes is an error.
+    ``tp_comm_overlap``, ``param_gather_overlap``, ``pp_comm_overlap`` for the
+    execution); a keyword that a :class:`Cluster` or :class:`Execution` argument already
+    fixes is an error.
 
     Parameters
     ----------
@@ -390,6 +398,10 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         ZeRO-1/2's parameter all-gather after the optimizer step overlaps the next
         iteration's first forward micro-batch (Megatron-LM's ``--overlap-param-gather``):
         only its excess over that stage's forward compute is exposed.
+    pp_comm_overlap : bool, optional
+        With the interleaved schedule, pipeline sends and receives run under one model
+        chunk's compute (Megatron-LM's ``overlap_p2p_comm``; ignored for ``vpp = 1``,
+        as there): only their excess is exposed.
     check_memory : bool, optional
         Raise :class:`~codesign.errors.InfeasibleError` when the strategy does not fit
         in GPU memory (default); ``False`` times it anyway (validation against published
@@ -422,11 +434,13 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     run = as_execution(execution, placement=placement, collective_method=collective_method,
                        routing=routing, overlap=overlap, bucket_bytes=bucket_bytes,
                        tp_comm_overlap=tp_comm_overlap,
-                       param_gather_overlap=param_gather_overlap)
+                       param_gather_overlap=param_gather_overlap,
+                       pp_comm_overlap=pp_comm_overlap)
     topo, hw, s = cluster.topology, cluster.hardware, run.strategy
     placement, collective_method, routing = run.placement, run.collective_method, run.routing
     overlap, bucket_bytes = run.overlap, run.bucket_bytes
     tp_comm_overlap, param_gather_overlap = run.tp_comm_overlap, run.param_gather_overlap
+    pp_comm_overlap = run.pp_comm_overlap
     if isinstance(workload, str):
         workload = get_workload(workload)
     elif not isinstance(workload, Workload):
@@ -443,7 +457,7 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     demand = demand_for(workload, s, hw, placement,
                         bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_bytes is None else bucket_bytes,
                         efficiency=efficiency, check=check_memory,
-                        tp_comm_overlap=tp_comm_overlap)
+                        tp_comm_overlap=tp_comm_overlap, pp_comm_overlap=pp_comm_overlap)
     if not isinstance(param_gather_overlap, bool):
         raise invalid("param_gather_overlap", param_gather_overlap, "true or false")
     m, P, V = s.m, s.pp, s.vpp

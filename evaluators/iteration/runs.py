@@ -14,7 +14,8 @@ whole job's images or sequences per second) or ``tflops_per_gpu``
 :func:`published_flops`); optional ``evaluate``: space-separated ``key=value`` options
 of :func:`~evaluators.iteration.evaluate` that the publication states
 (:data:`EVALUATE_KEYS`, e.g. ``tp_comm_overlap=true param_gather_overlap=true``;
-``tp_comm_overlap=backward`` for Megatron-LM's asynchronous TP all-reduce).
+``tp_comm_overlap=backward`` for Megatron-LM's asynchronous TP all-reduce;
+``pp_comm_overlap=true`` for its overlapped pipeline sends).
 Extra columns (``reference``, ``notes``) are kept as text.
 
 Every bad cell raises :class:`~codesign.errors.InvalidSpecError` naming the file, the
@@ -38,8 +39,9 @@ __all__ = ["Run", "load_runs", "published_flops", "FLOPS_FORMULAS", "MEASURED", 
 #: What a row may measure.
 MEASURED = ("iteration_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu")
 #: Options of ``evaluate`` a row may set (column ``evaluate``).
-EVALUATE_KEYS = ("overlap", "tp_comm_overlap", "param_gather_overlap", "collective_method",
-                 "network_model", "routing")
+EVALUATE_KEYS = ("overlap", "tp_comm_overlap", "param_gather_overlap", "pp_comm_overlap",
+                 "collective_method", "network_model", "routing")
+_BOOLEAN_KEYS = EVALUATE_KEYS[:4]
 #: FLOP counts publications use to report TFLOP/s per GPU.
 FLOPS_FORMULAS = ("megatron-recompute", "megatron")
 _REQUIRED = ("id", "gpu", "gpus", "workload", "strategy", "measured", "value")
@@ -218,10 +220,10 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
             check_choice(f"{where} evaluate", key, EVALUATE_KEYS)
             if key == "tp_comm_overlap" and val == "backward":
                 continue
-            if key in EVALUATE_KEYS[:3] and not isinstance(val, bool):
+            if key in _BOOLEAN_KEYS and not isinstance(val, bool):
                 raise invalid(f"{where} evaluate {key}", val, "true or false"
                               + (" or backward" if key == "tp_comm_overlap" else ""))
-            if key not in EVALUATE_KEYS[:3] and not isinstance(val, str):
+            if key not in _BOOLEAN_KEYS and not isinstance(val, str):
                 raise invalid(f"{where} evaluate {key}", val, "a name")
         runs.append(Run(id=(r.get("id") or f"row{i}").strip(), source=(r.get("source") or
                         "").strip(), hardware=hw.name, gpus=gpus, workload=workload,

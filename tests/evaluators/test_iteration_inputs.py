@@ -26,6 +26,7 @@ SPEC = "torus:4x4,bw=100Gbps"
     ("dp=32,pp=2,microbatches=4", {"overlap": False, "bucket_bytes": 4e6,
                                    "placement": Placement(servers=16, gpus_per_server=4)}),
     ("dp=32,tp=4,zero=1", {"tp_comm_overlap": True, "param_gather_overlap": True}),
+    ("dp=32,pp=4,microbatches=4,schedule=interleaved,vpp=2", {"pp_comm_overlap": True}),
 ])
 def test_cluster_and_execution_give_the_short_forms_result(strategy, keywords):
     short = evaluate(SPEC, "bert", strategy, hardware="H100", **keywords)
@@ -40,8 +41,8 @@ def test_cluster_and_execution_give_the_short_forms_result(strategy, keywords):
 def test_defaults_are_the_old_defaults():
     ex = Execution("dp=8")
     assert (ex.collective_method, ex.routing, ex.overlap, ex.bucket_bytes, ex.placement,
-            ex.tp_comm_overlap, ex.param_gather_overlap) == (
-        "ring", "shortest", True, None, None, False, False)
+            ex.tp_comm_overlap, ex.param_gather_overlap, ex.pp_comm_overlap) == (
+        "ring", "shortest", True, None, None, False, False, False)
     assert Cluster("ring:4").hardware.name == "A100-80"
     assert set(EXECUTION_KEYS) == {f.name for f in dataclasses.fields(Execution)} - {"strategy"}
 
