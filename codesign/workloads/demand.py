@@ -87,7 +87,7 @@ from codesign.workloads.model import Layer, Workload
 from codesign.workloads.placement import Placement
 from codesign.workloads.sharding import LayerShard, shard_layer
 from codesign.workloads.strategy import (
-    Strategy, as_strategy, check_applicable, is_table, stage_bounds)
+    GRAD_PRECISIONS, Strategy, as_strategy, check_applicable, is_table, stage_bounds)
 
 __all__ = ["Compute", "CollectiveOp", "Transfer", "Demand", "demand_for",
            "DEFAULT_BUCKET_BYTES", "RING_KINDS", "ring_bytes_per_member",
@@ -394,15 +394,17 @@ def _buckets(sizes: list[tuple[str, float]], cap: float) -> list[tuple[float, st
 
 
 def optimizer_step_bytes(params: float, optimizer_bytes_per_param: float,
-                         dtype_bytes: int) -> float:
+                         dtype_bytes: int, grad_bytes: float | None = None) -> float:
     """HBM bytes the optimizer step moves for ``params`` parameters on one GPU.
 
     The step is memory bound (an element-wise pass): it reads and writes the optimizer
     state (``K`` bytes each way: Adam's fp32 master weights, momentum and variance in
-    mixed precision, Rajbhandari et al. SC'20 Sec. 3.1), reads the gradient and reads and
-    writes the weights: ``(2 K + 3 d)`` bytes per parameter (``3 d`` for plain SGD).
+    mixed precision, Rajbhandari et al. SC'20 Sec. 3.1), reads the gradient (``g`` bytes,
+    default the weights' ``d``) and reads and writes the weights: ``(2 K + 2 d + g)``
+    bytes per parameter (``3 d`` for plain SGD).
     """
-    return params * (2.0 * optimizer_bytes_per_param + 3.0 * dtype_bytes)
+    g = dtype_bytes if grad_bytes is None else grad_bytes
+    return params * (2.0 * optimizer_bytes_per_param + 2.0 * dtype_bytes + g)
 
 
 def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware | str,
@@ -502,6 +504,9 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     # accumulated locally), with or without pipelining.
     zero_rep = m if s.zero >= 3 else 1
     opt_K = float(workload.optimizer_bytes_per_param)
+    dtype = workload.dtype_bytes
+    grad_b = GRAD_PRECISIONS[s.grad_precision] if s.grad_precision else dtype
+    weight_per_grad = dtype / grad_b
 
     def seconds(shard: LayerShard, batch: float) -> tuple[float, float]:
         t = layer_time(shard.local, hw, batch, efficiency=efficiency, dtype=precision)
@@ -635,8 +640,9 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                 target += tps
             fwd_stage += f_ops
             blocks.append(b_ops)
-            dense_stream.append((layer.name, shard.shared_bytes))
-            expert_stream.append((layer.name, shard.expert_bytes))
+            # gradient bytes (grad_precision), which the buckets hold
+            dense_stream.append((layer.name, shard.shared_params * shard.grad_dtype_bytes))
+            expert_stream.append((layer.name, shard.expert_params * shard.grad_dtype_bytes))
         fwd += fwd_stage
         hide_f, hide_b = pass_s[0] * chunk_share, pass_s[1] * chunk_share
         if p < s.pp - 1:
@@ -655,7 +661,8 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             ordered += blk
         bwd_by_stage.append(ordered)
 
-        # Gradient synchronisation of this stage (backward order), then ZeRO's gather.
+        # Gradient synchronisation of this stage (backward order), then ZeRO's gather of
+        # the updated weights (the same buckets, in the weights' format).
         kind = "allreduce" if s.zero == 0 else "reducescatter"
         grad_rep = m if s.zero >= 2 else 1
         for stream, groups, purpose in ((dense_stream, dp_groups, "dp"),
@@ -666,11 +673,11 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                     grad_ops.append(CollectiveOp(kind, grp, size, "gradient", purpose, True, k,
                                                  after, stage=p, repeat=grad_rep))
                     if s.zero in (1, 2):
-                        opt_ops.append(CollectiveOp("allgather", grp, size, "optimizer",
-                                                    "zero", False, k, after, stage=p))
+                        opt_ops.append(CollectiveOp("allgather", grp, size * weight_per_grad,
+                                                    "optimizer", "zero", False, k, after,
+                                                    stage=p))
         # The optimizer step over this stage's (ZeRO-sharded) parameters: memory bound.
-        dtype = workload.dtype_bytes
-        step_bytes = optimizer_step_bytes(step_params, opt_K, dtype)
+        step_bytes = optimizer_step_bytes(step_params, opt_K, dtype, grad_b)
         if step_bytes > 0:
             opt_ops.append(Compute("optimizer", "optimizer", ranks_p,
                                    step_bytes / hw.memory_bandwidth_Bps, 0.0, p, 1,

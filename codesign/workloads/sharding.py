@@ -49,7 +49,7 @@ from functools import cached_property
 from typing import Any
 
 from codesign.workloads.model import Layer
-from codesign.workloads.strategy import Strategy
+from codesign.workloads.strategy import GRAD_PRECISIONS, Strategy
 
 __all__ = ["LayerShard", "shard_layer", "layer_params_per_gpu", "activation_bytes_per_sample"]
 
@@ -119,6 +119,13 @@ class LayerShard:
         """Bytes of the expert weights on one GPU (also their gradient's), bytes."""
         return self.params[1] * self.layer.dtype_bytes
 
+    @property
+    def grad_dtype_bytes(self) -> int:
+        """Bytes per gradient element: the strategy's ``grad_precision``, else the
+        weights' (``Layer.dtype_bytes``)."""
+        g = self.strategy.grad_precision
+        return GRAD_PRECISIONS[g] if g else self.layer.dtype_bytes
+
     def step_params(self) -> float:
         """Parameters this GPU updates in the optimizer step: its parameters divided by
         the shard groups of :attr:`Strategy.zero_groups` (each group 1 without ZeRO)."""
@@ -134,13 +141,16 @@ class LayerShard:
         ZeRO (Rajbhandari et al. SC'20, Sec. 5.1, Fig. 1) divides the optimizer state
         (stage >= 1), the gradients (>= 2) and the weights (3) by the shard group
         (:attr:`Strategy.zero_groups`: ``dp x cp`` for shared, ``dp / ep`` for expert
-        parameters).
+        parameters).  Gradients take :attr:`grad_dtype_bytes` per parameter (Megatron-LM's
+        "float16 param, fp32 grads": 2 + 4 + 12 = 18 bytes with Adam, 6 + 12 / d with its
+        distributed optimizer, ``docs/source/distrib_optimizer.md`` at commit f2e5db4).
         """
         s = self.strategy
         out = []
         for params, group in zip(self.params, s.zero_groups):
             dtype = self.layer.dtype_bytes
-            w, g, o = params * dtype, params * dtype, params * optimizer_bytes_per_param
+            w, g = params * dtype, params * self.grad_dtype_bytes
+            o = params * optimizer_bytes_per_param
             if s.zero >= 1:
                 o /= group
             if s.zero >= 2:

@@ -4,7 +4,8 @@ The strategy string is fixed by docs/architecture.md section 6::
 
     dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]
       [,cp=C][,sp=true|false][,recompute=none|selective|full]
-      [,schedule=1f1b|interleaved|gpipe][,vpp=V][,precision=fp32|tf32|bf16|fp16|fp8]
+      [,schedule=1f1b|interleaved|gpipe][,vpp=V][,split=balanced|layers]
+      [,precision=fp32|tf32|bf16|fp16|fp8][,grad_precision=fp32|bf16|fp16]
 
 * ``dp`` data-parallel replicas, ``tp`` Megatron tensor-parallel ranks (Shoeybi et al.
   2019), ``pp`` pipeline stages over ``microbatches`` micro-batches per iteration.  The
@@ -38,6 +39,12 @@ The strategy string is fixed by docs/architecture.md section 6::
   Sec. 2.2.2: bubble ``(p - 1) / v`` stage-times, ``v`` times the stage crossings).
 * ``precision``: the number format of the matrix math (whose peak the compute model
   uses); default the workload's (:attr:`Workload.precision`).
+* ``grad_precision``: the number format gradients are accumulated, kept and reduced
+  in; default the weights' (the workload's ``dtype_bytes``).  ``fp32`` is Megatron-LM's
+  rule for bf16 training (``accumulate_allreduce_grads_in_fp32``, forced on with
+  ``--bf16`` in ``megatron/training/arguments.py`` at commit f2e5db4; its distributed-
+  optimizer guide counts 18 bytes per parameter for "float16 param, fp32 grads") and
+  PyTorch FSDP's ``reduce_dtype=float32``.
 
 Decisions where the string is silent (stated here, tested): ``dp``, ``tp``, ``pp`` and
 ``cp`` default to 1 when omitted (``"dp=64"`` is pure data parallelism); ``microbatches``
@@ -58,13 +65,14 @@ from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_int
 
 __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRATEGY_KEYS",
+           "GRAD_PRECISIONS",
            "pipeline_stages", "bubble_fraction", "is_table",
            "check_applicable", "stage_bounds", "RECOMPUTE", "SCHEDULES", "PRECISIONS",
            "inflight_microbatches", "recompute_modes", "SPLITS", "block_stages"]
 
 #: Keys of the strategy string, in canonical order.
 STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "embedding", "sp",
-                 "recompute", "schedule", "vpp", "split", "precision")
+                 "recompute", "schedule", "vpp", "split", "precision", "grad_precision")
 #: Activation recomputation modes (Korthikanti et al. 2022, Sec. 5).
 RECOMPUTE = ("none", "selective", "full")
 #: Pipeline schedules.
@@ -73,15 +81,19 @@ SCHEDULES = ("1f1b", "interleaved", "gpipe")
 SPLITS = ("balanced", "layers")
 #: Number formats of the matrix math.
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+#: Number formats of gradients, and their bytes per element.
+GRAD_PRECISIONS = {"fp32": 4, "bf16": 2, "fp16": 2}
 _MAX_DEGREE = 10**7          # far above any cluster
 _MAX_MICROBATCHES = 10**9
 _EMBEDDING = ("data", "model")
 _BOOL = {"true": True, "false": False}
 _FORM = ("dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]"
          "[,sp=true|false][,recompute=none|selective|full][,schedule=1f1b|interleaved|gpipe]"
-         "[,vpp=V][,split=balanced|layers][,precision=fp32|tf32|bf16|fp16|fp8]")
+         "[,vpp=V][,split=balanced|layers][,precision=fp32|tf32|bf16|fp16|fp8]"
+         "[,grad_precision=fp32|bf16|fp16]")
 _CHOICES = {"embedding": _EMBEDDING, "recompute": RECOMPUTE, "schedule": SCHEDULES,
-            "split": SPLITS, "precision": PRECISIONS}
+            "split": SPLITS, "precision": PRECISIONS,
+            "grad_precision": tuple(GRAD_PRECISIONS)}
 
 
 def _degree(name: str, value: Any, maximum: int = _MAX_DEGREE) -> int:
@@ -122,6 +134,9 @@ class Strategy:
         Megatron-LM and Megatron-DeepSpeed build them (:func:`block_stages`).
     precision : str or None
         Number format of the matrix math; ``None`` = the workload's.
+    grad_precision : str or None
+        Number format of the gradients (accumulation, memory, reduction); ``None`` =
+        the weights'.
 
     Raises
     ------
@@ -143,6 +158,7 @@ class Strategy:
     vpp: int = 1
     split: str = "balanced"
     precision: str | None = None
+    grad_precision: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp", "ep", "cp", "vpp"):
@@ -153,7 +169,7 @@ class Strategy:
             raise invalid("strategy zero", self.zero, "0, 1, 2 or 3 (the ZeRO stage)")
         for name, choices in _CHOICES.items():
             value = getattr(self, name)
-            if name == "precision" and value is None:
+            if name in ("precision", "grad_precision") and value is None:
                 continue
             if value not in choices:
                 raise invalid(f"strategy {name}", value, " or ".join(choices))
@@ -222,7 +238,7 @@ class Strategy:
                 "microbatches": self.m, "zero": self.zero, "ep": self.ep,
                 "embedding": self.embedding, "sp": self.sp, "recompute": self.recompute,
                 "schedule": self.schedule, "vpp": self.vpp, "split": self.split,
-                "precision": self.precision,
+                "precision": self.precision, "grad_precision": self.grad_precision,
                 "gpus": self.gpus, "text": str(self)}
 
 
@@ -309,7 +325,8 @@ def parse_strategy(text: str) -> Strategy:
     --------
     >>> parse_strategy("dp=4,tp=8,pp=2,microbatches=16,zero=1")
     Strategy(dp=4, tp=8, pp=2, microbatches=16, zero=1, ep=1, embedding='data', cp=1, \
-sp=False, recompute='none', schedule='1f1b', vpp=1, split='balanced', precision=None)
+sp=False, recompute='none', schedule='1f1b', vpp=1, split='balanced', precision=None, \
+grad_precision=None)
     >>> str(parse_strategy("dp=8,tp=8,pp=16,sp=true,recompute=selective"))
     'dp=8,tp=8,pp=16,sp=true,recompute=selective'
     """

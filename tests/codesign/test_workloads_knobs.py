@@ -36,14 +36,15 @@ def block_bytes(w, strategy: str) -> float:
 
 # --------------------------------------------------------------------------- strings
 _knobs = st.builds(
-    lambda dp, tp, pp, cp, v, rec, sp, zero, prec, mult: Strategy(
+    lambda dp, tp, pp, cp, v, rec, sp, zero, prec, mult, grad: Strategy(
         dp=dp, tp=tp, pp=pp, cp=cp, recompute=rec, sp=sp and tp > 1, zero=zero,
         precision=prec, schedule="interleaved" if v > 1 and pp > 1 else "1f1b",
-        vpp=v if pp > 1 else 1, microbatches=pp * mult if pp > 1 else None),
+        vpp=v if pp > 1 else 1, microbatches=pp * mult if pp > 1 else None,
+        grad_precision=grad),
     st.integers(1, 32), st.integers(1, 16), st.integers(1, 16), st.integers(1, 8),
     st.integers(1, 4), st.sampled_from(["none", "selective", "full"]), st.booleans(),
     st.integers(0, 3), st.sampled_from([None, "fp32", "tf32", "bf16", "fp16", "fp8"]),
-    st.integers(1, 8))
+    st.integers(1, 8), st.sampled_from([None, "fp32", "bf16", "fp16"]))
 
 
 @given(_knobs)
@@ -63,6 +64,7 @@ def test_every_knob_roundtrips_through_the_string(s: Strategy) -> None:
     ("dp=8,cp=2,ep=2", "strategy cp"),
     ("dp=8,precision=fp64", "strategy precision"),
     ("dp=8,schedule=zb", "strategy schedule"),
+    ("dp=8,grad_precision=fp8", "strategy grad_precision"),
 ])
 def test_bad_knobs_name_the_field(text: str, field: str) -> None:
     with pytest.raises(InvalidSpecError, match=field):
@@ -310,6 +312,49 @@ def test_sharded_optimizer_with_pipelining_by_hand(zero: int) -> None:
     assert {o.repeat for o in grads} == {d.microbatches if zero >= 2 else 1}
     gathers = [o for o in d.collectives() if o.purpose == "zero" and o.phase != "optimizer"]
     assert bool(gathers) == (zero == 3)
+
+
+def _tiny(dtype: int = 2):
+    return workload_from_dict({
+        "name": "tiny", "batch_size": 64, "dtype_bytes": dtype, "optimizer_bytes_per_param": 12,
+        "layers": [{"name": f"fc{i}", "kind": "dense", "params": 1_000_000,
+                    "fwd_flops": 1e6, "activation_bytes": 100} for i in range(4)]})
+
+
+@pytest.mark.parametrize("d", [1, 4, 64])
+def test_fp32_gradients_match_megatrons_bytes_per_parameter(d: int) -> None:
+    # Megatron-LM's distributed-optimizer guide (docs/source/distrib_optimizer.md at commit
+    # f2e5db4): "float16 param, fp32 grads" take 18 bytes per parameter with Adam, and
+    # 6 + 12 / d with the distributed optimizer (ZeRO-1) over d data-parallel ranks.
+    w = _tiny()
+    plain = memory_per_gpu(w, f"dp={d},grad_precision=fp32", "A100-80")
+    dist = memory_per_gpu(w, f"dp={d},zero=1,grad_precision=fp32", "A100-80")
+    per = lambda m: (m.weights_bytes + m.gradients_bytes + m.optimizer_bytes) / 4e6  # noqa: E731
+    assert per(plain) == pytest.approx(18)
+    assert per(dist) == pytest.approx(6 + 12 / d)
+    # bf16 gradients (the default for a 2-byte model) keep 2 bytes
+    assert per(memory_per_gpu(w, f"dp={d}", "A100-80")) == pytest.approx(16)
+
+
+@pytest.mark.parametrize("zero", [0, 1, 3])
+def test_fp32_gradients_double_the_reduction_not_the_weight_gather(zero: int) -> None:
+    w = _tiny()
+    pl = Placement(servers=4, gpus_per_server=1)
+    base = demand_for(w, f"dp=4,zero={zero}", "A100-80", pl)
+    fp32 = demand_for(w, f"dp=4,zero={zero},grad_precision=fp32", "A100-80", pl)
+
+    def total(d, phase):
+        return sum(o.bytes * o.repeat for o in d.collectives() if o.phase == phase)
+    # every parameter's gradient reduced once, 4 bytes instead of 2
+    assert total(base, "gradient") == pytest.approx(4e6 * 2)
+    assert total(fp32, "gradient") == pytest.approx(4e6 * 4)
+    for phase in ("forward", "backward", "optimizer"):   # weights stay bf16
+        assert total(fp32, phase) == pytest.approx(total(base, phase))
+    assert (total(base, "optimizer") > 0) == (zero == 1)
+    # the optimizer step reads 4-byte gradients: 2 K + 2 d + g bytes per local parameter
+    n = 4e6 / (4 if zero else 1)
+    (step,) = [o for o in fp32.compute() if o.kind == "optimizer"]
+    assert step.seconds == pytest.approx(n * (24 + 4 + 4) / 2039e9, rel=1e-9)
 
 
 def test_optimizer_step_is_memory_bound_over_the_shard() -> None:
