@@ -87,7 +87,7 @@ from codesign.workloads.model import Layer, Workload
 from codesign.workloads.placement import Placement
 from codesign.workloads.sharding import LayerShard, shard_layer
 from codesign.workloads.strategy import (
-    GRAD_PRECISIONS, Strategy, as_strategy, check_applicable, is_table, stage_bounds)
+    Strategy, as_strategy, check_applicable, is_table, stage_bounds)
 
 __all__ = ["Compute", "CollectiveOp", "Transfer", "Demand", "demand_for",
            "DEFAULT_BUCKET_BYTES", "RING_KINDS", "ring_bytes_per_member",
@@ -505,7 +505,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     zero_rep = m if s.zero >= 3 else 1
     opt_K = float(workload.optimizer_bytes_per_param)
     dtype = workload.dtype_bytes
-    grad_b = GRAD_PRECISIONS[s.grad_precision] if s.grad_precision else dtype
+    grad_b = s.grad_bytes(dtype)
     weight_per_grad = dtype / grad_b
 
     def seconds(shard: LayerShard, batch: float) -> tuple[float, float]:

@@ -49,7 +49,7 @@ from functools import cached_property
 from typing import Any
 
 from codesign.workloads.model import Layer
-from codesign.workloads.strategy import GRAD_PRECISIONS, Strategy
+from codesign.workloads.strategy import Strategy
 
 __all__ = ["LayerShard", "shard_layer", "layer_params_per_gpu", "activation_bytes_per_sample"]
 
@@ -111,20 +111,21 @@ class LayerShard:
 
     @property
     def shared_bytes(self) -> float:
-        """Bytes of the non-expert weights on one GPU (also their gradient's), bytes."""
+        """Bytes of the non-expert weights on one GPU, bytes (their gradient's:
+        :attr:`shared_params` x :attr:`grad_dtype_bytes`)."""
         return self.params[0] * self.layer.dtype_bytes
 
     @property
     def expert_bytes(self) -> float:
-        """Bytes of the expert weights on one GPU (also their gradient's), bytes."""
+        """Bytes of the expert weights on one GPU, bytes (their gradient's:
+        :attr:`expert_params` x :attr:`grad_dtype_bytes`)."""
         return self.params[1] * self.layer.dtype_bytes
 
     @property
     def grad_dtype_bytes(self) -> int:
-        """Bytes per gradient element: the strategy's ``grad_precision``, else the
-        weights' (``Layer.dtype_bytes``)."""
-        g = self.strategy.grad_precision
-        return GRAD_PRECISIONS[g] if g else self.layer.dtype_bytes
+        """Bytes per gradient element (:meth:`Strategy.grad_bytes` of the layer's
+        ``dtype_bytes``)."""
+        return self.strategy.grad_bytes(self.layer.dtype_bytes)
 
     def step_params(self) -> float:
         """Parameters this GPU updates in the optimizer step: its parameters divided by

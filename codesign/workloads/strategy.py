@@ -225,6 +225,11 @@ class Strategy:
             return self.microbatches
         return self.pp
 
+    def grad_bytes(self, weight_bytes: int) -> int:
+        """Bytes per gradient element: ``grad_precision``'s, else the weights'
+        ``weight_bytes``."""
+        return GRAD_PRECISIONS[self.grad_precision] if self.grad_precision else weight_bytes
+
     @property
     def bubble_fraction(self) -> float:
         """Pipeline bubble over the iteration: :func:`bubble_fraction`."""
