@@ -38,10 +38,9 @@ __all__ = ["Run", "load_runs", "published_flops", "FLOPS_FORMULAS", "MEASURED", 
 
 #: What a row may measure.
 MEASURED = ("iteration_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu")
-#: Options of ``evaluate`` a row may set (column ``evaluate``).
-EVALUATE_KEYS = ("overlap", "tp_comm_overlap", "param_gather_overlap", "pp_comm_overlap",
-                 "collective_method", "network_model", "routing")
-_BOOLEAN_KEYS = EVALUATE_KEYS[:4]
+#: Options of ``evaluate`` a row may set (column ``evaluate``): true/false ones, then names.
+_BOOLEAN_KEYS = ("overlap", "tp_comm_overlap", "param_gather_overlap", "pp_comm_overlap")
+EVALUATE_KEYS = _BOOLEAN_KEYS + ("collective_method", "network_model", "routing")
 #: FLOP counts publications use to report TFLOP/s per GPU.
 FLOPS_FORMULAS = ("megatron-recompute", "megatron")
 _REQUIRED = ("id", "gpu", "gpus", "workload", "strategy", "measured", "value")
