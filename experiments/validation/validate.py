@@ -46,8 +46,8 @@ SOURCE_NOTES = {
                            "on the CPUs), so that drop is not represented",
     "mosaicml-mpt-h100": "PyTorch FSDP (ZeRO-3) in eager mode; the README notes its tables "
                          "are not yet updated to torch 2.0 (early H100 software); the runs without "
-                         "activation checkpointing (760m-13b) come out between +2 and -16 %, the "
-                         "checkpointed 30b/70b 3-11 % slow (the recomputation cost seen on "
+                         "activation checkpointing (760m-13b) come out between +6 and -12 %, the "
+                         "checkpointed 30b/70b 8-16 % slow (the recomputation cost seen on "
                          "A100); weak-scaling rows of one model differ by up to 9 % per GPU "
                          "in the source itself",
     "mosaicml-mpt-a100": "the same MPT benchmarks on A100: the runs without activation "
