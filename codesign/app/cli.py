@@ -978,7 +978,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strategy", help="dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z]"
                    "[,ep=E][,embedding=data|model][,sp=true][,recompute=none|selective|full]"
                    "[,schedule=1f1b|interleaved|gpipe][,vpp=V][,split=balanced|layers]"
-                   "[,precision=...][,grad_precision=fp32|bf16|fp16] (default: pure data "
+                   "[,precision=...][,grad_precision=fp32|bf16|fp16][,cp_comm=ring|allgather] "
+                   "(default: pure data "
                    "parallel on every GPU)")
     p.add_argument("--gpus-per-server", type=int,
                    help="GPUs per server (default: the hardware's)")

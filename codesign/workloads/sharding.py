@@ -166,9 +166,10 @@ class LayerShard:
         """The part of the layer one GPU computes, per sample.
 
         TP divides FLOPs, HBM traffic (``io_bytes``), the attention core and the GEMMs
-        of a shardable layer; CP divides the tokens (every GEMM's ``M``, and the keys one
-        fused attention kernel loops over: ring attention runs one kernel per chunk of
-        ``s / cp`` keys); expert GEMMs
+        of a shardable layer; CP divides the tokens (every GEMM's ``M``, and with
+        ``cp_comm=ring`` the keys one fused attention kernel loops over: ring attention
+        runs one kernel per chunk of ``s / cp`` keys, the all-gather variant one over all
+        ``s``); expert GEMMs
         (shard ``en``/``ek``) gather ``ep`` ranks' tokens on ``experts / ep`` local
         experts; memory-bound operators are split by TP (``tp`` ones, and ``sp`` ones with
         sequence parallelism) and CP.  Parameters are :attr:`params`' (experts folded in,
@@ -192,7 +193,8 @@ class LayerShard:
                        top_k=0, fwd_flops=layer.fwd_flops / t, bwd_flops=layer.bwd_flops / t,
                        io_bytes=layer.io_bytes / t,
                        attn_core_fwd_flops=layer.attn_core_fwd_flops / t, gemms=gemms,
-                       memory_ops=ops, attn_keys=layer.attn_keys / s.cp)
+                       memory_ops=ops,
+                       attn_keys=layer.attn_keys / (s.cp if s.cp_comm == "ring" else 1))
 
     @cached_property
     def recompute_flops(self) -> float:

@@ -6,6 +6,7 @@ The strategy string is fixed by docs/architecture.md section 6::
       [,cp=C][,sp=true|false][,recompute=none|selective|full]
       [,schedule=1f1b|interleaved|gpipe][,vpp=V][,split=balanced|layers]
       [,precision=fp32|tf32|bf16|fp16|fp8][,grad_precision=fp32|bf16|fp16]
+      [,cp_comm=ring|allgather]
 
 * ``dp`` data-parallel replicas, ``tp`` Megatron tensor-parallel ranks (Shoeybi et al.
   2019), ``pp`` pipeline stages over ``microbatches`` micro-batches per iteration.  The
@@ -25,6 +26,13 @@ The strategy string is fixed by docs/architecture.md section 6::
   over ``cp`` ranks (in ``2 cp`` chunks so that causal attention is load balanced), the
   ranks circulate their key/value blocks in a ring during attention, and they hold the
   same weights, so gradients synchronise over ``dp x cp`` ranks.
+* ``cp_comm`` how the context-parallel ranks share keys and values: ``ring`` (the
+  default, Megatron-LM's) passes K/V blocks round a ring under the attention blocks, one
+  fused kernel per ``s / cp`` chunk of keys; ``allgather`` (Llama 3, Grattafiori et al.
+  2024, Sec. 3.3.2, and PyTorch's all-gather pass-KV context parallel) first all-gathers
+  K and V, then runs one kernel of the local queries over all keys -- "the all-gather
+  communication latency is exposed in the critical path" (the paper), so nothing hides
+  it.  Backward gathers K/V again and reduce-scatters their gradients either way.
 * ``sp`` sequence parallelism with TP (Korthikanti et al. 2022, "Reducing Activation
   Recomputation in Large Transformer Models", Sec. 4.2.2): the TP all-reduces become a
   reduce-scatter plus an all-gather and the norm / dropout activations are split by
@@ -65,14 +73,15 @@ from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_int
 
 __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRATEGY_KEYS",
-           "GRAD_PRECISIONS",
+           "GRAD_PRECISIONS", "CP_COMMS",
            "pipeline_stages", "bubble_fraction", "is_table",
            "check_applicable", "stage_bounds", "RECOMPUTE", "SCHEDULES", "PRECISIONS",
            "inflight_microbatches", "recompute_modes", "SPLITS", "block_stages"]
 
 #: Keys of the strategy string, in canonical order.
 STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "embedding", "sp",
-                 "recompute", "schedule", "vpp", "split", "precision", "grad_precision")
+                 "recompute", "schedule", "vpp", "split", "precision", "grad_precision",
+                 "cp_comm")
 #: Activation recomputation modes (Korthikanti et al. 2022, Sec. 5).
 RECOMPUTE = ("none", "selective", "full")
 #: Pipeline schedules.
@@ -83,6 +92,8 @@ SPLITS = ("balanced", "layers")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 #: Number formats of gradients, and their bytes per element.
 GRAD_PRECISIONS = {"fp32": 4, "bf16": 2, "fp16": 2}
+#: How context-parallel ranks exchange keys and values (module docstring).
+CP_COMMS = ("ring", "allgather")
 _MAX_DEGREE = 10**7          # far above any cluster
 _MAX_MICROBATCHES = 10**9
 _EMBEDDING = ("data", "model")
@@ -90,10 +101,10 @@ _BOOL = {"true": True, "false": False}
 _FORM = ("dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]"
          "[,sp=true|false][,recompute=none|selective|full][,schedule=1f1b|interleaved|gpipe]"
          "[,vpp=V][,split=balanced|layers][,precision=fp32|tf32|bf16|fp16|fp8]"
-         "[,grad_precision=fp32|bf16|fp16]")
+         "[,grad_precision=fp32|bf16|fp16][,cp_comm=ring|allgather]")
 _CHOICES = {"embedding": _EMBEDDING, "recompute": RECOMPUTE, "schedule": SCHEDULES,
             "split": SPLITS, "precision": PRECISIONS,
-            "grad_precision": tuple(GRAD_PRECISIONS)}
+            "grad_precision": tuple(GRAD_PRECISIONS), "cp_comm": CP_COMMS}
 
 
 def _degree(name: str, value: Any, maximum: int = _MAX_DEGREE) -> int:
@@ -137,6 +148,9 @@ class Strategy:
     grad_precision : str or None
         Number format of the gradients (accumulation, memory, reduction); ``None`` =
         the weights'.
+    cp_comm : str
+        ``"ring"`` (K/V passed round a ring under the attention) or ``"allgather"``
+        (K/V all-gathered first, exposed); only with ``cp > 1``.
 
     Raises
     ------
@@ -159,6 +173,7 @@ class Strategy:
     split: str = "balanced"
     precision: str | None = None
     grad_precision: str | None = None
+    cp_comm: str = "ring"
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp", "ep", "cp", "vpp"):
@@ -182,6 +197,9 @@ class Strategy:
         if self.sp and self.tp == 1:
             raise invalid("strategy sp", "true", "false with tp=1 (sequence parallelism "
                           "splits the tensor-parallel group's activations)")
+        if self.cp_comm != "ring" and self.cp == 1:
+            raise invalid("strategy cp_comm", self.cp_comm,
+                          "ring unless cp > 1 (no context parallelism to communicate)")
         if self.cp > 1 and self.ep > 1:
             raise invalid("strategy cp", self.cp, "1 with ep > 1 (context parallelism of "
                           "expert layers is not modelled)")
@@ -244,7 +262,7 @@ class Strategy:
                 "embedding": self.embedding, "sp": self.sp, "recompute": self.recompute,
                 "schedule": self.schedule, "vpp": self.vpp, "split": self.split,
                 "precision": self.precision, "grad_precision": self.grad_precision,
-                "gpus": self.gpus, "text": str(self)}
+                "cp_comm": self.cp_comm, "gpus": self.gpus, "text": str(self)}
 
 
 #: Field defaults of :class:`Strategy` (what :func:`format_strategy` leaves out).
@@ -331,7 +349,7 @@ def parse_strategy(text: str) -> Strategy:
     >>> parse_strategy("dp=4,tp=8,pp=2,microbatches=16,zero=1")
     Strategy(dp=4, tp=8, pp=2, microbatches=16, zero=1, ep=1, embedding='data', cp=1, \
 sp=False, recompute='none', schedule='1f1b', vpp=1, split='balanced', precision=None, \
-grad_precision=None)
+grad_precision=None, cp_comm='ring')
     >>> str(parse_strategy("dp=8,tp=8,pp=16,sp=true,recompute=selective"))
     'dp=8,tp=8,pp=16,sp=true,recompute=selective'
     """

@@ -11,9 +11,12 @@ from hypothesis import strategies as st
 from codesign.errors import InvalidSpecError
 from codesign.workloads import get_workload, workload_from_dict
 from codesign.workloads.compute import resolve_precision
+from codesign.workloads.efficiency import flash_attention_time
+from codesign.workloads.hardware import get_hardware
 from codesign.workloads.demand import CollectiveOp, Compute, demand_for
 from codesign.workloads.memory import activation_bytes_per_sample, memory_per_gpu
 from codesign.workloads.placement import Placement
+from codesign.workloads.sharding import shard_layer
 from codesign.workloads.strategy import (
     Strategy, bubble_fraction, inflight_microbatches, parse_strategy)
 
@@ -36,15 +39,16 @@ def block_bytes(w, strategy: str) -> float:
 
 # --------------------------------------------------------------------------- strings
 _knobs = st.builds(
-    lambda dp, tp, pp, cp, v, rec, sp, zero, prec, mult, grad: Strategy(
+    lambda dp, tp, pp, cp, v, rec, sp, zero, prec, mult, grad, cpc: Strategy(
         dp=dp, tp=tp, pp=pp, cp=cp, recompute=rec, sp=sp and tp > 1, zero=zero,
         precision=prec, schedule="interleaved" if v > 1 and pp > 1 else "1f1b",
         vpp=v if pp > 1 else 1, microbatches=pp * mult if pp > 1 else None,
-        grad_precision=grad),
+        grad_precision=grad, cp_comm=cpc if cp > 1 else "ring"),
     st.integers(1, 32), st.integers(1, 16), st.integers(1, 16), st.integers(1, 8),
     st.integers(1, 4), st.sampled_from(["none", "selective", "full"]), st.booleans(),
     st.integers(0, 3), st.sampled_from([None, "fp32", "tf32", "bf16", "fp16", "fp8"]),
-    st.integers(1, 8), st.sampled_from([None, "fp32", "bf16", "fp16"]))
+    st.integers(1, 8), st.sampled_from([None, "fp32", "bf16", "fp16"]),
+    st.sampled_from(["ring", "allgather"]))
 
 
 @given(_knobs)
@@ -65,6 +69,8 @@ def test_every_knob_roundtrips_through_the_string(s: Strategy) -> None:
     ("dp=8,precision=fp64", "strategy precision"),
     ("dp=8,schedule=zb", "strategy schedule"),
     ("dp=8,grad_precision=fp8", "strategy grad_precision"),
+    ("dp=8,cp=2,cp_comm=p2p", "strategy cp_comm"),
+    ("dp=8,cp_comm=allgather", "strategy cp_comm"),       # nothing to gather without CP
 ])
 def test_bad_knobs_name_the_field(text: str, field: str) -> None:
     with pytest.raises(InvalidSpecError, match=field):
@@ -282,6 +288,33 @@ def test_context_parallel_ring_exchange_and_work_split() -> None:
     assert all(f[n] == pytest.approx(f1[n] / 2) for n in f1)
     grads = [o for o in d.collectives() if o.phase == "gradient"]
     assert {o.members for o in grads} == {(0, 1, 2, 3)}
+
+
+def test_context_parallel_allgather_is_exposed_and_runs_one_kernel_over_all_keys() -> None:
+    # Llama 3's CP (Sec. 3.3.2): K/V all-gathered before the attention, so nothing hides
+    # the exchange; the fused kernel then loops over all s keys, not a ring's s / cp.
+    w = gpt(batch=4, seq=4096, hidden=1024, heads=8, flash_attention=True, dropout=False)
+    pl = Placement(servers=1, gpus_per_server=8)
+    ring = demand_for(w, "dp=2,cp=4", "H100", pl)
+    ag = demand_for(w, "dp=2,cp=4,cp_comm=allgather", "H100", pl)
+    cp_ring = [o for o in ring.collectives() if o.purpose == "cp"]
+    cp_ag = [o for o in ag.collectives() if o.purpose == "cp"]
+    assert [(o.kind, o.bytes) for o in cp_ag] == [(o.kind, o.bytes) for o in cp_ring]
+    assert all(o.hidden_s > 0 for o in cp_ring) and all(o.hidden_s == 0 for o in cp_ag)
+    s = parse_strategy("dp=2,cp=4,cp_comm=allgather")
+    attn = w.layer("block0.attn")
+    assert shard_layer(attn, s).local.attn_keys == 4096
+    assert shard_layer(attn, parse_strategy("dp=2,cp=4")).local.attn_keys == 1024
+    # Same FLOPs either way; a kernel over 32 key blocks pays fewer per-tile costs than
+    # one over 8 (efficiency.flash_attention_time): the forward differs by exactly that.
+    hw = get_hardware("H100")
+    flops = 2 * shard_layer(attn, s).local.attn_core_fwd_flops    # 2 samples per rank
+    fa = [flash_attention_time(flops, keys, causal=True, peak_flops=hw.peak_flops("bf16"),
+                               profile=hw.compute)[0] for keys in (1024, 4096)]
+    attn_s = [next(o.seconds for o in d.compute() if o.name == "block0.attn"
+                   and o.phase == "forward" and 0 in o.ranks) for d in (ring, ag)]
+    assert fa[0] > fa[1]
+    assert attn_s[0] - attn_s[1] == pytest.approx(fa[0] - fa[1], rel=1e-9)
 
 
 def test_cp_needs_attention_and_a_divisible_sequence() -> None:

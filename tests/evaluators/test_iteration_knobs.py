@@ -80,6 +80,17 @@ def test_cp_exchange_hides_behind_attention() -> None:
     assert slow.breakdown["cp_s"] > 0
 
 
+def test_cp_allgather_is_exposed_even_on_a_fast_network() -> None:
+    # Llama 3's all-gather CP (Sec. 3.3.2): the exchange precedes the attention, so all
+    # of it is on the critical path however fast the network.
+    w = gpt(batch=4)
+    pl = Placement(servers=2, gpus_per_server=1)
+    r = evaluate("ideal:2,bw=10000Gbps,lat=0", w, "dp=1,cp=2,cp_comm=allgather",
+                 placement=pl)
+    assert r.cp_s > 0
+    assert r.breakdown["cp_s"] == pytest.approx(r.cp_s, rel=1e-9)
+
+
 @pytest.mark.parametrize("system", ["ideal:1", "dgx-a100:1", "hgx-h100:1"])
 def test_a_single_server_is_a_system(system: str) -> None:
     r = evaluate(system, gpt(batch=8), "dp=1,tp=8,sp=true", hardware="H100")
