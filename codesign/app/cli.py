@@ -629,9 +629,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         from evaluators.iteration import Cluster, Execution, evaluate
 
+        tp_overlap = {"false": False, "true": True}.get(args.tp_comm_overlap,
+                                                        args.tp_comm_overlap)
         execution = Execution(strategy, placement=placement,
                               collective_method=args.collective_method, routing=args.routing,
-                              overlap=not args.no_overlap)
+                              overlap=not args.no_overlap, tp_comm_overlap=tp_overlap,
+                              param_gather_overlap=args.param_gather_overlap,
+                              pp_comm_overlap=args.pp_comm_overlap)
         payload = evaluate(Cluster(topo, hw), workload, execution,
                            network_model=args.network_model).to_dict()
     if args.fail is not None:
@@ -655,13 +659,20 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         skip = ("workload", "strategy", "topology", "hardware", "by_purpose_s", "breakdown",
                 "memory")
         for key, value in payload.items():
-            if key in skip or isinstance(value, (dict, list)):
+            if key in skip or isinstance(value, (dict, list, tuple)):
                 continue
             if key.endswith("_s") and isinstance(value, float) and key != "flops_per_gpu_s":
                 print(f"  {key:<26}{value * 1e3:>14.3f} ms")
             else:
                 print(f"  {key:<26}{str(value):>14}" if not isinstance(value, float)
                       else f"  {key:<26}{value:>14.4g}")
+        if payload.get("collectives"):
+            # One line for the synthesizer tournament (the full record is in --json).
+            from collections import Counter
+
+            won = Counter(c["algorithm"] for c in payload["collectives"])
+            print(f"  {'collectives':<26}{len(payload['collectives']):>14} timed: "
+                  + ", ".join(f"{name} {n}" for name, n in won.most_common()))
         if payload.get("breakdown"):
             print("  breakdown (adds up to the iteration time):")
             for key, value in payload["breakdown"].items():
@@ -996,6 +1007,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "collectives too)")
     p.add_argument("--no-overlap", action="store_true",
                    help="do not overlap gradient buckets with the backward pass")
+    p.add_argument("--tp-comm-overlap", default="false", choices=("false", "true", "backward"),
+                   help="TP collectives hide under their layer's GEMMs (true: Megatron-LM's "
+                        "--tp-comm-overlap; backward: only the backward pass's, its "
+                        "asynchronous TP all-reduce; default false)")
+    p.add_argument("--param-gather-overlap", action="store_true",
+                   help="ZeRO-1/2's weight all-gather overlaps the next forward "
+                        "(Megatron-LM's --overlap-param-gather)")
+    p.add_argument("--pp-comm-overlap", action="store_true",
+                   help="pipeline sends of the interleaved schedule run under one model "
+                        "chunk's compute (Megatron-LM's overlap_p2p_comm; ignored without "
+                        "schedule=interleaved)")
     p.add_argument("--fail", help=f"failure what-if: {_FAIL}: slowdown distribution of this "
                    "strategy's job")
     p.add_argument("--closed-form", action="store_true",
