@@ -957,8 +957,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="zoo name (resnet50, gpt3-175b, ...) or a model YAML file")
     _option(p, "override a hyper-parameter or setting (e.g. seq_len=4096, batch_size=512)")
     p.add_argument("--strategy", help="add the demand summary of this parallelization "
-                   "strategy (dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E]"
-                   "[,embedding=data|model])")
+                   "strategy (dp=D,tp=T,pp=P[,key=value...]: the keys of `evaluate "
+                   "--strategy`, docs/architecture.md section 6)")
     _add(p, "--hardware", help="GPU for --strategy (default A100-80; servers of its GPU count)")
 
     p = add(sub, "optimize", _cmd_optimize, "TopoOpt: alternate strategy search and "
