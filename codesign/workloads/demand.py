@@ -599,8 +599,8 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             # K/V again and reduce-scatters their gradients (Megatron-LM's CP).  The
             # all-gather variant (cp_comm=allgather, Llama 3 Sec. 3.3.2) gathers before
             # the attention starts: nothing hides it.
-            core = (sh.attn_core_fwd_flops / sh.fwd_flops) if sh.fwd_flops else 0.0
-            core *= s.cp_comm == "ring"
+            core = (sh.attn_core_fwd_flops / sh.fwd_flops) \
+                if sh.fwd_flops and s.cp_comm == "ring" else 0.0
             kv = shard.cp_kv_bytes(b) if cp_groups else 0.0
             cp_f = [CollectiveOp("allgather", grp, kv, "forward", "cp", layer=layer.name,
                                  stage=p, repeat=m, hidden_s=core * f_s)
