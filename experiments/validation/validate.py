@@ -57,7 +57,9 @@ SOURCE_NOTES = {
                          "pass (its A100 40GB table: 7b-30b with checkpointing at 50-52 % "
                          "MFU, 1b-3b without at 55-57 %)",
     "llama3": "interleaved schedule with 8 virtual stages per GPU (one layer per model chunk, "
-              "Sec. 3.3.2; see runs.csv notes); the 128k row depends on the FLOP count the "
+              "Sec. 3.3.2; see runs.csv notes); the 128k row's context parallelism "
+              "all-gathers K/V before the attention, exposed (Sec. 3.3.2: cp_comm=allgather) "
+              "and its time depends on the FLOP count the "
               "paper does not state: Megatron's formula counts the full s x s attention, "
               "which is 57 % of this row's FLOPs -- with causal halving its iteration "
               "time would be 0.71 x the one entered",
