@@ -35,6 +35,12 @@ and wave quantisation, fused attention, and the layer's memory-bound operators
 ``io_bytes`` and twice that backward; ``bound = "kernels"``).  Everything else -- other
 layers, other formats, GPUs without a profile, or an explicit ``efficiency`` -- uses
 the roofline above.
+
+In ``fp8`` only the layers' weight GEMMs run at the fp8 peak: the attention core (the
+fused kernel, or the per-head score and context products) keeps the 16-bit peak, as
+Transformer Engine runs it unless a recipe sets ``fp8_dpa`` (default ``False`` in its
+recipes, Transformer Engine Common API), which is how FP8 training in Megatron-LM and
+NeMo computes attention.
 """
 
 from __future__ import annotations
@@ -136,6 +142,8 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
     with ``core`` only its attention core's kernels (:func:`attention_core_time`)."""
     prof = hw.compute
     peak = hw.peak_flops(dtype)
+    # FP8 covers the weight GEMMs; attention stays 16-bit (module docstring).
+    attn_peak = hw.peak_flops("bf16") if dtype == "fp8" else peak
     bw = hw.memory_bandwidth_Bps
     d = layer.dtype_bytes
     fwd = bwd = 0.0
@@ -148,8 +156,8 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
             mm, cc = m, count * b
         else:
             mm, cc = m * b, count
-        kw = {"peak_flops": peak, "bandwidth_Bps": bw, "dtype_bytes": d, "profile": prof,
-              "count": cc}
+        kw = {"peak_flops": attn_peak if shard == "count" else peak, "bandwidth_Bps": bw,
+              "dtype_bytes": d, "profile": prof, "count": cc}
         fwd += gemm_time(mm, n, k, **kw)
         for shape in gemm_backward_shapes(mm, n, k):
             bwd += gemm_time(*shape, **kw)
@@ -157,7 +165,7 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
         # FlashAttention: tiles over the keys, a causal mask skips half the blocks,
         # backward does 5 matmuls to the forward's 2 (efficiency.flash_attention_time).
         f, bk = flash_attention_time(b * layer.attn_core_fwd_flops, layer.attn_keys,
-                                     causal=layer.causal, peak_flops=peak, profile=prof)
+                                     causal=layer.causal, peak_flops=attn_peak, profile=prof)
         fwd += f
         bwd += bk
     hbm = bw * prof.memory_efficiency

@@ -467,3 +467,32 @@ def test_h100_kernel_model_reproduces_a_published_gemm_sweep():
     without = min(max(errors(replace(prof, epilogue_overlap=False, gemm_efficiency=g)))
                   for g in (0.8, 0.85, 0.9, 0.95, 1.0))
     assert without > 0.12
+
+
+@pytest.mark.parametrize("flash", [True, False])
+def test_fp8_runs_the_weight_gemms_at_the_fp8_peak_and_attention_at_16_bit(flash):
+    # Transformer Engine's FP8 covers the Linear layers' GEMMs; dot-product attention
+    # stays 16-bit unless a recipe sets fp8_dpa (default False).  H100: fp8 peak = 2 x bf16.
+    h100 = get_hardware("H100")
+    assert h100.peak_flops("fp8") == pytest.approx(2 * h100.peak_flops("bf16"))
+    h, s, b = 4096, 4096, 2
+    layer = attention("a", hidden=h, heads=32, kv_heads=32, seq=s, dtype_bytes=2,
+                      flash=flash, causal=True, dropout=False)
+    # The attention core (fused kernel, or per-head products + softmax) is unchanged ...
+    assert attention_core_time(layer, h100, b, dtype="fp8") == pytest.approx(
+        attention_core_time(layer, h100, b, dtype="bf16"), rel=1e-12)
+    # ... and the whole saving is the projections' GEMMs at twice the peak, by hand.
+    kw = dict(bandwidth_Bps=h100.memory_bandwidth_Bps, dtype_bytes=2, profile=h100.compute)
+    proj = [(b * m, n, k) for m, n, k, _, shard in layer.gemms if shard != "count"]
+
+    def gemms(peak):
+        fwd = sum(gemm_time(*mnk, peak_flops=peak, **kw) for mnk in proj)
+        bwd = sum(gemm_time(*shape, peak_flops=peak, **kw) for mnk in proj
+                  for shape in gemm_backward_shapes(*mnk))
+        return fwd, bwd
+
+    (f16, b16), (f8, b8) = gemms(h100.peak_flops("bf16")), gemms(h100.peak_flops("fp8"))
+    t16, t8 = layer_time(layer, h100, b, dtype="bf16"), layer_time(layer, h100, b, dtype="fp8")
+    assert t16.fwd_s - t8.fwd_s == pytest.approx(f16 - f8, rel=1e-9)
+    assert t16.bwd_s - t8.bwd_s == pytest.approx(b16 - b8, rel=1e-9)
+    assert f8 < f16
