@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import CodesignError, InfeasibleError, InvalidSpecError, invalid
-from codesign.specs import check_choice
 from codesign.files import check_output_path, load_yaml_text, write_text_atomic
+from codesign.specs import check_choice
 from codesign.units import format_size, parse_bandwidth, parse_size
 
 __all__ = ["main", "build_parser"]

@@ -394,17 +394,17 @@ def _buckets(sizes: list[tuple[str, float]], cap: float) -> list[tuple[float, st
 
 
 def optimizer_step_bytes(params: float, optimizer_bytes_per_param: float,
-                         dtype_bytes: int, grad_bytes: float | None = None) -> float:
+                         dtype_bytes: int, grad_bytes: float) -> float:
     """HBM bytes the optimizer step moves for ``params`` parameters on one GPU.
 
     The step is memory bound (an element-wise pass): it reads and writes the optimizer
     state (``K`` bytes each way: Adam's fp32 master weights, momentum and variance in
-    mixed precision, Rajbhandari et al. SC'20 Sec. 3.1), reads the gradient (``g`` bytes,
-    default the weights' ``d``) and reads and writes the weights: ``(2 K + 2 d + g)``
-    bytes per parameter (``3 d`` for plain SGD).
+    mixed precision, Rajbhandari et al. SC'20 Sec. 3.1), reads the gradient (``g`` =
+    ``grad_bytes``, :meth:`Strategy.grad_bytes`) and reads and writes the weights
+    (``d`` each): ``(2 K + 2 d + g)`` bytes per parameter (``3 d`` for plain SGD with
+    gradients in the weights' format).
     """
-    g = dtype_bytes if grad_bytes is None else grad_bytes
-    return params * (2.0 * optimizer_bytes_per_param + 2.0 * dtype_bytes + g)
+    return params * (2.0 * optimizer_bytes_per_param + 2.0 * dtype_bytes + grad_bytes)
 
 
 def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware | str,
