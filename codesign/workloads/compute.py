@@ -36,11 +36,30 @@ and wave quantisation, fused attention, and the layer's memory-bound operators
 layers, other formats, GPUs without a profile, or an explicit ``efficiency`` -- uses
 the roofline above.
 
-In ``fp8`` only the layers' weight GEMMs run at the fp8 peak: the attention core (the
-fused kernel, or the per-head score and context products) keeps the 16-bit peak, as
-Transformer Engine runs it unless a recipe sets ``fp8_dpa`` (default ``False`` in its
-recipes, Transformer Engine Common API), which is how FP8 training in Megatron-LM and
-NeMo computes attention.
+FP8 (Transformer Engine)
+------------------------
+In ``fp8`` only the layers' weight GEMMs run at the fp8 peak, as Megatron-LM and NeMo
+train in FP8 with Transformer Engine (TE):
+
+* The attention core (the fused kernel, or the per-head score and context products)
+  keeps the 16-bit peak: TE runs it in 16 bit unless a recipe sets ``fp8_dpa`` (default
+  ``False`` in its recipes, TE Common API).
+* The output layer (``Layer.fp8_gemms`` false) keeps the 16-bit peak: Megatron-LM builds
+  it as its own ``tensor_parallel.ColumnParallelLinear``, not a TE module
+  (``megatron/core/models/gpt/gpt_model.py``, 2024 and later; only an MXFP8 recipe with
+  an FP8 output projection changes that).
+* Each fp8 weight GEMM pays its conversions, memory-bound kernels at HBM bandwidth.
+  Hopper's FP8 tensor cores take only the "TN" layout (cuBLASLt documentation), so the
+  backward pass needs the transposes as well: TE's ``cast_transpose`` kernel reads a
+  16-bit tensor once and writes its 1-byte cast and the cast's transpose (TE C API,
+  ``transpose.h``: ``nvte_cast_transpose``, and ``nvte_cast_transpose_dbias`` for
+  gradients).  Forward, that is the GEMM's input (``M x K``); backward, the gradient of
+  its output (``M x N``): ``(dtype_bytes + 2)`` bytes per element each
+  (:data:`FP8_CAST_WRITE_BYTES`).  The weights' own casts are not counted: TE casts a
+  weight once per optimizer step and reuses it for the step's other micro-batches
+  (``is_first_microbatch``, "FP8 weight caching" in TE's performance guide), a
+  per-step cost under 1 % of any pipeline with a few micro-batches; neither are the
+  scaling factors' amax reductions (a few numbers per tensor).
 """
 
 from __future__ import annotations
@@ -55,7 +74,8 @@ from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.model import Layer, Workload
 
 __all__ = ["DEFAULT_EFFICIENCY", "LayerTime", "layer_time", "layer_times", "dtype_name",
-           "resolve_precision", "uses_kernel_model", "attention_core_time", "ATTENTION_CORE_OPS"]
+           "resolve_precision", "uses_kernel_model", "attention_core_time", "ATTENTION_CORE_OPS",
+           "FP8_CAST_WRITE_BYTES"]
 
 #: Fraction of peak FLOP/s assumed for compute-bound layers (see the module docstring).
 DEFAULT_EFFICIENCY = 0.5
@@ -67,6 +87,11 @@ _DTYPE_BY_BYTES = {1: "fp8", 2: "fp16", 4: "fp32", 8: "fp64"}
 #: reruns (Korthikanti et al. 2022, Sec. 5: the softmax, its dropout and the attention
 #: over the values).
 ATTENTION_CORE_OPS = ("softmax", "attention_dropout")
+
+#: Bytes an fp8 ``cast_transpose`` writes per element of the tensor it converts: the
+#: 1-byte cast and its 1-byte transpose (module docstring, "FP8"); it also reads the
+#: 16-bit tensor once.
+FP8_CAST_WRITE_BYTES = 2
 
 
 @dataclass(frozen=True)
@@ -142,9 +167,13 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
     with ``core`` only its attention core's kernels (:func:`attention_core_time`)."""
     prof = hw.compute
     peak = hw.peak_flops(dtype)
-    # FP8 covers the weight GEMMs; attention stays 16-bit (module docstring).
+    # FP8 covers the weight GEMMs of TE layers; attention and the output layer stay
+    # 16-bit (module docstring).
     attn_peak = hw.peak_flops("bf16") if dtype == "fp8" else peak
+    fp8 = dtype == "fp8" and layer.fp8_gemms
+    weight_peak = peak if fp8 or dtype != "fp8" else attn_peak
     bw = hw.memory_bandwidth_Bps
+    hbm = bw * prof.memory_efficiency
     d = layer.dtype_bytes
     fwd = bwd = 0.0
     for m, n, k, count, shard in layer.gemms:
@@ -156,11 +185,17 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
             mm, cc = m, count * b
         else:
             mm, cc = m * b, count
-        kw = {"peak_flops": attn_peak if shard == "count" else peak, "bandwidth_Bps": bw,
-              "dtype_bytes": d, "profile": prof, "count": cc}
+        kw = {"peak_flops": attn_peak if shard == "count" else weight_peak,
+              "bandwidth_Bps": bw, "dtype_bytes": d, "profile": prof, "count": cc}
         fwd += gemm_time(mm, n, k, **kw)
         for shape in gemm_backward_shapes(mm, n, k):
             bwd += gemm_time(*shape, **kw)
+        if fp8 and shard != "count":
+            # cast_transpose of the input (forward) and of the output's gradient
+            # (backward), each read at d bytes and written twice at 1 byte.
+            cast = (d + FP8_CAST_WRITE_BYTES) * cc / hbm
+            fwd += cast * mm * k
+            bwd += cast * mm * n
     if layer.attention_kernel == "flash" and layer.attn_core_fwd_flops:
         # FlashAttention: tiles over the keys, a causal mask skips half the blocks,
         # backward does 5 matmuls to the forward's 2 (efficiency.flash_attention_time).
@@ -168,7 +203,6 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
                                      causal=layer.causal, peak_flops=attn_peak, profile=prof)
         fwd += f
         bwd += bk
-    hbm = bw * prof.memory_efficiency
     if layer.memory_ops or core:
         # The layer's memory-bound operators, each at HBM bandwidth (Layer.memory_ops).
         ops = [op for op in layer.memory_ops if not core or op[0] in ATTENTION_CORE_OPS]

@@ -197,6 +197,11 @@ class Layer:
         context parallelism's chunk of it): the length of the kernel's inner loop, which
         sets its per-tile overhead (:func:`codesign.workloads.efficiency.flash_attention_time`);
         0 = not known (no tile overhead).
+    fp8_gemms : bool
+        Whether its weight GEMMs run in fp8 when the precision is ``fp8`` (the
+        Transformer Engine modules of Megatron-LM and NeMo); ``False`` for a layer the
+        frameworks keep in 16 bit, such as Megatron-LM's output layer (module docstring
+        of :mod:`codesign.workloads.compute`).
     """
 
     name: str
@@ -229,6 +234,7 @@ class Layer:
     causal: bool = False
     memory_ops: tuple[tuple[str, float, float, str], ...] = ()
     attn_keys: float = 0.0
+    fp8_gemms: bool = True
 
     def __post_init__(self) -> None:
         where = f"layer {self.name!r}"
@@ -267,8 +273,9 @@ class Layer:
         if self.attention_kernel not in ("", "flash", "unfused"):
             raise invalid(f"{where} attention_kernel", self.attention_kernel,
                           "'', 'flash' or 'unfused'")
-        if not isinstance(self.causal, bool):
-            raise invalid(f"{where} causal", self.causal, "true or false")
+        for name in ("causal", "fp8_gemms"):
+            if not isinstance(getattr(self, name), bool):
+                raise invalid(f"{where} {name}", getattr(self, name), "true or false")
         if self.expert_params > self.params:
             raise invalid(f"{where} expert_params", self.expert_params,
                           f"at most params ({self.params})")

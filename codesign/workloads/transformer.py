@@ -128,8 +128,10 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
         # cross-entropy loss over the (vocabulary-parallel) logits.
         ops = (norm_ops(norm, float(seq_len) * hidden, d) if prenorm else ()) \
             + cross_entropy_ops(vocab, seq_len, d)
+        # Megatron-LM keeps the output layer in 16 bit under FP8 (not a Transformer
+        # Engine module: codesign.workloads.compute, "FP8").
         out.append(replace(lm, params=(0 if tied else lm.params) + final_norm,
-                           tp_shardable=True,
+                           tp_shardable=True, fp8_gemms=False,
                            tp_bwd_allreduce_bytes=float(seq_len) * hidden * d,
                            memory_ops=ops))
     elif head == "regression":

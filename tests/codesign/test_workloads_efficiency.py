@@ -20,7 +20,7 @@ from codesign.workloads.compute import (DEFAULT_EFFICIENCY, attention_core_time,
 from codesign.workloads.efficiency import (ComputeProfile, flash_attention_time,
                                           gemm_backward_shapes, gemm_time, profile_from_dict)
 from codesign.workloads.hardware import hardware_to_yaml, load_hardware_catalog
-from codesign.workloads.layers import attention, mlp
+from codesign.workloads.layers import attention, dense, mlp
 
 A100 = get_hardware("A100-80")
 PEAK = 312e12
@@ -481,9 +481,14 @@ def test_fp8_runs_the_weight_gemms_at_the_fp8_peak_and_attention_at_16_bit(flash
     # The attention core (fused kernel, or per-head products + softmax) is unchanged ...
     assert attention_core_time(layer, h100, b, dtype="fp8") == pytest.approx(
         attention_core_time(layer, h100, b, dtype="bf16"), rel=1e-12)
-    # ... and the whole saving is the projections' GEMMs at twice the peak, by hand.
+    # ... and the difference is the projections' GEMMs at twice the peak, less their
+    # fp8 casts (cast_transpose of each input forward, of each output gradient backward:
+    # 2 bytes read + 2 written per element), by hand.
     kw = dict(bandwidth_Bps=h100.memory_bandwidth_Bps, dtype_bytes=2, profile=h100.compute)
     proj = [(b * m, n, k) for m, n, k, _, shard in layer.gemms if shard != "count"]
+    hbm = h100.memory_bandwidth_Bps * h100.compute.memory_efficiency
+    cast_f = sum(4.0 * m * k for m, n, k in proj) / hbm
+    cast_b = sum(4.0 * m * n for m, n, k in proj) / hbm
 
     def gemms(peak):
         fwd = sum(gemm_time(*mnk, peak_flops=peak, **kw) for mnk in proj)
@@ -493,6 +498,51 @@ def test_fp8_runs_the_weight_gemms_at_the_fp8_peak_and_attention_at_16_bit(flash
 
     (f16, b16), (f8, b8) = gemms(h100.peak_flops("bf16")), gemms(h100.peak_flops("fp8"))
     t16, t8 = layer_time(layer, h100, b, dtype="bf16"), layer_time(layer, h100, b, dtype="fp8")
-    assert t16.fwd_s - t8.fwd_s == pytest.approx(f16 - f8, rel=1e-9)
-    assert t16.bwd_s - t8.bwd_s == pytest.approx(b16 - b8, rel=1e-9)
-    assert f8 < f16
+    assert t16.fwd_s - t8.fwd_s == pytest.approx(f16 - f8 - cast_f, rel=1e-9)
+    assert t16.bwd_s - t8.bwd_s == pytest.approx(b16 - b8 - cast_b, rel=1e-9)
+    assert f8 < f16 and cast_f > 0 and cast_b > 0
+
+
+def test_fp8_cast_kernels_of_one_dense_layer_by_hand():
+    # One TE Linear in fp8 on an H100: the GEMMs at the fp8 peak, plus cast_transpose of
+    # the input (M x K) forward and of the output gradient (M x N) backward, each read at
+    # 2 bytes and written as a 1-byte cast and a 1-byte transpose, at HBM bandwidth.
+    h100 = get_hardware("H100")
+    m, k, n = 8192, 4096, 16384
+    layer = dense("fc", k, n, tokens=m, bias=False, dtype_bytes=2)
+    kw = dict(peak_flops=h100.peak_flops("fp8"), bandwidth_Bps=h100.memory_bandwidth_Bps,
+              dtype_bytes=2, profile=h100.compute)
+    hbm = h100.memory_bandwidth_Bps * h100.compute.memory_efficiency
+    t = layer_time(layer, h100, 1, dtype="fp8")
+    # The layer lists no memory-bound operators: its io_bytes stand for them (x1, x2).
+    io = layer.io_bytes / hbm
+    assert t.fwd_s == pytest.approx(gemm_time(m, n, k, **kw) + 4.0 * m * k / hbm + io,
+                                    rel=1e-12)
+    assert t.bwd_s == pytest.approx(sum(gemm_time(*sh, **kw) for sh in
+                                        gemm_backward_shapes(m, n, k))
+                                    + 4.0 * m * n / hbm + 2 * io, rel=1e-12)
+    # In 16 bit there is no cast.
+    t16 = layer_time(layer, h100, 1, dtype="bf16")
+    kw["peak_flops"] = h100.peak_flops("bf16")
+    assert t16.fwd_s == pytest.approx(gemm_time(m, n, k, **kw) + io, rel=1e-12)
+
+
+def test_fp8_keeps_the_output_layer_in_16_bit():
+    # Megatron-LM's output layer is its own ColumnParallelLinear, not a Transformer
+    # Engine module: under fp8 it runs exactly as in bf16 (no cast, 16-bit peak).
+    h100 = get_hardware("H100")
+    w = get_workload("llama3-8b", seq_len=2048)
+    head = w.layers[-1]
+    assert head.name == "lm_head" and not head.fp8_gemms
+    assert all(layer.fp8_gemms for layer in w.layers[:-1])
+    t8, t16 = layer_time(head, h100, 2, dtype="fp8"), layer_time(head, h100, 2, dtype="bf16")
+    assert (t8.fwd_s, t8.bwd_s) == pytest.approx((t16.fwd_s, t16.bwd_s), rel=1e-12)
+    mlp_layer = w.layers[2]
+    assert layer_time(mlp_layer, h100, 2, dtype="fp8").total_s < \
+        layer_time(mlp_layer, h100, 2, dtype="bf16").total_s
+
+
+def test_layer_rejects_a_non_boolean_fp8_gemms():
+    h = get_workload("llama3-8b", seq_len=256).layers[-1]
+    with pytest.raises(InvalidSpecError, match="fp8_gemms"):
+        replace(h, fp8_gemms="no")
