@@ -63,6 +63,11 @@ SOURCE_NOTES = {
               "paper does not state: Megatron's formula counts the full s x s attention, "
               "which is 57 % of this row's FLOPs -- with causal halving its iteration "
               "time would be 0.71 x the one entered",
+    "nemo-h100-fp8": "fp8 (Transformer Engine): weight GEMMs at the fp8 peak with their "
+                     "cast_transpose kernels, attention and the output layer 16-bit "
+                     "(codesign.workloads.compute, FP8); one GEMM efficiency for bf16 and "
+                     "fp8; recomputation and overlap settings assumed (runs.csv notes); the "
+                     "memory model finds Nemotron-340B does not fit without recomputation",
     "korthikanti22": "schedule, micro-batches and TP overlap as Sec. 6 states them; their "
                      "Table 4 layer is reproduced within 1.3 % at the 0.80 GEMM-sweep "
                      "prior and runs 10-11 % faster than the model at the calibrated "
