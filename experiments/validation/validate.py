@@ -115,6 +115,26 @@ def layer_check(hardware_by_name: dict) -> list[tuple[str, float, float, float]]
     return out
 
 
+def transfer_check(runs, h100_parameters: dict) -> list[str]:
+    """Markdown lines: ``runs`` (another GPU) predicted with the H100 fit carried over to
+    that GPU's profile -- a procurement question (predict the next GPU from the one that
+    was measured); nothing is fitted on them."""
+    out = ["\n## Transfer to B200 (H100 calibration carried over, not fitted)\n",
+           "Published B200 runs (`transfer_b200.csv`) predicted with the B200 profile at "
+           "the GEMM efficiency fitted on H100 above, the way the catalog carries it "
+           "(`compute_profiles.yaml`): a check of predicting the next GPU generation from "
+           "measurements of the current one.\n",
+           "| run | GPUs | published | published s/iter | predicted s | error |",
+           "|---|---|---|---|---|---|"]
+    for r in runs:
+        base = get_hardware(r.hardware)
+        hw = replace(base, compute=base.compute.with_parameters(**h100_parameters))
+        p = predict_run(r, hw)
+        out.append(f"| {r.id} | {r.gpus} {r.hardware} | {_published(r)} | "
+                   f"{r.measured_s:.3f} | {p:.3f} | {100 * (p / r.measured_s - 1):+.1f} % |")
+    return out
+
+
 def _published(run) -> str:
     unit = {"iteration_s": "s", "tflops_per_gpu": "TFLOP/s", "tokens_per_s": "tok/s",
             "samples_per_s": "samples/s"}
@@ -130,6 +150,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", default=str(HERE / "runs.csv"))
     ap.add_argument("--out", default=str(HERE / "validation.md"))
+    ap.add_argument("--transfer", default=str(HERE / "transfer_b200.csv"),
+                    help="runs on another GPU predicted with the H100 fit carried over "
+                         "(not fitted)")
     ap.add_argument("--balance", choices=("run", "source"), default="source",
                     help="weigh every source (publication) once (default: a table of many "
                          "runs from one set-up does not set a GPU's parameters alone) or "
@@ -238,6 +261,8 @@ def main() -> None:
             lines.append(f"| {name} | {pub:.1f} | {fit_ms:.1f} | "
                          f"{100 * (fit_ms / pub - 1):+.1f} % | {prior_ms:.1f} | "
                          f"{100 * (prior_ms / pub - 1):+.1f} % |")
+    if "H100" in fits and Path(args.transfer).exists():
+        lines += transfer_check(load_runs(args.transfer), fits["H100"][0].parameters)
     lines.append("\n'memory model': whether `codesign`'s memory model finds that the "
                  "published configuration fits (runs are timed either way).")
     lines.append(f"\nWall time of this script: {time.perf_counter() - t0:.0f} s.")
