@@ -171,7 +171,7 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
     # 16-bit (module docstring).
     attn_peak = hw.peak_flops("bf16") if dtype == "fp8" else peak
     fp8 = dtype == "fp8" and layer.fp8_gemms
-    weight_peak = peak if fp8 or dtype != "fp8" else attn_peak
+    weight_peak = attn_peak if dtype == "fp8" and not fp8 else peak
     bw = hw.memory_bandwidth_Bps
     hbm = bw * prof.memory_efficiency
     d = layer.dtype_bytes
