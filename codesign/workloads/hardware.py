@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,19 @@ class Hardware:
         if key not in table:
             raise invalid(f"{self.name} dtype", dtype, f"one of {', '.join(table)}")
         return table[key]
+
+    def with_compute_parameters(self, **values: float) -> Hardware:
+        """A copy whose compute profile has some of its fitted efficiencies replaced
+        (:meth:`ComputeProfile.with_parameters`).
+
+        Raises
+        ------
+        InvalidSpecError
+            The GPU has no compute profile, or a name is not a fitted parameter.
+        """
+        if self.compute is None:
+            raise invalid(f"{self.name} compute", None, "a compute profile (sms, efficiencies)")
+        return replace(self, compute=self.compute.with_parameters(**values))
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description,

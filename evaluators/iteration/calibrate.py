@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -110,8 +110,7 @@ class _Linear:
 
 
 def _hw_at(hw, names: Sequence[str], theta: np.ndarray):
-    return replace(hw, compute=hw.compute.with_parameters(
-        **{n: float(v) for n, v in zip(names, theta)}))
+    return hw.with_compute_parameters(**{n: float(v) for n, v in zip(names, theta)})
 
 
 def _solve(lin: _Linear, measured: np.ndarray, rows: np.ndarray, start: np.ndarray,

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import csv
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -127,8 +126,7 @@ def transfer_check(runs, h100_parameters: dict) -> list[str]:
            "| run | GPUs | published | published s/iter | predicted s | error |",
            "|---|---|---|---|---|---|"]
     for r in runs:
-        base = get_hardware(r.hardware)
-        hw = replace(base, compute=base.compute.with_parameters(**h100_parameters))
+        hw = get_hardware(r.hardware).with_compute_parameters(**h100_parameters)
         p = predict_run(r, hw)
         out.append(f"| {r.id} | {r.gpus} {r.hardware} | {_published(r)} | "
                    f"{r.measured_s:.3f} | {p:.3f} | {100 * (p / r.measured_s - 1):+.1f} % |")
@@ -169,8 +167,7 @@ def main() -> None:
     for gpu in gpus:
         runs = [r for r in all_runs if r.hardware == gpu]
         base = get_hardware(gpu)
-        hw = at_priors[gpu] = replace(base, compute=base.compute.with_parameters(
-            **PRIORS.get(gpu, {})))
+        hw = at_priors[gpu] = base.with_compute_parameters(**PRIORS.get(gpu, {}))
         print(f"{gpu}: {len(runs)} runs", flush=True)
         fit = calibrate(runs, hw, parameters=FITTED, holdout="source", balance=balance,
                         progress=lambda m: print(f"  {m} {time.perf_counter() - t0:.0f}s",

@@ -241,7 +241,7 @@ def test_time_monotone_in_batch_and_efficiency():
     layer = get_workload("gpt3-175b").layers[1]
     times = [layer_time(layer, A100, b).total_s for b in (0.5, 1, 2, 3, 8)]
     assert times == sorted(times)
-    slow = replace(A100, compute=A100.compute.with_parameters(gemm_efficiency=0.4))
+    slow = A100.with_compute_parameters(gemm_efficiency=0.4)
     assert layer_time(layer, slow, 1).total_s > layer_time(layer, A100, 1).total_s
 
 
@@ -255,6 +255,10 @@ def test_roofline_fallbacks():
     assert layer_time(layer, bare, 1).fwd_s == pytest.approx(explicit.fwd_s)
     assert layer_time(layer, bare, 1, efficiency=DEFAULT_EFFICIENCY) == \
         layer_time(layer, bare, 1)
+    # ... and has no efficiencies to replace.
+    with pytest.raises(InvalidSpecError, match="A100-80 compute"):
+        bare.with_compute_parameters(gemm_efficiency=0.5)
+    assert A100.with_compute_parameters(gemm_efficiency=0.5).compute.gemm_efficiency == 0.5
     assert not uses_kernel_model(layer, A100, "tf32")
     # Pooling lists no GEMMs: the roofline; convolutions are implicit GEMMs.
     resnet = get_workload("resnet50").layers
@@ -284,7 +288,7 @@ def test_bad_profiles(spec, needle):
 def test_profile_file_round_trip(tmp_path):
     import yaml
 
-    hw = replace(A100, compute=A100.compute.with_parameters(gemm_efficiency=0.61))
+    hw = A100.with_compute_parameters(gemm_efficiency=0.61)
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump(hardware_to_yaml(hw)))
     back = load_hardware_catalog(path).get("A100-80")

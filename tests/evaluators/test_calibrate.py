@@ -52,7 +52,7 @@ def _write(path: Path, rows: list[dict]) -> Path:
 
 
 def _synthetic(tmp_path: Path, truth: dict[str, float]) -> Path:
-    hw = replace(A100, compute=A100.compute.with_parameters(**truth))
+    hw = A100.with_compute_parameters(**truth)
     rows = [{"id": i, "source": "synthetic", "gpu": "A100-80", "gpus": 8,
              "workload": "gpt3-175b", "options": opts, "strategy": strat,
              "measured": "iteration_s", "value": "1"} for i, opts, strat in SYNTH]
@@ -93,7 +93,7 @@ def test_source_balance_weighs_each_publication_once(tmp_path):
     # per run the fit sits near the large source; per source halfway (in log time).
     rows = []
     for src, eff, ids in (("big", 0.5, "abcef"), ("small", 0.8, "c")):
-        hw = replace(A100, compute=A100.compute.with_parameters(gemm_efficiency=eff))
+        hw = A100.with_compute_parameters(gemm_efficiency=eff)
         part = [{"id": f"{src}-{i}", "source": src, "gpu": "A100-80", "gpus": 8,
                  "workload": "gpt3-175b", "options": opts, "strategy": strat,
                  "measured": "iteration_s", "value": "1"}
@@ -297,7 +297,7 @@ def test_one_layer_reproduces_korthikanti_table_4():
     # parallelism -3 % (its backward re-gather eats most of the norms' saving), full
     # recomputation +39 %, selective +7 % (the softmax and dropout rerun at HBM speed).
     rows = list(csv.DictReader(open(VALIDATION.parent / "layer_times.csv", newline="")))
-    hw = replace(A100, compute=A100.compute.with_parameters(gemm_efficiency=0.8))
+    hw = A100.with_compute_parameters(gemm_efficiency=0.8)
     opts = {"hidden": 6144, "heads": 64, "ffn": 24576, "vocab": 51200, "seq_len": 2048,
             "positions": 2048, "batch_size": 4}
     pub, model = [], []
