@@ -582,14 +582,6 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             b_ops: list[Op] = []
             shared, expert = shard.params
             step_params += shard.step_params()
-            if s.zero >= 3:
-                for w, nbytes, groups in ((shared, shard.shared_bytes, dp_groups),
-                                          (expert, shard.expert_bytes, xdp_groups)):
-                    for grp in groups if w else ():
-                        for phase, target in (("forward", f_ops), ("backward", b_ops)):
-                            target.append(CollectiveOp(
-                                "allgather", grp, nbytes, phase, "zero",
-                                layer=layer.name, stage=p, repeat=zero_rep))
             a2a = shard.ep_alltoall_bytes(b)
             ep_ops = [CollectiveOp("alltoall", grp, a2a, "forward", "ep", layer=layer.name,
                                    stage=p, repeat=m)
@@ -615,6 +607,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             # Activation recomputation reruns (part of) the forward before the backward;
             # full recomputation repeats the forward's communication too.
             rflops = shard.recompute_flops
+            pass_b = b_s
             if rflops:
                 r_ops: list[Op] = []
                 if s.recompute == "full":
@@ -626,10 +619,30 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                 r_ops.append(Compute(layer.name, "backward", ranks_p, r_s, b * rflops, p, m,
                                      kind="recompute"))
                 pass_s[1] += r_s
+                pass_b += r_s
                 if s.recompute == "full":
                     r_ops += [replace(op, phase="backward") for op in ep_ops]
                     r_ops += [replace(op, phase="backward") for op in tp_f]
                 b_ops += r_ops
+            if s.zero >= 3:
+                # ZeRO-3 gathers the layer's weights before each pass and prefetches:
+                # the gather runs on its own stream while the layer before it computes
+                # (PyTorch FSDP's backward prefetch and its issue-ahead forward, Zhao et
+                # al., VLDB 2023, Sec. 3.3 and 4.2; DeepSpeed's stage-3 prefetch bucket;
+                # Megatron-core's FSDP), so only its excess over that compute is exposed.
+                # The layer's own pass time stands for its neighbour's (equal in a
+                # uniform stack); the backward one includes its recomputation.
+                gathers: list[Op] = []
+                for w, nbytes, groups in ((shared, shard.shared_bytes, dp_groups),
+                                          (expert, shard.expert_bytes, xdp_groups)):
+                    for grp in groups if w else ():
+                        gathers += [CollectiveOp("allgather", grp, nbytes, phase, "zero",
+                                                 layer=layer.name, stage=p,
+                                                 repeat=zero_rep, hidden_s=under)
+                                    for phase, under in (("forward", f_s),
+                                                         ("backward", pass_b))]
+                f_ops[:0] = [op for op in gathers if op.phase == "forward"]
+                b_ops[:0] = [op for op in gathers if op.phase == "backward"]
             # Each pass: dispatch (or its gradient), the layer, combine, then the TP
             # all-reduce of the output (forward, the g operator) or of the input gradient
             # (backward, the f operator).

@@ -91,6 +91,48 @@ def test_cp_allgather_is_exposed_even_on_a_fast_network() -> None:
     assert r.breakdown["cp_s"] == pytest.approx(r.cp_s, rel=1e-9)
 
 
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_zero3_gathers_hide_under_their_layers_pass(recompute: str) -> None:
+    # ZeRO-3 prefetches: each layer's gather runs under a layer's pass (forward; the
+    # backward with its recomputation), demand_for.
+    from codesign.workloads.demand import Compute
+
+    w = gpt(layers=2)
+    pl = Placement(servers=2, gpus_per_server=1)
+    strategy = f"dp=2,microbatches=2,zero=3,recompute={recompute}"
+    d = demand_for(w, strategy, "A100-80", pl)
+    passes: dict = {}
+    for o in d.ops:
+        if isinstance(o, Compute) and 0 in o.ranks and o.phase in ("forward", "backward"):
+            key = (o.name, o.phase)
+            passes[key] = passes.get(key, 0.0) + o.seconds
+    gathers = [o for o in d.collectives() if o.purpose == "zero"]
+    assert len(gathers) == 2 * sum(1 for layer in w.layers if layer.params)
+    for o in gathers:
+        assert o.hidden_s == pytest.approx(passes[(o.layer, o.phase)], rel=1e-12)
+    if recompute == "full":
+        assert any(o.hidden_s > passes[(o.layer, "forward")] * 2.5 for o in gathers
+                   if o.phase == "backward")
+
+
+@pytest.mark.parametrize("bw, hidden_fully", [("1000000Gbps", True), ("1Gbps", False)])
+def test_zero3_gathers_expose_only_their_excess(bw: str, hidden_fully: bool) -> None:
+    w = gpt(layers=4, tied=False)   # an output layer of its own: a gather to time
+    pl = Placement(servers=2, gpus_per_server=1)
+    strategy = "dp=2,microbatches=2,zero=3"
+    r = evaluate(f"ideal:2,bw={bw},lat=0", w, strategy, placement=pl)
+    assert r.zero_s > 0                       # the gathers' own time, all of it
+    if hidden_fully:
+        assert r.breakdown["zero_s"] == 0.0
+    else:
+        # 1 Gb/s: every gather outlasts its layer's pass, so what is exposed is the
+        # gathers' time less the passes they ran under (once per micro-batch each).
+        d = demand_for(w, strategy, "A100-80", pl)
+        under = sum(o.hidden_s * o.repeat for o in d.collectives()
+                    if o.purpose == "zero" and 0 in o.members)
+        assert r.breakdown["zero_s"] == pytest.approx(r.zero_s - under, rel=1e-9)
+
+
 @pytest.mark.parametrize("system", ["ideal:1", "dgx-a100:1", "hgx-h100:1"])
 def test_a_single_server_is_a_system(system: str) -> None:
     r = evaluate(system, gpt(batch=8), "dp=1,tp=8,sp=true", hardware="H100")
