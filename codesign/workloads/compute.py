@@ -48,18 +48,34 @@ train in FP8 with Transformer Engine (TE):
   it as its own ``tensor_parallel.ColumnParallelLinear``, not a TE module
   (``megatron/core/models/gpt/gpt_model.py``, 2024 and later; only an MXFP8 recipe with
   an FP8 output projection changes that).
-* Each fp8 weight GEMM pays its conversions, memory-bound kernels at HBM bandwidth.
-  Hopper's FP8 tensor cores take only the "TN" layout (cuBLASLt documentation), so the
-  backward pass needs the transposes as well: TE's ``cast_transpose`` kernel reads a
-  16-bit tensor once and writes its 1-byte cast and the cast's transpose (TE C API,
-  ``transpose.h``: ``nvte_cast_transpose``, and ``nvte_cast_transpose_dbias`` for
-  gradients).  Forward, that is the GEMM's input (``M x K``); backward, the gradient of
-  its output (``M x N``): ``(dtype_bytes + 2)`` bytes per element each
-  (:data:`FP8_CAST_WRITE_BYTES`).  The weights' own casts are not counted: TE casts a
-  weight once per optimizer step and reuses it for the step's other micro-batches
-  (``is_first_microbatch``, "FP8 weight caching" in TE's performance guide), a
-  per-step cost under 1 % of any pipeline with a few micro-batches; neither are the
-  scaling factors' amax reductions (a few numbers per tensor).
+* Each fp8 weight GEMM pays its conversions, memory-bound kernels at HBM bandwidth:
+  forward, of the GEMM's input (``M x K``); backward, of the gradient of its output
+  (``M x N``); :func:`fp8_cast_bytes` per element, by recipe (the ``precision``):
+
+  - ``fp8``, delayed scaling (TE's ``DelayedScaling``, the default recipe of NeMo 24.x):
+    the scale comes from past iterations' amax history, so one kernel converts.
+    Hopper's FP8 tensor cores take only the "TN" layout (cuBLASLt documentation), so
+    the backward pass needs the transposes as well: TE's ``cast_transpose`` reads the
+    16-bit tensor once and writes its 1-byte cast and the cast's transpose (TE C API,
+    ``transpose.h``: ``nvte_cast_transpose``, ``nvte_cast_transpose_dbias`` for
+    gradients): ``dtype_bytes + 2``.  Blackwell's take any layout and TE makes no
+    transpose there (``nvte_is_non_tn_fp8_gemm_supported``; the profile's
+    ``fp8_transpose``): ``dtype_bytes + 1``.
+  - ``fp8-cs``, per-tensor current scaling (``Float8CurrentScaling``, Megatron-Bridge's
+    FP8-CS): the scale is the tensor's own amax, taken by a reduction kernel that reads
+    the tensor before the conversion reads it again (TE's current-scaling quantizer
+    calls ``nvte_compute_amax``, then ``nvte_quantize``): ``dtype_bytes`` more.
+  - ``mxfp8``, 1 x 32 block scaling (``MXFP8BlockScaling``, Blackwell only): one fused
+    kernel reads the tensor and writes a row-wise and a column-wise scaled copy (the
+    blocks of the backward GEMMs run along the other dimension), each 1 byte per
+    element plus a 1-byte E8M0 scale per 32 elements (TE's ``cast_mxfp8_2D_kernel``,
+    OCP Microscaling Formats specification v1.0): ``dtype_bytes + 2 + 2 / 32``.
+
+  The weights' own casts are not counted: TE casts a weight once per optimizer step
+  and reuses it for the step's other micro-batches (``is_first_microbatch``, "FP8
+  weight caching" in TE's performance guide), a per-step cost under 1 % of any
+  pipeline with a few micro-batches; neither are the scaling factors' amax reductions
+  across ranks (a few numbers per tensor).
 """
 
 from __future__ import annotations
@@ -67,15 +83,16 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from codesign.errors import InvalidSpecError
 from codesign.specs import check_choice, check_number
 from codesign.workloads.efficiency import (PROFILE_FORMATS, flash_attention_time,
                                           gemm_backward_shapes, gemm_time)
 from codesign.workloads.hardware import Hardware, get_hardware
-from codesign.workloads.model import Layer, Workload
+from codesign.workloads.model import PRECISIONS, Layer, Workload
 
 __all__ = ["DEFAULT_EFFICIENCY", "LayerTime", "layer_time", "layer_times", "dtype_name",
            "resolve_precision", "uses_kernel_model", "attention_core_time", "ATTENTION_CORE_OPS",
-           "FP8_CAST_WRITE_BYTES"]
+           "FP8_FORMATS", "fp8_cast_bytes"]
 
 #: Fraction of peak FLOP/s assumed for compute-bound layers (see the module docstring).
 DEFAULT_EFFICIENCY = 0.5
@@ -88,10 +105,27 @@ _DTYPE_BY_BYTES = {1: "fp8", 2: "fp16", 4: "fp32", 8: "fp64"}
 #: over the values).
 ATTENTION_CORE_OPS = ("softmax", "attention_dropout")
 
-#: Bytes an fp8 ``cast_transpose`` writes per element of the tensor it converts: the
-#: 1-byte cast and its 1-byte transpose (module docstring, "FP8"); it also reads the
-#: 16-bit tensor once.
-FP8_CAST_WRITE_BYTES = 2
+#: The 8-bit recipes (module docstring, "FP8"): weight GEMMs at the fp8 peak.
+FP8_FORMATS = ("fp8", "fp8-cs", "mxfp8")
+#: An MXFP8 scale: one 1-byte E8M0 exponent per block of 32 elements (OCP MX v1.0).
+_MX_SCALE_BYTES = 1.0 / 32
+
+
+def fp8_cast_bytes(precision: str, dtype_bytes: int, transpose: bool = True) -> float:
+    """HBM bytes the conversion of one ``dtype_bytes`` element to fp8 moves under
+    recipe ``precision`` (module docstring, "FP8"); ``transpose``: the GPU's fp8 GEMMs
+    take only the TN layout (``ComputeProfile.fp8_transpose``).
+
+    >>> fp8_cast_bytes("fp8", 2), fp8_cast_bytes("fp8", 2, transpose=False)
+    (4.0, 3.0)
+    >>> fp8_cast_bytes("fp8-cs", 2), fp8_cast_bytes("mxfp8", 2)
+    (6.0, 4.0625)
+    """
+    check_choice("fp8 recipe", precision, FP8_FORMATS)
+    if precision == "mxfp8":        # row-wise and column-wise copies, each with scales
+        return dtype_bytes + 2.0 * (1.0 + _MX_SCALE_BYTES)
+    reads = 2.0 * dtype_bytes if precision == "fp8-cs" else float(dtype_bytes)
+    return reads + (2.0 if transpose else 1.0)
 
 
 @dataclass(frozen=True)
@@ -147,9 +181,16 @@ def resolve_precision(workload: Workload, hardware: Hardware | str,
             p = "bf16"
     if p == "tf32" and "tf32" not in peaks:
         p = "fp32"
-    if p == "bf16" and "bf16" not in peaks and "fp16" in peaks:
-        return "bf16"
-    check_choice("precision", p, peaks, f"on {hw.name}")
+    # The formats this GPU has a peak for (Hardware.peak_flops: bf16 and fp8-cs run on
+    # the fp16 and fp8 tensor cores).
+    usable = []
+    for q in PRECISIONS:
+        try:
+            hw.peak_flops(q)
+        except InvalidSpecError:
+            continue
+        usable.append(q)
+    check_choice("precision", p, usable, f"on {hw.name}")
     return p
 
 
@@ -169,12 +210,14 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
     peak = hw.peak_flops(dtype)
     # FP8 covers the weight GEMMs of TE layers; attention and the output layer stay
     # 16-bit (module docstring).
-    attn_peak = hw.peak_flops("bf16") if dtype == "fp8" else peak
-    fp8 = dtype == "fp8" and layer.fp8_gemms
-    weight_peak = attn_peak if dtype == "fp8" and not fp8 else peak
+    eight_bit = dtype in FP8_FORMATS
+    attn_peak = hw.peak_flops("bf16") if eight_bit else peak
+    fp8 = eight_bit and layer.fp8_gemms
+    weight_peak = attn_peak if eight_bit and not fp8 else peak
     bw = hw.memory_bandwidth_Bps
     hbm = bw * prof.memory_efficiency
     d = layer.dtype_bytes
+    cast = fp8_cast_bytes(dtype, d, prof.fp8_transpose) / hbm if fp8 else 0.0
     fwd = bwd = 0.0
     for m, n, k, count, shard in layer.gemms:
         if core and shard != "count":
@@ -191,11 +234,9 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
         for shape in gemm_backward_shapes(mm, n, k):
             bwd += gemm_time(*shape, **kw)
         if fp8 and shard != "count":
-            # cast_transpose of the input (forward) and of the output's gradient
-            # (backward), each read at d bytes and written twice at 1 byte.
-            cast = (d + FP8_CAST_WRITE_BYTES) * cc / hbm
-            fwd += cast * mm * k
-            bwd += cast * mm * n
+            # conversion of the input (forward) and of the output's gradient (backward)
+            fwd += cast * cc * mm * k
+            bwd += cast * cc * mm * n
     if layer.attention_kernel == "flash" and layer.attn_core_fwd_flops:
         # FlashAttention: tiles over the keys, a causal mask skips half the blocks,
         # backward does 5 matmuls to the forward's 2 (efficiency.flash_attention_time).

@@ -102,7 +102,8 @@ Parameters are per GPU in ``codesign/workloads/data/compute_profiles.yaml`` with
 sources; ``codesign calibrate`` fits any of ``gemm_efficiency``, ``attention_efficiency``
 and ``memory_efficiency`` to measured runs (the built-in profiles fit the GEMM efficiency
 only; the other two are the kernels' measured figures).  The model applies to 2-byte and 1-byte formats
-(bf16, fp16, fp8: the tensor-core formats the profiles were measured in); other formats,
+(bf16, fp16 and the fp8 recipes fp8, fp8-cs, mxfp8: the tensor-core formats the profiles
+were measured in); other formats,
 layers without GEMM shapes (embeddings, pooling, LSTM cells) and GPUs without a profile
 keep the constant roofline.
 """
@@ -123,8 +124,9 @@ __all__ = ["ComputeProfile", "FIT_PARAMETERS", "profile_from_dict", "gemm_time",
 
 #: Parameters ``codesign calibrate`` fits (the rest come from datasheets).
 FIT_PARAMETERS = ("gemm_efficiency", "attention_efficiency", "memory_efficiency")
-#: Number formats whose kernels the profiles describe.
-PROFILE_FORMATS = ("fp16", "bf16", "fp8")
+#: Number formats whose kernels the profiles describe: 16-bit and the 8-bit training
+#: recipes (codesign.workloads.compute, "FP8").
+PROFILE_FORMATS = ("fp16", "bf16", "fp8", "fp8-cs", "mxfp8")
 #: Keys (or queries) per block of a fused attention kernel's inner loop: FlashAttention-2
 #: tiles of 128 at head dim 128 (Dao 2023, Sec. 3.3 and its kernel launch parameters).
 ATTENTION_BLOCK = 128
@@ -154,6 +156,11 @@ class ComputeProfile:
     epilogue_overlap : bool
         The GEMM kernels overlap a tile's epilogue with the next tile's main loop
         (Hopper's persistent warp-specialised kernels): no epilogue term.
+    fp8_transpose : bool
+        Per-tensor-scaled fp8 GEMMs take only the "TN" layout, so training keeps a
+        transposed copy of each fp8 operand for the backward pass (Hopper and Ada,
+        cuBLASLt documentation); false where fp8 GEMMs take any layout (Blackwell:
+        Transformer Engine then creates no transpose, ``nvte_is_non_tn_fp8_gemm_supported``).
     source : str
         Where the numbers come from.
     validated_error : float or None
@@ -170,6 +177,7 @@ class ComputeProfile:
     attention_efficiency: float = 0.5
     memory_efficiency: float = 0.8
     epilogue_overlap: bool = False
+    fp8_transpose: bool = True
     source: str = ""
     validated_error: float | None = None
 
@@ -179,8 +187,9 @@ class ComputeProfile:
         check_number("compute k_overhead", self.k_overhead, inclusive=True)
         for name in FIT_PARAMETERS:
             check_number(f"compute {name}", getattr(self, name), maximum=1)
-        if not isinstance(self.epilogue_overlap, bool):
-            raise invalid("compute epilogue_overlap", self.epilogue_overlap, "true or false")
+        for name in ("epilogue_overlap", "fp8_transpose"):
+            if not isinstance(getattr(self, name), bool):
+                raise invalid(f"compute {name}", getattr(self, name), "true or false")
         if not isinstance(self.source, str):
             raise invalid("compute source", self.source, "a string")
         v = self.validated_error
@@ -199,7 +208,7 @@ class ComputeProfile:
 
 
 _PROFILE_KEYS = ("sms", "tile_m", "tile_n", "k_overhead", *FIT_PARAMETERS,
-                 "epilogue_overlap", "source", "validated_error")
+                 "epilogue_overlap", "fp8_transpose", "source", "validated_error")
 
 
 def profile_from_dict(spec: Any, *, where: str = "compute") -> ComputeProfile:

@@ -28,8 +28,12 @@ __all__ = ["Hardware", "HardwareCatalog", "DTYPES", "get_hardware", "hardware_na
            "load_hardware_catalog", "catalog_from_dict", "parse_flops", "builtin_profiles",
            "hardware_to_yaml"]
 
-#: Number formats a catalog may give a peak for (``bf16`` reads the ``fp16`` peak).
-DTYPES = ("fp8", "fp16", "bf16", "tf32", "fp32", "fp64")
+#: Number formats a catalog may give a peak for (``bf16`` reads the ``fp16`` peak and
+#: ``fp8-cs``, fp8 with current scaling, the ``fp8`` one; ``mxfp8``, the microscaling
+#: format of Blackwell's tensor cores, has its own entry where the GPU runs it).
+DTYPES = ("fp8", "mxfp8", "fp16", "bf16", "tf32", "fp32", "fp64")
+#: Formats that read another format's peak (same tensor-core instructions).
+_PEAK_OF = {"bf16": "fp16", "fp8-cs": "fp8"}
 
 _FLOPS_RE = re.compile(r"^\s*([+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*"
                        r"([kKMGTPE])?\s*(?:FLOP/s|FLOPS|flop/s|flops)?\s*$")
@@ -99,7 +103,8 @@ class Hardware:
     compute: ComputeProfile | None = None
 
     def peak_flops(self, dtype: str = "fp16") -> float:
-        """Dense peak FLOP/s for number format ``dtype`` (``bf16`` reads ``fp16``).
+        """Dense peak FLOP/s for number format ``dtype`` (``bf16`` reads ``fp16``,
+        ``fp8-cs`` reads ``fp8``, where the catalog gives no entry of their own).
 
         Raises
         ------
@@ -107,7 +112,7 @@ class Hardware:
             The catalog gives no peak for ``dtype``; the message lists those it gives.
         """
         table = dict(self.peak)
-        key = "fp16" if dtype == "bf16" and "bf16" not in table else dtype
+        key = _PEAK_OF.get(dtype, dtype) if dtype not in table else dtype
         if key not in table:
             raise invalid(f"{self.name} dtype", dtype, f"one of {', '.join(table)}")
         return table[key]

@@ -63,13 +63,16 @@ from typing import Any
 from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_choice, check_int, check_number
 
-__all__ = ["KINDS", "Layer", "Workload", "MemorySummary"]
+__all__ = ["KINDS", "PRECISIONS", "Layer", "Workload", "MemorySummary"]
 
 #: Layer kinds.  ``dense`` also covers recurrent cells (LSTM), whose cost is matmuls.
 KINDS = ("dense", "embedding", "attention", "expert", "convolution", "norm", "other")
 
 _MAX_COUNT = 10**16  # sanity bound on counts; far above any real model
-_PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
+#: Number formats of the matrix math: ``fp8`` is Transformer Engine's delayed scaling,
+#: ``fp8-cs`` its per-tensor current scaling, ``mxfp8`` the 32-element block scaling of
+#: Blackwell (codesign.workloads.compute, "FP8").
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp8-cs", "mxfp8")
 
 
 def _nonneg_int(where: str, value: Any) -> int:
@@ -398,9 +401,9 @@ class Workload:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", tuple(self.layers))
-        if self.precision is not None and self.precision not in _PRECISIONS:
+        if self.precision is not None and self.precision not in PRECISIONS:
             raise invalid(f"workload {self.name!r} precision", self.precision,
-                          " or ".join(_PRECISIONS))
+                          " or ".join(PRECISIONS))
         if not self.layers:
             raise invalid(f"workload {self.name!r} layers", [], "at least one layer")
         seen: set[str] = set()

@@ -25,7 +25,7 @@ User model files (YAML, strict keys) come in three forms::
 
 Optional keys in every form: ``description``, ``source``, ``batch_size``,
 ``batch_per_gpu``, ``reference_gpus``, ``optimizer_bytes_per_param``, ``precision``
-(``fp32|tf32|bf16|fp16|fp8``, the number format of the matrix math); the layers form
+(``fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8``, the number format of the matrix math); the layers form
 also takes ``dtype_bytes`` and ``seq_len``.  In a layer, ``bwd_flops`` defaults to
 ``fwd_flops`` for embeddings and to 2 x ``fwd_flops`` otherwise; byte fields accept
 size strings (``2KiB``).
@@ -42,7 +42,7 @@ from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_choice, check_keys, get_str, load_yaml
-from codesign.workloads.model import Layer, Workload
+from codesign.workloads.model import PRECISIONS, Layer, Workload
 from codesign.workloads.params import Param, coerce
 from codesign.workloads.recommendation import (
     CANDLE_PARAMS, DLRM_PARAMS, NCF_PARAMS, build_candle, build_dlrm, build_ncf)
@@ -83,7 +83,7 @@ SETTINGS = {
     "batch_per_gpu": Param("int", None, minimum=1, maximum=10**9),
     "reference_gpus": Param("int", None, minimum=1, maximum=10**8),
     "optimizer_bytes_per_param": Param("float", None, minimum=0, maximum=1024),
-    "precision": Param("choice", None, choices=("fp32", "tf32", "bf16", "fp16", "fp8"),
+    "precision": Param("choice", None, choices=PRECISIONS,
                        doc="number format of the matrix math the model trains with"),
 }
 

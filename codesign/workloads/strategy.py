@@ -5,7 +5,7 @@ The strategy string is fixed by docs/architecture.md section 6::
     dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]
       [,cp=C][,sp=true|false][,recompute=none|selective|full]
       [,schedule=1f1b|interleaved|gpipe][,vpp=V][,split=balanced|layers]
-      [,precision=fp32|tf32|bf16|fp16|fp8][,grad_precision=fp32|bf16|fp16]
+      [,precision=fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8][,grad_precision=fp32|bf16|fp16]
       [,cp_comm=ring|allgather]
 
 * ``dp`` data-parallel replicas, ``tp`` Megatron tensor-parallel ranks (Shoeybi et al.
@@ -46,7 +46,10 @@ The strategy string is fixed by docs/architecture.md section 6::
   flight), ``interleaved`` with ``vpp`` virtual stages per GPU (Narayanan et al. SC'21
   Sec. 2.2.2: bubble ``(p - 1) / v`` stage-times, ``v`` times the stage crossings).
 * ``precision``: the number format of the matrix math (whose peak the compute model
-  uses); default the workload's (:attr:`Workload.precision`).
+  uses); default the workload's (:attr:`Workload.precision`).  The 8-bit ones are
+  Transformer Engine's recipes: ``fp8`` (delayed scaling), ``fp8-cs`` (per-tensor
+  current scaling) and ``mxfp8`` (block scaling, Blackwell), which differ in the
+  conversion kernels they run (:mod:`codesign.workloads.compute`, "FP8").
 * ``grad_precision``: the number format gradients are accumulated, kept and reduced
   in; default the weights' (the workload's ``dtype_bytes``).  ``fp32`` is Megatron-LM's
   rule for bf16 training (``accumulate_allreduce_grads_in_fp32``, forced on with
@@ -71,6 +74,7 @@ from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_int
+from codesign.workloads.model import PRECISIONS
 
 __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRATEGY_KEYS",
            "GRAD_PRECISIONS", "CP_COMMS",
@@ -88,8 +92,6 @@ RECOMPUTE = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "interleaved", "gpipe")
 #: How layers are split into pipeline stages (:func:`stage_bounds`).
 SPLITS = ("balanced", "layers")
-#: Number formats of the matrix math.
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 #: Number formats of gradients, and their bytes per element.
 GRAD_PRECISIONS = {"fp32": 4, "bf16": 2, "fp16": 2}
 #: How context-parallel ranks exchange keys and values (module docstring).
@@ -100,7 +102,7 @@ _EMBEDDING = ("data", "model")
 _BOOL = {"true": True, "false": False}
 _FORM = ("dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]"
          "[,sp=true|false][,recompute=none|selective|full][,schedule=1f1b|interleaved|gpipe]"
-         "[,vpp=V][,split=balanced|layers][,precision=fp32|tf32|bf16|fp16|fp8]"
+         "[,vpp=V][,split=balanced|layers][,precision=fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8]"
          "[,grad_precision=fp32|bf16|fp16][,cp_comm=ring|allgather]")
 _CHOICES = {"embedding": _EMBEDDING, "recompute": RECOMPUTE, "schedule": SCHEDULES,
             "split": SPLITS, "precision": PRECISIONS,

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from codesign.errors import InvalidSpecError
 from codesign.workloads import get_hardware, get_workload
 from codesign.workloads.compute import (DEFAULT_EFFICIENCY, attention_core_time, layer_time,
+                                        fp8_cast_bytes, resolve_precision,
                                         uses_kernel_model)
 from codesign.workloads.efficiency import (ComputeProfile, flash_attention_time,
                                           gemm_backward_shapes, gemm_time, profile_from_dict)
@@ -529,6 +530,51 @@ def test_fp8_cast_kernels_of_one_dense_layer_by_hand():
     t16 = layer_time(layer, h100, 1, dtype="bf16")
     kw["peak_flops"] = h100.peak_flops("bf16")
     assert t16.fwd_s == pytest.approx(gemm_time(m, n, k, **kw) + io, rel=1e-12)
+
+
+# Bytes per converted element, by hand (compute module docstring, "FP8"): a 2-byte
+# tensor read once (twice with current scaling's amax pass), written as a 1-byte cast,
+# plus its transpose where fp8 GEMMs take only TN (Hopper), or as MXFP8's row-wise and
+# column-wise copies each with a 1-byte scale per 32 elements.
+@pytest.mark.parametrize("gpu, recipe, per_element", [
+    ("H100", "fp8", 2 + 1 + 1), ("H100", "fp8-cs", 2 + 2 + 1 + 1),
+    ("B200", "fp8", 2 + 1), ("B200", "fp8-cs", 2 + 2 + 1),
+    ("B200", "mxfp8", 2 + 2 * (1 + 1 / 32)), ("GB200-NVL72", "mxfp8", 2 + 2 * (1 + 1 / 32)),
+])
+def test_fp8_recipes_conversion_bytes_of_one_dense_layer_by_hand(gpu, recipe, per_element):
+    hw = get_hardware(gpu)
+    m, k, n = 8192, 4096, 16384
+    layer = dense("fc", k, n, tokens=m, bias=False, dtype_bytes=2)
+    kw = dict(peak_flops=hw.peak_flops("fp8"), bandwidth_Bps=hw.memory_bandwidth_Bps,
+              dtype_bytes=2, profile=hw.compute)
+    hbm = hw.memory_bandwidth_Bps * hw.compute.memory_efficiency
+    io = layer.io_bytes / hbm
+    t = layer_time(layer, hw, 1, dtype=recipe)
+    assert fp8_cast_bytes(recipe, 2, hw.compute.fp8_transpose) == pytest.approx(per_element)
+    assert t.fwd_s == pytest.approx(gemm_time(m, n, k, **kw) + per_element * m * k / hbm
+                                    + io, rel=1e-12)
+    assert t.bwd_s == pytest.approx(sum(gemm_time(*sh, **kw) for sh in
+                                        gemm_backward_shapes(m, n, k))
+                                    + per_element * m * n / hbm + 2 * io, rel=1e-12)
+
+
+def test_fp8_recipes_order_and_mxfp8_needs_blackwell():
+    w = get_workload("llama3-8b", seq_len=2048)
+    mlp_layer = w.layers[2]
+    for gpu, recipes in (("H100", ("fp8", "fp8-cs")), ("B200", ("fp8", "mxfp8", "fp8-cs"))):
+        hw = get_hardware(gpu)
+        times = [layer_time(mlp_layer, hw, 2, dtype=r).total_s for r in recipes]
+        assert times == sorted(times) and len(set(times)) == len(times)
+        assert times[-1] < layer_time(mlp_layer, hw, 2, dtype="bf16").total_s
+    with pytest.raises(InvalidSpecError, match="precision.*mxfp8.*on H100"):
+        resolve_precision(w, get_hardware("H100"), "mxfp8")
+    assert resolve_precision(w, get_hardware("H100"), "fp8-cs") == "fp8-cs"
+    assert get_hardware("H100").peak_flops("fp8-cs") == get_hardware("H100").peak_flops("fp8")
+
+
+def test_profile_rejects_a_non_boolean_fp8_transpose():
+    with pytest.raises(InvalidSpecError, match="fp8_transpose"):
+        ComputeProfile(sms=100, fp8_transpose="no")
 
 
 def test_fp8_keeps_the_output_layer_in_16_bit():
