@@ -488,6 +488,7 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     R = np.zeros(P)      # of which recomputation
     K = np.zeros(P)      # critical communication per micro-batch
     B = np.zeros(P)      # backward pass per micro-batch
+    G = np.zeros(P)      # ZeRO-3 gathers of one micro-batch's backward (link time)
     crit: list[dict[str, float]] = []
     marks: list[dict[str, float]] = []
     for p in range(P):
@@ -500,6 +501,7 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         R[p] = fw.recompute + bw.recompute
         K[p] = fw.critical + bw.critical
         B[p] = bw.compute + bw.critical
+        G[p] = sum(st.cost.time_s * st.factor for st in bw.steps if st.purpose == "zero")
         crit.append({k: fw.by_purpose.get(k, 0.0) + bw.by_purpose.get(k, 0.0)
                      for k in set(fw.by_purpose) | set(bw.by_purpose)})
         for st in fw.steps + bw.steps:
@@ -535,6 +537,10 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
             account(_Step(cost, 1.0, _purpose(op.purpose)), op.repeat, p)
         early = sum((op.repeat - 1) * c.time_s for op, c in costs)
         free = early if overlap else max(T_pipe, early)
+        if overlap and G[p]:
+            # ZeRO-3's backward gathers (hidden under compute, demand_for) use the same
+            # links as these reduce-scatters: in the last backward the links carry both.
+            free = max(free, start_bwd) + float(G[p])
         for op, c in costs:
             ready = start_bwd + marks[p].get(op.ready_after, B[p]) if overlap else T_pipe
             start = max(ready, free)

@@ -176,7 +176,9 @@ def mcmc_search(workload: Workload, initial: Candidate, evaluate_many: EvaluateM
     best, best_t = initial, t0
     accepted = proposed = 0
     history: list[float] = []
-    per_chain = [budget // restarts + (1 if r < budget % restarts else 0)
+    # The start is one of the budget's evaluations; the chains share the rest.
+    rest = budget - 1
+    per_chain = [rest // restarts + (1 if r < rest % restarts else 0)
                  for r in range(restarts)]
     for r, chain_budget in enumerate(per_chain):
         rng = np.random.default_rng([seed, r])

@@ -196,7 +196,9 @@ def _move_microbatches(c: Candidate, rng: np.random.Generator, w: Workload) -> C
 
 def _move_zero(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
     s = c.strategy
-    options = [z for z in (s.zero - 1, s.zero + 1) if 0 <= z <= 3]
+    # Any other stage: the stages are not ordered in time (ZeRO-1/2 expose a gather after
+    # the step that ZeRO-3 hides under compute), so a +-1 walk could not leave 0 for 3.
+    options = [z for z in range(4) if z != s.zero]
     if s.data_ranks == 1 or not options:
         return None
     return replace(c, strategy=replace(s, zero=options[rng.integers(len(options))]))
