@@ -15,7 +15,9 @@ whole job's images or sequences per second) or ``tflops_per_gpu``
 of :func:`~evaluators.iteration.evaluate` that the publication states
 (:data:`EVALUATE_KEYS`, e.g. ``tp_comm_overlap=true param_gather_overlap=true``;
 ``tp_comm_overlap=backward`` for Megatron-LM's asynchronous TP all-reduce;
-``pp_comm_overlap=true`` for its overlapped pipeline sends).
+``pp_comm_overlap=true`` for its overlapped pipeline sends; ``gpus_per_server=4`` where
+the job's servers hold other than the catalog's reference number of GPUs, e.g. the
+4-GPU compute trays of a GB200 NVL72 job that fills no whole rack).
 Extra columns (``reference``, ``notes``) are kept as text.
 
 Every bad cell raises :class:`~codesign.errors.InvalidSpecError` naming the file, the
@@ -40,7 +42,9 @@ __all__ = ["Run", "load_runs", "published_flops", "FLOPS_FORMULAS", "MEASURED", 
 MEASURED = ("iteration_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu")
 #: Options of ``evaluate`` a row may set (column ``evaluate``): true/false ones, then names.
 _BOOLEAN_KEYS = ("overlap", "tp_comm_overlap", "param_gather_overlap", "pp_comm_overlap")
-EVALUATE_KEYS = _BOOLEAN_KEYS + ("collective_method", "network_model", "routing")
+_INTEGER_KEYS = ("gpus_per_server",)
+EVALUATE_KEYS = _BOOLEAN_KEYS + ("collective_method", "network_model", "routing") \
+    + _INTEGER_KEYS
 #: FLOP counts publications use to report TFLOP/s per GPU.
 FLOPS_FORMULAS = ("megatron-recompute", "megatron")
 _REQUIRED = ("id", "gpu", "gpus", "workload", "strategy", "measured", "value")
@@ -222,6 +226,12 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
             if key in _BOOLEAN_KEYS and not isinstance(val, bool):
                 raise invalid(f"{where} evaluate {key}", val, "true or false"
                               + (" or backward" if key == "tp_comm_overlap" else ""))
+            if key in _INTEGER_KEYS:
+                if isinstance(val, bool) or not isinstance(val, int) or val < 1 \
+                        or gpus % val:
+                    raise invalid(f"{where} evaluate {key}", val,
+                                  f"a whole number of GPUs that divides gpus ({gpus})")
+                continue
             if key not in _BOOLEAN_KEYS and not isinstance(val, str):
                 raise invalid(f"{where} evaluate {key}", val, "a name")
         runs.append(Run(id=(r.get("id") or f"row{i}").strip(), source=(r.get("source") or
@@ -245,18 +255,27 @@ def predict_run(run: Run, hardware, **kwargs) -> float:
     topo = load_topology(run.system)
     kwargs = {**dict(run.options), **kwargs}
     kwargs.setdefault("check_memory", False)
+    per = kwargs.pop("gpus_per_server", None)
+    if per is not None:
+        kwargs.setdefault("placement", _placement(run, hardware))
     return evaluate(topo, run.workload, run.strategy, hardware=hardware,
                     **kwargs).iteration_time_s
+
+
+def _placement(run: Run, hardware):
+    """The run's ranks on servers of its ``gpus_per_server`` (else the hardware's)."""
+    from codesign.workloads.placement import Placement
+
+    per = dict(run.options).get("gpus_per_server", hardware.gpus_per_server)
+    return Placement.for_strategy(run.strategy, per)
 
 
 def memory_fits(run: Run, hardware) -> bool:
     """Whether the memory model finds that ``run`` fits on ``hardware``."""
     from codesign.workloads.memory import check_memory
-    from codesign.workloads.placement import Placement
 
     try:
-        check_memory(run.workload, run.strategy, hardware,
-                     Placement.for_strategy(run.strategy, hardware.gpus_per_server))
+        check_memory(run.workload, run.strategy, hardware, _placement(run, hardware))
     except InfeasibleError:
         return False
     return True

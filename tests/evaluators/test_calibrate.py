@@ -145,6 +145,8 @@ def test_validation_set_is_well_formed():
     ("evaluate", "overlap=maybe", "row 1 evaluate overlap"),
     ("evaluate", "tp_comm_overlap=forward", "row 1 evaluate tp_comm_overlap.*or backward"),
     ("evaluate", "foo=1", "row 1 evaluate"),
+    ("evaluate", "gpus_per_server=3", "row 1 evaluate gpus_per_server.*divides gpus"),
+    ("evaluate", "gpus_per_server=four", "row 1 evaluate gpus_per_server"),
 ])
 def test_bad_rows_name_row_and_field(tmp_path, field, value, needle):
     row = {"id": "x", "gpu": "A100-80", "gpus": 8, "workload": "gpt3-175b",
@@ -165,6 +167,25 @@ def test_evaluate_column_takes_the_backward_tp_overlap(tmp_path):
     assert dict(run.options) == {"tp_comm_overlap": "backward"}
     times = {v: predict_run(run, A100, tp_comm_overlap=v) for v in (False, "backward", True)}
     assert times[True] < times["backward"] < times[False]
+
+
+def test_evaluate_column_sets_the_gpus_per_server(tmp_path):
+    # A job on 4-GPU servers (GB200 compute trays) of a GPU whose catalog server is
+    # another size: the placement follows the row, and so do the TP groups' links.
+    row = {"id": "x", "gpu": "A100-80", "gpus": 8, "workload": "gpt3-175b",
+           "options": "layers=2 hidden=1024 heads=8 ffn=4096 batch_size=8",
+           "strategy": "dp=1,tp=8", "measured": "iteration_s", "value": "1.0",
+           "system": "ideal:2,degree=4,bw=1Gbps", "evaluate": "gpus_per_server=4"}
+    (run,) = load_runs(_write(tmp_path / "ok.csv", [row]))
+    assert dict(run.options) == {"gpus_per_server": 4}
+    from evaluators.iteration import evaluate
+    from codesign.workloads.placement import Placement
+
+    direct = evaluate("ideal:2,degree=4,bw=1Gbps", run.workload, run.strategy,
+                      hardware=A100, placement=Placement(servers=2, gpus_per_server=4),
+                      check_memory=False)
+    assert predict_run(run, A100) == direct.iteration_time_s
+    assert direct.breakdown["tp_s"] > 0     # TP 8 crosses the slow 1 Gb/s network
 
 
 def test_missing_column_and_file(tmp_path):
