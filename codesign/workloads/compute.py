@@ -83,7 +83,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from codesign.errors import InvalidSpecError
 from codesign.specs import check_choice, check_number
 from codesign.workloads.efficiency import (PROFILE_FORMATS, flash_attention_time,
                                           gemm_backward_shapes, gemm_time)
@@ -181,15 +180,9 @@ def resolve_precision(workload: Workload, hardware: Hardware | str,
             p = "bf16"
     if p == "tf32" and "tf32" not in peaks:
         p = "fp32"
-    # The formats this GPU has a peak for (Hardware.peak_flops: bf16 and fp8-cs run on
-    # the fp16 and fp8 tensor cores).
-    usable = []
-    for q in PRECISIONS:
-        try:
-            hw.peak_flops(q)
-        except InvalidSpecError:
-            continue
-        usable.append(q)
+    # The formats this GPU has a peak for (bf16 and fp8-cs run on the fp16 and fp8
+    # tensor cores, Hardware.peak_flops).
+    usable = [q for q in PRECISIONS if hw.runs_format(q)]
     check_choice("precision", p, usable, f"on {hw.name}")
     return p
 

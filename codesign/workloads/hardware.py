@@ -112,10 +112,20 @@ class Hardware:
             The catalog gives no peak for ``dtype``; the message lists those it gives.
         """
         table = dict(self.peak)
-        key = _PEAK_OF.get(dtype, dtype) if dtype not in table else dtype
-        if key not in table:
+        key = self._peak_key(dtype)
+        if key is None:
             raise invalid(f"{self.name} dtype", dtype, f"one of {', '.join(table)}")
         return table[key]
+
+    def runs_format(self, dtype: str) -> bool:
+        """Whether :meth:`peak_flops` has a peak for number format ``dtype``."""
+        return self._peak_key(dtype) is not None
+
+    def _peak_key(self, dtype: str) -> str | None:
+        """The catalog entry whose peak ``dtype`` runs at, or None."""
+        table = dict(self.peak)
+        key = dtype if dtype in table else _PEAK_OF.get(dtype, dtype)
+        return key if key in table else None
 
     def with_compute_parameters(self, **values: float) -> Hardware:
         """A copy whose compute profile has some of its fitted efficiencies replaced

@@ -257,17 +257,16 @@ def predict_run(run: Run, hardware, **kwargs) -> float:
     kwargs.setdefault("check_memory", False)
     per = kwargs.pop("gpus_per_server", None)
     if per is not None:
-        kwargs.setdefault("placement", _placement(run, hardware))
+        kwargs.setdefault("placement", _placement(run, per))
     return evaluate(topo, run.workload, run.strategy, hardware=hardware,
                     **kwargs).iteration_time_s
 
 
-def _placement(run: Run, hardware):
-    """The run's ranks on servers of its ``gpus_per_server`` (else the hardware's)."""
+def _placement(run: Run, gpus_per_server: int):
+    """The run's ranks on servers of ``gpus_per_server`` GPUs."""
     from codesign.workloads.placement import Placement
 
-    per = dict(run.options).get("gpus_per_server", hardware.gpus_per_server)
-    return Placement.for_strategy(run.strategy, per)
+    return Placement.for_strategy(run.strategy, gpus_per_server)
 
 
 def memory_fits(run: Run, hardware) -> bool:
@@ -275,7 +274,8 @@ def memory_fits(run: Run, hardware) -> bool:
     from codesign.workloads.memory import check_memory
 
     try:
-        check_memory(run.workload, run.strategy, hardware, _placement(run, hardware))
+        per = dict(run.options).get("gpus_per_server", hardware.gpus_per_server)
+        check_memory(run.workload, run.strategy, hardware, _placement(run, per))
     except InfeasibleError:
         return False
     return True
