@@ -984,7 +984,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="spec string or YAML file; NPUs are the job's servers or its GPUs")
     p.add_argument("--workload", required=True, help=f"{_ZOO} or a model YAML file")
     _option(p, "override a workload hyper-parameter or setting (batch_size=512; transformers: "
-            "layers, hidden, heads, kv_heads, ffn, vocab, seq_len, experts, top_k, "
+            "layers, hidden, heads, kv_heads, head_dim, ffn, vocab, seq_len, experts, top_k, "
             "capacity_factor, shared_experts, precision)")
     p.add_argument("--strategy", help="dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z]"
                    "[,ep=E][,embedding=data|model][,sp=true][,recompute=none|selective|full]"

@@ -223,13 +223,16 @@ def _block(name: str, kind: str, params: int, fwd: float, out: float, d: int, io
 def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
               dtype_bytes: int, bias: bool = True, norm: str = "layernorm",
               dropout: bool = True, flash: bool = False, tp: bool = True,
-              causal: bool = False) -> Layer:
+              causal: bool = False, head_dim: int | None = None) -> Layer:
     """Multi-head (or grouped-query) self-attention with its pre-norm, as one layer.
 
-    Weights: ``Q`` and the output projection ``hidden x hidden``; ``K`` and ``V``
-    ``hidden x kv_heads*head_dim`` (GQA, Ainslie et al. 2023; ``kv_heads = heads`` is
-    plain MHA).  Forward FLOPs per sample: the four projections plus ``2 s^2 h``
-    for the scores and ``2 s^2 h`` for the context.  Saved bytes follow Korthikanti et
+    Weights: ``Q`` ``hidden x heads*head_dim`` and the output projection back;
+    ``K`` and ``V`` ``hidden x kv_heads*head_dim`` (GQA, Ainslie et al. 2023;
+    ``kv_heads = heads`` is plain MHA).  ``head_dim`` defaults to ``hidden / heads``;
+    models such as Qwen3 set it wider (its 30B-A3B: 32 heads of 128 on a 2048-wide
+    residual stream, the released ``config.json``), so the query width ``q = heads x
+    head_dim`` differs from ``hidden``.  Forward FLOPs per sample: the four projections
+    plus ``2 s^2 q`` for the scores and ``2 s^2 q`` for the context.  Saved bytes follow Korthikanti et
     al. 2022 Sec. 4.1 (norm input, QKV input, Q, K, V, softmax output, dropout mask
     and output, projection input, output dropout mask); with ``flash`` the
     ``s x s`` tensors are recomputed (Dao et al. 2022) and not saved or moved.
@@ -239,33 +242,36 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
     decoder's mask.
     """
     d = dtype_bytes
-    head_dim = hidden // heads
+    head_dim = hidden // heads if head_dim is None else head_dim
+    q_dim = heads * head_dim
     kv_dim = kv_heads * head_dim
-    proj_macs = float(hidden * hidden * 2 + hidden * kv_dim * 2)  # Q, O, K, V per token
-    params = hidden * hidden * 2 + hidden * kv_dim * 2 + norm_params(norm, hidden)
+    proj_macs = float(hidden * q_dim * 2 + hidden * kv_dim * 2)  # Q, O, K, V per token
+    params = hidden * q_dim * 2 + hidden * kv_dim * 2 + norm_params(norm, hidden)
     if bias:
-        params += hidden * 2 + kv_dim * 2
+        params += q_dim + hidden + kv_dim * 2
     s, h, a = float(seq), float(hidden), float(heads)
-    score_macs = 2.0 * s * s * h  # Q K^T and softmax(.) V, full s x s (no causal halving)
+    score_macs = 2.0 * s * s * q_dim  # Q K^T and softmax(.) V, full s x s (no causal halving)
     fwd = 2.0 * (proj_macs * s + score_macs)
     sh = s * h
+    sq = s * q_dim
     skv = s * kv_dim
-    # Saved for backward (Korthikanti et al. 2022, Sec. 4.1), in elements then bytes.
+    # Saved for backward (Korthikanti et al. 2022, Sec. 4.1), in elements then bytes:
+    # the norm input, the QKV input, Q, K, V and the output projection's input.
     n_norm = 1 if norm != "none" else 0
-    saved = (sh * (1 + n_norm) + sh + 2 * skv + sh) * d
+    saved = (sh * (1 + n_norm) + sq + 2 * skv + sq) * d
     saved += (sh * 1.0 if dropout else 0.0)  # output dropout mask, 1 byte per element
     # Replicated on every TP rank unless sequence parallel (Korthikanti et al. Sec. 4.2):
     # the norm input, the QKV input and the output dropout mask.
     sp_part = sh * (1 + n_norm) * d + (sh if dropout else 0.0)
-    io = (sh * (2 if norm != "none" else 0) + sh + (sh + 2 * skv) + (sh + 2 * skv) + sh
-          + 2 * sh) * d
+    io = (sh * (2 if norm != "none" else 0) + sh + (sq + 2 * skv) + (sq + 2 * skv) + sq
+          + sq + sh) * d
     core_saved = 0.0
     if not flash:
         ss = a * s * s
         core_saved = ss * d + (ss * (1.0 + d) if dropout else 0.0)
         saved += core_saved
         io += 4.0 * ss * d  # scores written, read by softmax, written, read by context
-    gemms = [(s, h + 2.0 * kv_dim, h, 1.0, "n"), (s, h, h, 1.0, "k")]
+    gemms = [(s, q_dim + 2.0 * kv_dim, h, 1.0, "n"), (s, h, float(q_dim), 1.0, "k")]
     # Memory-bound operators: the norm, then (unfused attention) Megatron's fused
     # scale-mask-softmax on the a s^2 scores (read + write forward; read the gradient
     # and the saved probabilities, write backward) and the attention dropout (a 1-byte

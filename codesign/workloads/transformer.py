@@ -7,7 +7,8 @@ One builder covers every transformer of the zoo through its hyper-parameters:
   ``ffn = 4 hidden``.
 * Llama 3 (Grattafiori et al. 2024, "The Llama 3 Herd of Models", Table 3): RMSNorm,
   no biases, SwiGLU MLP (``gated``), grouped-query attention (``kv_heads``), rotary
-  positions (no position parameters), untied output layer.
+  positions (no position parameters), untied output layer.  ``head_dim`` decouples the
+  attention width from ``hidden`` (Qwen3: 32 heads of 128 on a 2048-wide stream).
 * Mixtral 8x7B (Jiang et al. 2024, "Mixtral of Experts", Table 1): Llama-style blocks
   whose MLP is ``experts`` SwiGLU experts with ``top_k`` routing.
 * BERT (Devlin et al. 2019): post-norm encoder with learned positions and token types,
@@ -44,6 +45,8 @@ TRANSFORMER_PARAMS = {
     "heads": Param("int", 12, minimum=1, maximum=10**4, doc="attention heads"),
     "kv_heads": Param("int", None, minimum=1, maximum=10**4,
                       doc="key/value heads (grouped-query attention); default = heads"),
+    "head_dim": Param("int", None, minimum=1, maximum=10**5,
+                      doc="width of one attention head; default hidden / heads"),
     "ffn": Param("int", None, minimum=1, maximum=10**7, doc="MLP width; default 4 x hidden"),
     "vocab": Param("int", 50257, minimum=0, maximum=10**8,
                    doc="input embedding rows (0: the input is already vectors)"),
@@ -71,7 +74,7 @@ TRANSFORMER_PARAMS = {
 
 
 def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | None,
-                      ffn: int | None, vocab: int, seq_len: int, positions: int,
+                      head_dim: int | None, ffn: int | None, vocab: int, seq_len: int, positions: int,
                       token_types: int, tied: bool, bias: bool, norm: str, prenorm: bool,
                       gated: bool, experts: int, top_k: int, capacity_factor: float,
                       shared_experts: int, dropout: bool,
@@ -80,8 +83,9 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
     d = dtype_bytes
     kv_heads = heads if kv_heads is None else kv_heads
     ffn = 4 * hidden if ffn is None else ffn
-    if hidden % heads:
-        raise invalid("transformer heads", heads, f"a divisor of hidden ({hidden})")
+    if head_dim is None and hidden % heads:
+        raise invalid("transformer heads", heads,
+                      f"a divisor of hidden ({hidden}), or set head_dim")
     if heads % kv_heads:
         raise invalid("transformer kv_heads", kv_heads, f"a divisor of heads ({heads})")
     if experts and not 1 <= top_k <= experts:
@@ -106,8 +110,8 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
                                    extra_params=extra))
     for i in range(layers):
         out.append(attention(f"block{i}.attn", hidden=hidden, heads=heads, kv_heads=kv_heads,
-                             seq=seq_len, dtype_bytes=d, bias=bias, norm=norm,
-                             dropout=dropout, flash=flash_attention,
+                             head_dim=head_dim, seq=seq_len, dtype_bytes=d, bias=bias,
+                             norm=norm, dropout=dropout, flash=flash_attention,
                              causal=head == "lm"))  # decoders (lm head) mask causally
         if experts:
             block_mlp = moe(f"block{i}.mlp", hidden=hidden, ffn=ffn, experts=experts,

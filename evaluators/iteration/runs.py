@@ -82,8 +82,9 @@ def published_flops(formula: str, workload) -> float:
         model's FLOPs with the forward pass rerun by full activation recomputation.
     ``megatron``
         Megatron-LM's ``num_floating_point_operations`` (``megatron/training/training.py``,
-        2024): ``12 B s l h^2 ((1 + g/a + s/h) + (f/h) k r + V/(2 l h))`` for ``g``
-        key/value heads of ``a``, FFN width ``f``, ``k`` experts per token, ``r = 3/2``
+        2024): ``12 B s l h^2 ((1 + g/a + s/h) q/h + (f/h) k r + V/(2 l h))`` for ``g``
+        key/value heads of ``a``, query width ``q = a x head_dim`` (``h`` unless
+        ``head_dim`` is set), FFN width ``f``, ``k`` experts per token, ``r = 3/2``
         with SwiGLU; no recomputation.
 
     Raises
@@ -106,7 +107,8 @@ def published_flops(formula: str, workload) -> float:
         f = float(hp.get("ffn") or 4 * h)
         k = float(hp.get("top_k") or 1) if hp.get("experts") else 1.0
         r = 1.5 if hp.get("gated") else 1.0
-        return 12.0 * B * s * l * h * h * ((1 + g / a + s / h) + f / h * k * r
+        q = a * float(hp["head_dim"]) if hp.get("head_dim") else h
+        return 12.0 * B * s * l * h * h * ((1 + g / a + s / h) * q / h + f / h * k * r
                                            + V / (2 * l * h))
     raise invalid("flops_formula", formula, f"one of {', '.join(FLOPS_FORMULAS)}")
 

@@ -133,6 +133,30 @@ def test_mixtral_total_and_active_parameters():
     assert moe.ep_alltoall_bytes == s * h * 2 * k
 
 
+def test_head_dim_decouples_the_attention_width_qwen3_30b_a3b():
+    # Qwen3-30B-A3B (released config.json): 48 layers, hidden 2048, 32 query heads and
+    # 4 key/value heads of 128 (q = 4096 != hidden), 128 experts of 768, top-8, vocab
+    # 151936, untied.  The checkpoint holds 30,532,122,624 parameters; the builder
+    # omits the per-head QK RMSNorm gains (2 x 128 per layer = 12,288 in all).
+    w = get_workload("mixtral-8x7b", layers=48, hidden=2048, heads=32, kv_heads=4,
+                     head_dim=128, ffn=768, experts=128, top_k=8, vocab=151936,
+                     seq_len=4096)
+    L, h, q, kv, f, E, V = 48, 2048, 4096, 512, 768, 128, 151936
+    attn = w.layer("block0.attn")
+    assert attn.params == 2 * h * q + 2 * h * kv + h
+    assert w.parameters == 30_532_122_624 - 2 * 128 * L
+    s = 4096
+    # Hand count: projections of width q, the scores and context over q per token.
+    assert attn.fwd_flops == pytest.approx(2 * (2 * h * q + 2 * h * kv) * s
+                                           + 2 * 2 * s * s * q, rel=1e-12)
+    assert [g[:3] for g in attn.gemms] == [(s, q + 2 * kv, h), (s, h, q)]
+    # Unset, head_dim is hidden / heads: the Llama 3 8B block is unchanged.
+    assert get_workload("llama3-8b", head_dim=128).layer("block0.attn") \
+        == get_workload("llama3-8b").layer("block0.attn")
+    with pytest.raises(InvalidSpecError, match="head_dim"):
+        get_workload("llama3-8b", heads=7)
+
+
 def test_transformer_1t_matches_megatron_table():
     w = get_workload("transformer-1t")
     assert w.parameters == pytest.approx(1008e9, rel=0.001)   # Narayanan et al. Table 1

@@ -122,6 +122,17 @@ def test_published_flop_counts_reproduce_published_numbers():
     w = get_workload("gpt3-175b", vocab=51200, batch_size=64)
     mfu = published_flops("megatron", w) / (64 * 13.75) / 312e12
     assert mfu == pytest.approx(0.514, abs=0.001)
+    # Megatron-LM scales the attention term by the query width over hidden
+    # (query_projection_to_hidden_size_ratio): head_dim = hidden / heads changes
+    # nothing, a doubled query width doubles that term only.
+    base = get_workload("llama3-8b", batch_size=1)
+    same = get_workload("llama3-8b", batch_size=1, head_dim=128)
+    wide = get_workload("llama3-8b", batch_size=1, head_dim=256)
+    assert published_flops("megatron", same) == published_flops("megatron", base)
+    s, l, h, a, g = 8192, 32, 4096, 32, 8
+    attention_term = 12.0 * s * l * h * h * (1 + g / a + s / h)
+    assert published_flops("megatron", wide) - published_flops("megatron", base) == \
+        pytest.approx(attention_term, rel=1e-12)
     with pytest.raises(InvalidSpecError, match="flops_formula"):
         published_flops("6nd", w)
     with pytest.raises(InvalidSpecError, match="transformer"):
