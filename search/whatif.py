@@ -438,7 +438,11 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     # the chosen one are listed, not ranked (search.budget.best_per_budget).
     from evaluators.iteration.uncertainty import validated_error
 
-    model_error = validated_error(hardware)
+    from codesign.workloads import get_workload as _get_workload
+
+    # Not validated on mixture-of-experts runs (evaluators.iteration.model._model_error).
+    moe = any(layer.experts for w in mix for layer in _get_workload(w.name, w.config).layers)
+    model_error = None if moe else validated_error(hardware)
     procured: dict = {}
 
     def procure(k) -> dict[str, Any]:
@@ -494,7 +498,9 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         per = tuple(json.loads(m["per_workload_json"]))
         strategies = {w["workload"]: w["strategy"] for w in per}
         close = [results[k][1].metrics["topology_spec"] for k in pick.close or ()]
-        note = ""
+        note = ("mixture-of-experts: the model's error is not validated for these "
+                "workloads (experiments/validation/validation.md), fabrics are ranked "
+                "on the predicted times alone") if moe else ""
         if close:
             note = (f"{len(close)} other affordable fabric(s) within the validated model "
                     f"error of {model_error:.0%} (not ranked against it): "

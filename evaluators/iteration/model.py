@@ -618,17 +618,22 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         mfu=flops_per_gpu_s / peak, flops_per_gpu_s=flops_per_gpu_s,
         precision=demand.precision, peak_flops=peak, breakdown=parts,
         memory=demand.memory.to_dict(),
-        model_error=_model_error(hw, efficiency, demand.precision),
+        model_error=_model_error(hw, efficiency, demand.precision, workload),
         collectives=tuple(c.to_dict() for c in timer.decisions()) if timer.method == BEST
         else None)
 
 
-def _model_error(hw, efficiency, precision: str) -> float | None:
+def _model_error(hw, efficiency, precision: str, workload) -> float | None:
     """The validated relative error of the compute model behind this result, when the
-    calibrated kernel model timed it (:attr:`ComputeProfile.validated_error`)."""
+    calibrated kernel model timed it (:attr:`ComputeProfile.validated_error`).
+
+    ``None`` (not validated) for mixture-of-experts workloads: the error was measured on
+    dense runs, and a published fine-grained MoE run ran far slower than predicted
+    (``experiments/validation/validation.md``, "Mixture-of-experts runs")."""
     from codesign.workloads.efficiency import PROFILE_FORMATS
     from evaluators.iteration.uncertainty import validated_error
 
-    if efficiency is not None or precision not in PROFILE_FORMATS:
+    if efficiency is not None or precision not in PROFILE_FORMATS \
+            or any(layer.experts for layer in workload.layers):
         return None
     return validated_error(hw)

@@ -277,6 +277,12 @@ def test_results_carry_the_validated_error():
     # The constant roofline (an explicit efficiency) is not what was validated.
     assert evaluate("ideal:1,degree=8,bw=200Gbps", w, "dp=8", hardware=hw,
                     efficiency=0.5).model_error is None
+    # Mixture-of-experts workloads are outside the validated error (validation.md,
+    # "Mixture-of-experts runs"): no error is claimed for them.
+    moe = get_workload("mixtral-8x7b", layers=2, hidden=1024, heads=8, kv_heads=8,
+                       ffn=1024, seq_len=1024, batch_size=8)
+    assert evaluate("ideal:1,degree=8,bw=200Gbps", moe, "dp=8,ep=8",
+                    hardware=hw).model_error is None
 
 
 @pytest.mark.parametrize("run_id", ["korthikanti-22B", "korthikanti-175B", "sc21-1.7B",

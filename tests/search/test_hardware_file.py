@@ -68,15 +68,21 @@ def test_sweep_spec_hardware_file(catalog) -> None:
         parse_sweep_spec(other)
 
 
-def test_whatif_lists_fabrics_within_the_model_error(capsys) -> None:
+def _first_choice(capsys, *args: str) -> dict:
+    """``codesign whatif ARGS --search-evaluations 0 --collective-method auto --json``:
+    its first budget's answer."""
     import json
 
-    code = main(["whatif", "--budget", "1e8", "--servers", "16", "--gpu", "H100",
-                 "--workload", "llama3-8b", "--search-evaluations", "0",
-                 "--collective-method", "auto", "--json"])
+    code = main(["whatif", *args, "--search-evaluations", "0", "--collective-method",
+                 "auto", "--json"])
     assert code == 0
     out = json.loads(capsys.readouterr().out)
-    choice = out["budgets"][0] if "budgets" in out else out["choices"][0]
+    return out["budgets"][0] if "budgets" in out else out["choices"][0]
+
+
+def test_whatif_lists_fabrics_within_the_model_error(capsys) -> None:
+    choice = _first_choice(capsys, "--budget", "1e8", "--servers", "16", "--gpu", "H100",
+                           "--workload", "llama3-8b")
     from codesign.workloads import get_hardware
 
     validated = get_hardware("H100").compute.validated_error  # the catalog's, not a copy
@@ -90,15 +96,17 @@ def test_whatif_lists_fabrics_within_the_model_error(capsys) -> None:
     assert best > 0
 
 
-def test_whatif_compares_todays_gpu_fabrics(capsys) -> None:
-    import json
+def test_whatif_claims_no_validated_error_for_moe(capsys) -> None:
+    choice = _first_choice(capsys, "--budget", "1e8", "--servers", "4", "--gpu", "H100",
+                           "--workload", "mixtral-8x7b", "--families", "leafspine,railopt")
+    assert choice["model_error"] is None and not choice["within_model_error"]
+    assert "mixture-of-experts" in choice["note"]
 
-    code = main(["whatif", "--budget", "1e7", "--gpus", "128", "--gpu", "H100",
-                 "--workload", "llama3-8b", "--families", "railopt,multiplane,leafspine,perms",
-                 "--search-evaluations", "0", "--collective-method", "auto", "--json"])
-    assert code == 0
-    out = json.loads(capsys.readouterr().out)
-    choice = out["budgets"][0]
+
+def test_whatif_compares_todays_gpu_fabrics(capsys) -> None:
+    choice = _first_choice(capsys, "--budget", "1e7", "--gpus", "128", "--gpu", "H100",
+                           "--workload", "llama3-8b", "--families",
+                           "railopt,multiplane,leafspine,perms")
     timed = {choice["topology_spec"], *choice["within_model_error"]}
     # Rail-optimised and multi-plane fabrics of 8 GPUs per server were timed (degree 8 =
     # the H100 server's GPUs; the other degrees do not apply to a GPU-level fabric).
