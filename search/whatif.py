@@ -436,20 +436,19 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                               f"{gpu} (pruned: {reasons})")
     # The model's validated error for this GPU (issue 17): affordable fabrics within it of
     # the chosen one are listed, not ranked (search.budget.best_per_budget).
-    from evaluators.iteration.uncertainty import validated_error
+    from codesign.workloads import get_workload
+    from evaluators.iteration.uncertainty import outside_validation, validated_error
 
-    from codesign.workloads import get_workload as _get_workload
-
-    # Not validated on mixture-of-experts runs (evaluators.iteration.model._model_error).
-    moe = any(layer.experts for w in mix for layer in _get_workload(w.name, w.config).layers)
-    model_error = None if moe else validated_error(hardware)
+    # Not validated on mixture-of-experts runs (uncertainty.outside_validation).
+    models = [get_workload(w.name, w.config) for w in mix]
+    moe = any(map(outside_validation, models))
+    model_error = validated_error(hardware, models)
     procured: dict = {}
 
     def procure(k) -> dict[str, Any]:
         """Days, USD per run and TCO of fabric ``k`` (:mod:`search.time_to_train`)."""
         if k not in procured:
             from codesign.tco import load_prices
-            from codesign.workloads import get_workload
             from search.time_to_train import fabric_parts_cost, procurement
 
             if hardware.name not in load_prices(prices)[0] and goal is None \
@@ -461,7 +460,7 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
             net_usd, net_w = fabric_parts_cost(m["topology_spec"], family=k[0],
                                                servers=servers, degree=k[1],
                                                link_bandwidth_Bps=k[2])
-            procured[k] = procurement(goal, get_workload(mix[0].name, mix[0].config),
+            procured[k] = procurement(goal, models[0],
                                       iteration_time_s=m["iteration_time_s"],
                                       servers=servers, hardware=hardware,
                                       network_usd=net_usd, network_power_w=net_w,

@@ -990,8 +990,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "[,ep=E][,embedding=data|model][,sp=true][,recompute=none|selective|full]"
                    "[,schedule=1f1b|interleaved|gpipe][,vpp=V][,split=balanced|layers]"
                    "[,precision=...][,grad_precision=fp32|bf16|fp16][,cp_comm=ring|allgather] "
-                   "(default: pure data "
-                   "parallel on every GPU)")
+                   "(default: pure data parallel on every GPU)")
     p.add_argument("--gpus-per-server", type=int,
                    help="GPUs per server (default: the hardware's)")
     p.add_argument("--network-model", default="flow",

@@ -625,15 +625,11 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
 
 def _model_error(hw, efficiency, precision: str, workload) -> float | None:
     """The validated relative error of the compute model behind this result, when the
-    calibrated kernel model timed it (:attr:`ComputeProfile.validated_error`).
-
-    ``None`` (not validated) for mixture-of-experts workloads: the error was measured on
-    dense runs, and a published fine-grained MoE run ran far slower than predicted
-    (``experiments/validation/validation.md``, "Mixture-of-experts runs")."""
+    calibrated kernel model timed it (:func:`~evaluators.iteration.uncertainty.validated_error`:
+    ``None`` for a workload outside the validation, such as mixture-of-experts)."""
     from codesign.workloads.efficiency import PROFILE_FORMATS
     from evaluators.iteration.uncertainty import validated_error
 
-    if efficiency is not None or precision not in PROFILE_FORMATS \
-            or any(layer.experts for layer in workload.layers):
+    if efficiency is not None or precision not in PROFILE_FORMATS:
         return None
-    return validated_error(hw)
+    return validated_error(hw, (workload,))

@@ -20,12 +20,23 @@ from dataclasses import dataclass
 
 from codesign.errors import invalid
 
-__all__ = ["Comparison", "compare", "validated_error"]
+__all__ = ["Comparison", "compare", "validated_error", "outside_validation"]
 
 
-def validated_error(hardware) -> float | None:
+def outside_validation(workload) -> bool:
+    """Whether ``workload`` is of a kind the validated error does not cover:
+    mixture-of-experts models (the error was measured on dense runs, and a published
+    fine-grained MoE run ran far slower than predicted:
+    ``experiments/validation/validation.md``, "Mixture-of-experts runs")."""
+    return any(layer.experts for layer in workload.layers)
+
+
+def validated_error(hardware, workloads=()) -> float | None:
     """The compute model's validated relative error for a GPU type
-    (:attr:`ComputeProfile.validated_error`), or None without a calibrated profile."""
+    (:attr:`ComputeProfile.validated_error`); None without a calibrated profile, or when
+    one of ``workloads`` is :func:`outside_validation`."""
+    if any(outside_validation(w) for w in workloads):
+        return None
     return hardware.compute.validated_error if hardware.compute is not None else None
 
 
