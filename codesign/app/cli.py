@@ -988,6 +988,7 @@ def build_parser() -> argparse.ArgumentParser:
             "capacity_factor, shared_experts, precision)")
     p.add_argument("--strategy", help="dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z]"
                    "[,ep=E][,embedding=data|model][,sp=true][,recompute=none|selective|full]"
+                   "[,recompute_layers=N]"
                    "[,schedule=1f1b|interleaved|gpipe][,vpp=V][,split=balanced|layers]"
                    "[,precision=...][,grad_precision=fp32|bf16|fp16][,cp_comm=ring|allgather] "
                    "(default: pure data parallel on every GPU)")

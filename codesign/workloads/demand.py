@@ -87,7 +87,7 @@ from codesign.workloads.model import Layer, Workload
 from codesign.workloads.placement import Placement
 from codesign.workloads.sharding import LayerShard, shard_layer
 from codesign.workloads.strategy import (
-    Strategy, as_strategy, check_applicable, is_table, stage_bounds)
+    Strategy, as_strategy, check_applicable, is_table, layer_strategies, stage_bounds)
 
 __all__ = ["Compute", "CollectiveOp", "Transfer", "Demand", "demand_for",
            "DEFAULT_BUCKET_BYTES", "RING_KINDS", "ring_bytes_per_member",
@@ -496,6 +496,9 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     grid = placement.rank_grid(s)
     stages = stage_bounds(workload, s)
     layers = workload.layers
+    # Each layer's recomputation (full recomputation covers the transformer blocks;
+    # recompute_layers only the first blocks of each model chunk).
+    layer_s = layer_strategies([layer.name for layer in layers], s, stages)
     placed = s.embedding == "model"
     tables = [layer for layer in layers if is_table(layer)] if placed else []
     owners = placement.table_ranks(len(tables)) if placed else ()
@@ -562,7 +565,8 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         emitted_tables = False
         step_params = 0.0
         pass_s = [0.0, 0.0]    # this stage's forward and backward compute per micro-batch
-        for layer in layers[start:stop]:
+        for i in range(start, stop):
+            layer, ls = layers[i], layer_s[i]
             if placed and is_table(layer):
                 if not emitted_tables:  # all tables run together, at the first one
                     f, bw = _embedding_ops(tables, owners, placement, s, hw, b, index_bytes,
@@ -573,7 +577,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                 continue
             # The sharding rule (codesign.workloads.sharding): what one GPU holds,
             # computes and sends of this layer.
-            shard = shard_layer(layer, s)
+            shard = shard_layer(layer, ls)
             sh = shard.local
             f_s, b_s = seconds(shard, b)
             pass_s[0] += f_s
@@ -610,17 +614,17 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             pass_b = b_s
             if rflops:
                 r_ops: list[Op] = []
-                if s.recompute == "full":
+                if ls.recompute == "full":
                     r_ops += [replace(op, phase="backward") for op in ep_ops + cp_f]
                 # Full: the whole forward again; selective: the attention core's own
                 # kernels (compute.attention_core_time), not its FLOP share.
-                r_s = f_s if s.recompute == "full" else attention_core_time(
+                r_s = f_s if ls.recompute == "full" else attention_core_time(
                     sh, hw, b, efficiency=efficiency, dtype=precision)
                 r_ops.append(Compute(layer.name, "backward", ranks_p, r_s, b * rflops, p, m,
                                      kind="recompute"))
                 pass_s[1] += r_s
                 pass_b += r_s
-                if s.recompute == "full":
+                if ls.recompute == "full":
                     r_ops += [replace(op, phase="backward") for op in ep_ops]
                     r_ops += [replace(op, phase="backward") for op in tp_f]
                 b_ops += r_ops

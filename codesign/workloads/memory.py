@@ -28,7 +28,9 @@ layers save for the backward pass, sharded by the strategy (Korthikanti et al. 2
   (``Layer.attn_core_saved_bytes``);
 * full recomputation: only the layer input ``2 s h`` (``Layer.checkpoint_size``; split by
   ``t`` with SP), plus, for the micro-batch being recomputed, one transformer layer's
-  full activations (the working set of the backward pass);
+  full activations (the working set of the backward pass) less what the layers after
+  it freed (the output layer, which is not recomputed; with ``recompute_layers`` the
+  kept blocks, which free more than a rerun block builds: no working set);
 * context parallelism divides everything by ``cp`` (each rank holds ``s / cp`` tokens).
 
 Micro-batches in flight at stage ``s`` of ``p``: 1F1B ``min(m, p - s)`` (Narayanan et
@@ -57,7 +59,8 @@ from codesign.workloads.model import Workload
 from codesign.workloads.placement import Placement
 from codesign.workloads.sharding import activation_bytes_per_sample, shard_layer
 from codesign.workloads.strategy import (
-    Strategy, as_strategy, check_applicable, inflight_microbatches, is_table, stage_bounds)
+    Strategy, as_strategy, check_applicable, inflight_microbatches, is_table, layer_strategies,
+    stage_bounds)
 
 __all__ = ["MemoryBreakdown", "memory_per_gpu", "check_memory", "activation_bytes_per_sample"]
 
@@ -125,17 +128,29 @@ class MemoryBreakdown:
 
 
 def _recompute_workspace(layers: Any, strategy: Strategy) -> float:
-    """Largest recomputation unit's full activations per sample (``recompute=full``).
+    """Memory the backward pass adds per sample to rerun a recomputation unit (0 when no
+    layer of the stage is fully recomputed).
 
     A unit starts at a layer that keeps a checkpoint and runs up to the next one (a
-    transformer layer: attention and MLP)."""
-    full = replace(strategy, recompute="none")
-    best = unit = 0.0
-    for layer in layers:
-        if layer.checkpoint_size > 0:
-            unit = 0.0
+    transformer layer: attention and MLP); rerunning it rebuilds its full activations.
+    The backward pass walks the stage's ``(layer, strategy)`` pairs in reverse and has
+    freed what the layers after a unit kept by the time it reaches it, so a unit needs
+    only its full activations beyond that: with full recomputation the last unit's
+    whole activations, with ``recompute_layers`` (the first blocks of each chunk
+    recomputed, the later ones kept) nothing, since the kept blocks free at least as
+    much as a block rebuilds."""
+    full = replace(strategy, recompute="none", recompute_layers=None)
+    best = freed = unit = kept = 0.0
+    for layer, ls in reversed(list(layers)):
+        if ls.recompute != "full":
+            freed += activation_bytes_per_sample(layer, ls)
+            continue
         unit += activation_bytes_per_sample(layer, full)
-        best = max(best, unit)
+        kept += activation_bytes_per_sample(layer, ls)
+        best = max(best, unit - freed)
+        if layer.checkpoint_size > 0:       # the unit's first layer: it is done
+            freed += kept
+            unit = kept = 0.0
     return best
 
 
@@ -171,18 +186,20 @@ def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardw
     opt = float(workload.optimizer_bytes_per_param)
 
     stages = stage_bounds(workload, s)
+    layer_s = layer_strategies([layer.name for layer in workload.layers], s, stages)
     per_stage = []
     for p, (start, stop) in enumerate(stages):
         w = g = o = act = 0.0
-        kept = [layer for layer in workload.layers[start:stop]
+        kept = [(layer, ls) for layer, ls in zip(workload.layers[start:stop],
+                                                 layer_s[start:stop], strict=True)
                 if not (placed and is_table(layer))]
-        for layer in kept:
-            shard = shard_layer(layer, s)
+        for layer, ls in kept:
+            shard = shard_layer(layer, ls)
             for dw, dg, do in shard.model_state(opt):   # shared, then expert parameters
                 w, g, o = w + dw, g + dg, o + do
             act += shard.activation_bytes_per_sample
         inflight = inflight_microbatches(s, p) if s.pp > 1 else 1.0
-        work = _recompute_workspace(kept, s) * micro if s.recompute == "full" else 0.0
+        work = _recompute_workspace(kept, s) * micro
         per_stage.append((w, g, o, act * micro * inflight + work, inflight, work))
 
     # Ranks' stages, and the tables each rank holds (embedding=model).

@@ -18,7 +18,10 @@ Rules (``T`` = tp, ``C`` = cp, ``E`` = ep, ``b`` = samples of one micro-batch):
   context parallelism splits the tokens by ``C`` (causal load balancing gives each CP
   rank the same attention work, Megatron-LM's ``2 C`` chunk assignment).
 * **Recomputation** (Korthikanti et al. 2022, Sec. 5): ``full`` reruns the whole
-  forward in the backward pass; ``selective`` reruns the attention core when its
+  forward in the backward pass (the strategy a layer is sharded with carries the
+  layer's own mode: :func:`~codesign.workloads.strategy.layer_strategies`, which keeps
+  the output layer and, with ``recompute_layers``, the later blocks of each model
+  chunk out of it); ``selective`` reruns the attention core when its
   ``s x s`` tensors were dropped (with flash attention nothing is stored and its
   backward kernel already recomputes the scores).
 * **Activations kept** (Korthikanti et al. 2022, Eqs. 2, 4, 6):

@@ -3,7 +3,7 @@
 The strategy string is fixed by docs/architecture.md section 6::
 
     dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]
-      [,cp=C][,sp=true|false][,recompute=none|selective|full]
+      [,cp=C][,sp=true|false][,recompute=none|selective|full][,recompute_layers=N]
       [,schedule=1f1b|interleaved|gpipe][,vpp=V][,split=balanced|layers]
       [,precision=fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8][,grad_precision=fp32|bf16|fp16]
       [,cp_comm=ring|allgather]
@@ -41,6 +41,19 @@ The strategy string is fixed by docs/architecture.md section 6::
   keeps only each transformer layer's input and reruns the forward pass in the
   backward pass; ``selective`` recomputes only the attention core (``Q K^T``, softmax,
   dropout, ``softmax V``), whose ``s x s`` tensors dominate the activations.
+  Recomputation covers the transformer blocks (the layers named ``block{i}.*``, see
+  :func:`block_stages`); layers outside the block stack -- the input embedding, the
+  final norm, the output layer and the loss -- keep their activations and are not
+  rerun, as Megatron-LM checkpoints inside its transformer block only (and as its FLOP
+  count, Narayanan et al. SC'21 Sec. 5.1, counts the output layer without a
+  recomputed forward).  A workload without named blocks recomputes every layer.
+* ``recompute_layers`` (only with ``recompute=full``): partial recomputation,
+  Megatron-LM's ``--recompute-method block --recompute-num-layers N``: in each model
+  chunk a GPU runs (its pipeline stage, or each of its ``vpp`` virtual stages) the
+  first ``N`` transformer blocks are recomputed and the rest keep their activations
+  (``megatron/core/transformer/transformer_config.py``: "the number of transformer
+  layers to recompute within each pipeline stage"); omitted, every block is.
+  :func:`layer_recompute` gives every layer's mode.
 * ``schedule``: ``1f1b`` (PipeDream-Flush, Narayanan et al. SC'21 Sec. 2.2.1),
   ``gpipe`` (all forwards, then all backwards: same bubble, every micro-batch in
   flight), ``interleaved`` with ``vpp`` virtual stages per GPU (Narayanan et al. SC'21
@@ -69,7 +82,7 @@ canonical string (non-default keys only).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
@@ -80,11 +93,12 @@ __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRA
            "GRAD_PRECISIONS", "CP_COMMS",
            "pipeline_stages", "bubble_fraction", "is_table",
            "check_applicable", "stage_bounds", "RECOMPUTE", "SCHEDULES", "PRECISIONS",
-           "inflight_microbatches", "recompute_modes", "SPLITS", "block_stages"]
+           "inflight_microbatches", "recompute_modes", "SPLITS", "block_stages",
+           "layer_recompute", "layer_strategies"]
 
 #: Keys of the strategy string, in canonical order.
 STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "embedding", "sp",
-                 "recompute", "schedule", "vpp", "split", "precision", "grad_precision",
+                 "recompute", "recompute_layers", "schedule", "vpp", "split", "precision", "grad_precision",
                  "cp_comm")
 #: Activation recomputation modes (Korthikanti et al. 2022, Sec. 5).
 RECOMPUTE = ("none", "selective", "full")
@@ -101,7 +115,8 @@ _MAX_MICROBATCHES = 10**9
 _EMBEDDING = ("data", "model")
 _BOOL = {"true": True, "false": False}
 _FORM = ("dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]"
-         "[,sp=true|false][,recompute=none|selective|full][,schedule=1f1b|interleaved|gpipe]"
+         "[,sp=true|false][,recompute=none|selective|full][,recompute_layers=N]"
+         "[,schedule=1f1b|interleaved|gpipe]"
          "[,vpp=V][,split=balanced|layers][,precision=fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8]"
          "[,grad_precision=fp32|bf16|fp16][,cp_comm=ring|allgather]")
 _CHOICES = {"embedding": _EMBEDDING, "recompute": RECOMPUTE, "schedule": SCHEDULES,
@@ -135,6 +150,9 @@ class Strategy:
         Sequence parallelism (needs ``tp > 1``).
     recompute : str
         ``"none"``, ``"selective"`` or ``"full"``.
+    recompute_layers : int or None
+        With ``recompute="full"``: transformer blocks recomputed at the start of each
+        model chunk (Megatron-LM's block method); ``None`` = all of them.
     schedule : str
         ``"1f1b"``, ``"interleaved"`` (needs ``vpp >= 2``, ``pp >= 2`` and ``pp``
         dividing the micro-batches, as Megatron-LM requires) or ``"gpipe"``.
@@ -170,6 +188,7 @@ class Strategy:
     cp: int = 1
     sp: bool = False
     recompute: str = "none"
+    recompute_layers: int | None = None
     schedule: str = "1f1b"
     vpp: int = 1
     split: str = "balanced"
@@ -182,6 +201,8 @@ class Strategy:
             _degree(name, getattr(self, name))
         if self.microbatches is not None:
             _degree("microbatches", self.microbatches, _MAX_MICROBATCHES)
+        if self.recompute_layers is not None:
+            _degree("recompute_layers", self.recompute_layers)
         if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
             raise invalid("strategy zero", self.zero, "0, 1, 2 or 3 (the ZeRO stage)")
         for name, choices in _CHOICES.items():
@@ -199,6 +220,10 @@ class Strategy:
         if self.sp and self.tp == 1:
             raise invalid("strategy sp", "true", "false with tp=1 (sequence parallelism "
                           "splits the tensor-parallel group's activations)")
+        if self.recompute_layers is not None and self.recompute != "full":
+            raise invalid("strategy recompute_layers", self.recompute_layers,
+                          f"omitted unless recompute=full (recompute={self.recompute}): "
+                          "it chooses how many blocks are fully recomputed")
         if self.cp_comm != "ring" and self.cp == 1:
             raise invalid("strategy cp_comm", self.cp_comm,
                           "ring unless cp > 1 (no context parallelism to communicate)")
@@ -262,6 +287,7 @@ class Strategy:
         return {"dp": self.dp, "tp": self.tp, "pp": self.pp, "cp": self.cp,
                 "microbatches": self.m, "zero": self.zero, "ep": self.ep,
                 "embedding": self.embedding, "sp": self.sp, "recompute": self.recompute,
+                "recompute_layers": self.recompute_layers,
                 "schedule": self.schedule, "vpp": self.vpp, "split": self.split,
                 "precision": self.precision, "grad_precision": self.grad_precision,
                 "cp_comm": self.cp_comm, "gpus": self.gpus, "text": str(self)}
@@ -350,8 +376,8 @@ def parse_strategy(text: str) -> Strategy:
     --------
     >>> parse_strategy("dp=4,tp=8,pp=2,microbatches=16,zero=1")
     Strategy(dp=4, tp=8, pp=2, microbatches=16, zero=1, ep=1, embedding='data', cp=1, \
-sp=False, recompute='none', schedule='1f1b', vpp=1, split='balanced', precision=None, \
-grad_precision=None, cp_comm='ring')
+sp=False, recompute='none', recompute_layers=None, schedule='1f1b', vpp=1, \
+split='balanced', precision=None, grad_precision=None, cp_comm='ring')
     >>> str(parse_strategy("dp=8,tp=8,pp=16,sp=true,recompute=selective"))
     'dp=8,tp=8,pp=16,sp=true,recompute=selective'
     """
@@ -565,13 +591,7 @@ def block_stages(names: Any, pp: int) -> tuple[tuple[int, int], ...]:
     """
     names = list(names)
     _degree("pp", pp)
-    keys = [n.split(".", 1)[0] if "." in n else None for n in names]
-    dotted = [i for i, k in enumerate(keys) if k is not None]
-    first, last = (dotted[0], dotted[-1]) if dotted else (0, len(names) - 1)
-    starts = []             # index of the first layer of every block
-    for i in range(first, last + 1):
-        if i == first or keys[i] is None or keys[i] != keys[i - 1]:
-            starts.append(i)
+    starts, _ = _blocks(names)
     n = len(starts)
     if pp > n:
         raise invalid("strategy pp", pp, f"at most the number of blocks ({n}) with "
@@ -585,3 +605,76 @@ def block_stages(names: Any, pp: int) -> tuple[tuple[int, int], ...]:
         hi = len(names) if p == pp - 1 else starts[b]
         bounds.append((lo, hi))
     return tuple(bounds)
+
+
+def _blocks(names: list[str]) -> tuple[list[int], list[bool]]:
+    """Blocks of a layer list (the rule of :func:`block_stages`): the index of every
+    block's first layer, and for every layer whether it belongs to a named block
+    (``block{i}.attn``: True; the embedding before the first and the output layers
+    after the last: False; without any dotted name every layer is its own block)."""
+    keys = [n.split(".", 1)[0] if "." in n else None for n in names]
+    dotted = [i for i, k in enumerate(keys) if k is not None]
+    first, last = (dotted[0], dotted[-1]) if dotted else (0, len(names) - 1)
+    starts = []             # index of the first layer of every block
+    for i in range(first, last + 1):
+        if i == first or keys[i] is None or keys[i] != keys[i - 1]:
+            starts.append(i)
+    inside = [first <= i <= last for i in range(len(names))]
+    return starts, inside
+
+
+def layer_recompute(names: Any, strategy: Strategy,
+                    stages: Any) -> tuple[str, ...]:
+    """The recomputation mode of every layer (module docstring, ``recompute`` and
+    ``recompute_layers``).
+
+    Parameters
+    ----------
+    names : sequence of str
+        Layer names in forward order.
+    strategy : Strategy
+    stages : sequence of (start, stop)
+        The pipeline stages (:func:`stage_bounds`).
+
+    Returns
+    -------
+    tuple of str
+        ``"none"``, ``"selective"`` or ``"full"`` per layer.  Full recomputation reruns
+        the layers of named blocks only; with ``recompute_layers = N`` the first ``N``
+        blocks of each of a stage's ``vpp`` model chunks (its blocks in ``vpp`` equal
+        runs, the first runs one longer when they do not divide).
+    """
+    names = list(names)
+    s = strategy
+    if s.recompute != "full":
+        return (s.recompute,) * len(names)
+    starts, inside = _blocks(names)
+    if not any("." in n for n in names):
+        return ("full",) * len(names)
+    modes = ["full" if inside[i] else "none" for i in range(len(names))]
+    if s.recompute_layers is None:
+        return tuple(modes)
+    bounds = starts + [max(i for i in range(len(names)) if inside[i]) + 1]
+    for start, stop in stages:
+        blocks = [k for k in range(len(starts)) if start <= starts[k] < stop]
+        q, r = divmod(len(blocks), s.vpp)
+        k0 = 0
+        for c in range(s.vpp):
+            size = q + (1 if c < r else 0)
+            for j, k in enumerate(blocks[k0:k0 + size]):
+                if j >= s.recompute_layers:
+                    for i in range(bounds[k], bounds[k + 1]):
+                        modes[i] = "none"
+            k0 += size
+    return tuple(modes)
+
+
+def layer_strategies(names: Any, strategy: Strategy, stages: Any) -> tuple[Strategy, ...]:
+    """The strategy every layer runs under: ``strategy`` with the layer's own
+    recomputation mode (:func:`layer_recompute`), which is what the sharding rule of
+    :mod:`codesign.workloads.sharding` reads."""
+    s = strategy
+    other = {mode: replace(s, recompute=mode, recompute_layers=None)
+             for mode in RECOMPUTE if mode != s.recompute}
+    return tuple(s if mode == s.recompute else other[mode]
+                 for mode in layer_recompute(names, s, stages))

@@ -18,7 +18,8 @@ from codesign.workloads.memory import activation_bytes_per_sample, memory_per_gp
 from codesign.workloads.placement import Placement
 from codesign.workloads.sharding import shard_layer
 from codesign.workloads.strategy import (
-    Strategy, bubble_fraction, inflight_microbatches, parse_strategy)
+    Strategy, bubble_fraction, inflight_microbatches, layer_recompute, parse_strategy,
+    stage_bounds)
 
 GIB = 2.0**30
 
@@ -39,8 +40,9 @@ def block_bytes(w, strategy: str) -> float:
 
 # --------------------------------------------------------------------------- strings
 _knobs = st.builds(
-    lambda dp, tp, pp, cp, v, rec, sp, zero, prec, mult, grad, cpc: Strategy(
+    lambda dp, tp, pp, cp, v, rec, sp, zero, prec, mult, grad, cpc, n: Strategy(
         dp=dp, tp=tp, pp=pp, cp=cp, recompute=rec, sp=sp and tp > 1, zero=zero,
+        recompute_layers=n if rec == "full" else None,
         precision=prec, schedule="interleaved" if v > 1 and pp > 1 else "1f1b",
         vpp=v if pp > 1 else 1, microbatches=pp * mult if pp > 1 else None,
         grad_precision=grad, cp_comm=cpc if cp > 1 else "ring"),
@@ -48,7 +50,7 @@ _knobs = st.builds(
     st.integers(1, 4), st.sampled_from(["none", "selective", "full"]), st.booleans(),
     st.integers(0, 3), st.sampled_from([None, "fp32", "tf32", "bf16", "fp16", "fp8"]),
     st.integers(1, 8), st.sampled_from([None, "fp32", "bf16", "fp16"]),
-    st.sampled_from(["ring", "allgather"]))
+    st.sampled_from(["ring", "allgather"]), st.one_of(st.none(), st.integers(1, 64)))
 
 
 @given(_knobs)
@@ -185,12 +187,15 @@ def test_full_recomputation_memory_keeps_inputs_and_one_working_block() -> None:
     w = gpt(layers=4, batch=8)
     m = memory_per_gpu(w, "dp=1,tp=2,sp=true,recompute=full", "A100-80")
     s, h = 128, 256
-    # Checkpoints (SP-split over tp = 2): 4 block inputs, the LM head's input and the
-    # 8-byte token ids of the embedding.
+    # Checkpoints (SP-split over tp = 2): 4 block inputs, the LM head's input (which it
+    # keeps: the output layer is not recomputed) and the 8-byte token ids of the
+    # embedding.
     inputs = 4 * 2 * s * h / 2 + 2 * s * h / 2 + 8 * s / 2
     block = s * h * (34 + 5 * 8 * s / h) / 2     # one block's full activations, SP
-    assert m.recompute_workspace_bytes == pytest.approx(8 * block)
-    assert m.activations_bytes == pytest.approx(8 * inputs + 8 * block)
+    # The last block is rerun first, after the LM head's backward freed its input.
+    work = block - 2 * s * h / 2
+    assert m.recompute_workspace_bytes == pytest.approx(8 * work)
+    assert m.activations_bytes == pytest.approx(8 * inputs + 8 * work)
 
 
 # --------------------------------------------------------------------------- recompute
@@ -203,21 +208,84 @@ def test_recompute_flops_full_and_selective() -> None:
 
     base = {(o.name, o.phase): o for o in ops("dp=1,tp=2") if o.kind == "compute"}
     full = [o for o in ops("dp=1,tp=2,recompute=full") if o.kind == "recompute"]
-    # Full: one more forward of every layer with FLOPs (Narayanan et al. SC'21 Eq. 3:
-    # 4 forward passes' worth instead of 3 per iteration).
-    assert {o.name for o in full} == {n for (n, p), o in base.items()
-                                      if p == "forward" and o.flops > 0}
+    # Full: one more forward of every transformer block's layers (Narayanan et al.
+    # SC'21 Eq. 3: 4 forward passes' worth instead of 3 for the transformer layers);
+    # the output layer is not rerun (its term of the same formula, 6 B s h V, is 3).
+    blocks = {n for (n, p), o in base.items() if p == "forward" and n.startswith("block")}
+    assert {o.name for o in full} == blocks == {f"block{i}.{k}" for i in (0, 1)
+                                                for k in ("attn", "mlp")}
     for o in full:
         assert o.flops == pytest.approx(base[(o.name, "forward")].flops)
         assert o.seconds == pytest.approx(base[(o.name, "forward")].seconds)
-    total = sum(o.flops for o in base.values())
-    assert (total + sum(o.flops for o in full)) / total == pytest.approx(4 / 3)
+    in_blocks = sum(o.flops for (n, p), o in base.items() if n in blocks)
+    assert (in_blocks + sum(o.flops for o in full)) / in_blocks == pytest.approx(4 / 3)
     # Selective: the attention core only, 4 s^2 h FLOPs per sample (Q K^T and softmax V),
     # split over the TP ranks.
     sel = [o for o in ops("dp=1,tp=2,recompute=selective") if o.kind == "recompute"]
     s, h, b = 128, 256, 4
     assert sorted(o.name for o in sel) == ["block0.attn", "block1.attn"]
     assert all(o.flops == pytest.approx(b * 4 * s * s * h / 2) for o in sel)
+
+
+def test_partial_recomputation_picks_the_first_blocks_of_each_model_chunk() -> None:
+    # 8 blocks over pp=2 stages of vpp=2 chunks: stage 0 holds blocks 0-3 as chunks
+    # (0, 1) and (2, 3), stage 1 blocks 4-7; recompute_layers=1 recomputes the first
+    # block of every chunk (Megatron-LM's block method): blocks 0, 2, 4 and 6.
+    w = gpt(layers=8, batch=8)
+    s = parse_strategy("dp=1,pp=2,microbatches=4,schedule=interleaved,vpp=2,split=layers,"
+                       "recompute=full,recompute_layers=1")
+    modes = dict(zip((x.name for x in w.layers),
+                     layer_recompute([x.name for x in w.layers], s, stage_bounds(w, s))))
+    full = sorted({n.split(".")[0] for n, mode in modes.items() if mode == "full"})
+    assert full == ["block0", "block2", "block4", "block6"]
+    assert modes["embed"] == modes["lm_head"] == "none"
+    assert all(modes[f"block{i}.attn"] == modes[f"block{i}.mlp"] for i in range(8))
+    # Without interleaving the stage is one chunk: its first two blocks with N = 2.
+    s1 = parse_strategy("dp=1,pp=2,microbatches=4,split=layers,recompute=full,"
+                        "recompute_layers=2")
+    modes = layer_recompute([x.name for x in w.layers], s1, stage_bounds(w, s1))
+    full = sorted({x.name.split(".")[0] for x, mode in zip(w.layers, modes) if mode == "full"})
+    assert full == ["block0", "block1", "block4", "block5"]
+
+
+def test_partial_recomputation_trades_memory_for_time_between_none_and_full() -> None:
+    # Each more recomputed block: one more block forward in the backward pass and one
+    # block's activations (less its checkpoint) fewer per micro-batch in flight.  No
+    # working block while a kept block follows the recomputed ones (its backward frees
+    # what rerunning one builds), so all but one recomputed needs the memory of all
+    # recomputed (here the LM head's input, freed before the last block is rerun, equals
+    # a block's checkpoint); N at least the blocks per stage is full recomputation.
+    w = gpt(layers=4, hidden=512, seq=256, batch=8)
+    pl = Placement(servers=1, gpus_per_server=1)
+    base = "dp=1,microbatches=8"
+
+    def cost(strategy: str) -> tuple[float, float, int]:
+        d = demand_for(w, strategy, "A100-80", pl, check=False)
+        rec = [o for o in d.compute() if o.kind == "recompute"]
+        return d.memory.activations_bytes, sum(o.seconds for o in rec), len(rec)
+
+    none = cost(base)
+    full = cost(base + ",recompute=full")
+    parts = [cost(f"{base},recompute=full,recompute_layers={n}") for n in (1, 2, 3, 4, 9)]
+    assert parts[-1] == parts[-2] == full
+    assert [p[2] for p in parts] == [2, 4, 6, 8, 8]       # attention + MLP per block
+    one_block = parts[0][1]
+    assert [p[1] for p in parts] == pytest.approx([one_block * k for k in (1, 2, 3, 4, 4)])
+    keep = block_bytes(w, "dp=1")                      # per sample, no recomputation
+    ckpt = block_bytes(w, "dp=1,recompute=full")
+    memory = [none[0]] + [p[0] for p in parts[:3]]     # 1 sample per micro-batch
+    assert [a - b for a, b in zip(memory, memory[1:])] == pytest.approx([keep - ckpt] * 3)
+    assert full[0] == pytest.approx(parts[2][0])
+
+
+@pytest.mark.parametrize("text, field", [
+    ("dp=1,recompute_layers=2", "recompute_layers"),
+    ("dp=1,recompute=selective,recompute_layers=2", "recompute_layers"),
+    ("dp=1,recompute=full,recompute_layers=0", "recompute_layers"),
+    ("dp=1,recompute=full,recompute_layers=-1", "recompute_layers")])
+def test_recompute_layers_needs_full_recomputation_and_a_count(text: str, field: str) -> None:
+    with pytest.raises(InvalidSpecError, match=field):
+        parse_strategy(text)
 
 
 # --------------------------------------------------------------------------- SP and CP
