@@ -46,7 +46,7 @@ The strategy string is fixed by docs/architecture.md section 6::
   final norm, the output layer and the loss -- keep their activations and are not
   rerun, as Megatron-LM checkpoints inside its transformer block only (and as its FLOP
   count, Narayanan et al. SC'21 Sec. 5.1, counts the output layer without a
-  recomputed forward).  A workload without named blocks recomputes every layer.
+  recomputed forward).  In a workload without named blocks every layer is a block.
 * ``recompute_layers`` (only with ``recompute=full``): partial recomputation,
   Megatron-LM's ``--recompute-method block --recompute-num-layers N``: in each model
   chunk a GPU runs (its pipeline stage, or each of its ``vpp`` virtual stages) the
@@ -94,7 +94,8 @@ __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRA
            "pipeline_stages", "bubble_fraction", "is_table",
            "check_applicable", "stage_bounds", "RECOMPUTE", "SCHEDULES", "PRECISIONS",
            "inflight_microbatches", "recompute_modes", "SPLITS", "block_stages",
-           "layer_recompute", "layer_strategies"]
+           "layer_recompute", "layer_strategies", "partial_recompute_counts",
+           "recompute_ladder"]
 
 #: Keys of the strategy string, in canonical order.
 STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "embedding", "sp",
@@ -649,8 +650,6 @@ def layer_recompute(names: Any, strategy: Strategy,
     if s.recompute != "full":
         return (s.recompute,) * len(names)
     starts, inside = _blocks(names)
-    if not any("." in n for n in names):
-        return ("full",) * len(names)
     modes = ["full" if inside[i] else "none" for i in range(len(names))]
     if s.recompute_layers is None:
         return tuple(modes)
@@ -667,6 +666,36 @@ def layer_recompute(names: Any, strategy: Strategy,
                         modes[i] = "none"
             k0 += size
     return tuple(modes)
+
+
+def partial_recompute_counts(workload: Any, strategy: Strategy) -> tuple[int, ...]:
+    """``recompute_layers`` values a search tries (cheapest first): a quarter, half and
+    three quarters of the blocks in one model chunk (``blocks / (pp x vpp)``), rounded
+    up, distinct and fewer than the chunk's blocks (that many is full recomputation).
+
+    Examples
+    --------
+    >>> from codesign.workloads import get_workload
+    >>> partial_recompute_counts(get_workload("llama3-8b"), Strategy(dp=8))
+    (8, 16, 24)
+    >>> partial_recompute_counts(get_workload("llama3-8b"), Strategy(pp=16))
+    (1,)
+    """
+    starts, _ = _blocks([layer.name for layer in workload.layers])
+    per_chunk = len(starts) // (strategy.pp * strategy.vpp)
+    return tuple(sorted({n for n in (math.ceil(per_chunk * f) for f in (0.25, 0.5, 0.75))
+                         if 0 < n < per_chunk}))
+
+
+def recompute_ladder(workload: Any, strategy: Strategy) -> tuple[Strategy, ...]:
+    """``strategy``'s recomputation variants, cheapest in time first and least memory
+    last: the modes that differ for the workload (:func:`recompute_modes`) with the
+    partial recomputations of :func:`partial_recompute_counts` before ``full``.  The
+    feasible start and the search's recomputation move walk it."""
+    s = replace(strategy, recompute_layers=None)
+    modes = [replace(s, recompute=m) for m in recompute_modes(workload)]
+    return tuple(modes[:-1] + [replace(s, recompute="full", recompute_layers=n)
+                               for n in partial_recompute_counts(workload, s)] + modes[-1:])
 
 
 def layer_strategies(names: Any, strategy: Strategy, stages: Any) -> tuple[Strategy, ...]:

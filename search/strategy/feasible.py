@@ -28,7 +28,9 @@ with every knob.
 Memory only falls along every knob's list (sequence parallelism: split norm/dropout
 activations; more micro-batches: smaller in-flight activations; higher ZeRO stage: less
 model state; more expert ranks: fewer experts per GPU; tables on servers: no replicated
-tables; recomputation: fewer saved activations), so a ``(tp, pp)`` whose most
+tables; recomputation: fewer saved activations, full recomputation the fewest --
+selective and partial recomputation are ordered by their time, not their memory, which
+the first fit of the enumeration does not need), so a ``(tp, pp)`` whose most
 memory-saving combination does not fit is skipped after one check; the enumeration costs
 O(divisor pairs + knob combinations of the first pair that fits) memory checks.
 
@@ -48,7 +50,8 @@ from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.memory import MemoryBreakdown, memory_per_gpu
 from codesign.workloads.model import Workload
 from codesign.workloads.placement import Placement
-from codesign.workloads.strategy import Strategy, check_applicable, is_table, recompute_modes
+from codesign.workloads.strategy import (
+    Strategy, check_applicable, is_table, recompute_ladder)
 from search.strategy.space import Candidate
 
 __all__ = ["Knob", "KNOBS", "feasible_start", "model_parallel_shapes"]
@@ -68,21 +71,21 @@ class Knob:
         ``options(strategy, workload) -> list[Strategy]``: variants of ``strategy``
         (which has ``dp``, ``tp``, ``pp`` fixed) along this knob, cheapest in time first,
         least memory last; the first is normally ``strategy`` itself.
-    costly : int
-        How many of the last options cost so much time (full recomputation: a third more
-        compute; ZeRO-3: parameters gathered every micro-batch) that more model
-        parallelism is tried first (module docstring).
+    costly : callable or None
+        ``costly(option) -> bool``: options that cost so much time (full or partial
+        recomputation: up to a third more compute; ZeRO-3: parameters gathered every
+        micro-batch) that more model parallelism is tried first (module docstring).
     """
 
     name: str
     options: Callable[[Strategy, Workload], list[Strategy]]
-    costly: int = 0
+    costly: Callable[[Strategy], bool] | None = None
 
     def choices(self, s: Strategy, w: Workload, *, cheap: bool) -> list[Strategy]:
-        """The options; with ``cheap``, without the last ``costly`` ones."""
+        """The options; with ``cheap``, without the costly ones (unless all are)."""
         out = self.options(s, w)
-        if cheap and self.costly and len(out) > self.costly:
-            out = out[:-self.costly]
+        if cheap and self.costly:
+            out = [o for o in out if not self.costly(o)] or out
         return out
 
 
@@ -118,8 +121,10 @@ def _sequence_parallel(s: Strategy, w: Workload) -> list[Strategy]:
 def _recompute(s: Strategy, w: Workload) -> list[Strategy]:
     # Selective recomputation reruns only the attention core (cheap, and only useful
     # where the s x s tensors are stored); full recomputation reruns the forward pass
-    # (a third more compute) and keeps only layer inputs (Korthikanti et al. Sec. 5).
-    return [replace(s, recompute=m) for m in recompute_modes(w)]
+    # (a third more compute) and keeps only layer inputs (Korthikanti et al. Sec. 5);
+    # between them partial recomputation of a quarter, half or three quarters of each
+    # model chunk's blocks fits a model that nearly fits for a fraction of the cost.
+    return list(recompute_ladder(w, s))
 
 
 def _experts(s: Strategy, w: Workload) -> list[Strategy]:
@@ -140,10 +145,10 @@ def _embedding(s: Strategy, w: Workload) -> list[Strategy]:
 KNOBS: tuple[Knob, ...] = (
     Knob("sp", _sequence_parallel),
     Knob("microbatches", _microbatches),
-    Knob("zero", _zero, costly=1),
+    Knob("zero", _zero, costly=lambda o: o.zero == 3),
     Knob("ep", _experts),
     Knob("embedding", _embedding),
-    Knob("recompute", _recompute, costly=1),
+    Knob("recompute", _recompute, costly=lambda o: o.recompute == "full"),
 )
 
 

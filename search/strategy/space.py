@@ -20,7 +20,8 @@ change alters one dimension of the configuration:
 ``zero``
     ZeRO stage up or down by one (any stage, with or without pipelining);
 ``recompute``
-    activation recomputation one step up or down (none, selective, full);
+    activation recomputation one step up or down (none, selective, partial --
+    ``recompute_layers`` a quarter, half, three quarters of a chunk's blocks -- full);
 ``sp``
     sequence parallelism on or off (with ``tp > 1``);
 ``schedule``
@@ -52,7 +53,7 @@ from codesign.errors import InvalidSpecError, invalid
 from codesign.workloads.model import Workload
 from codesign.workloads.placement import DEFAULT_ORDER, Placement
 from codesign.workloads.strategy import (
-    Strategy, as_strategy, check_applicable, is_table, recompute_modes)
+    Strategy, as_strategy, check_applicable, is_table, recompute_ladder)
 
 __all__ = ["Candidate", "MOVES", "propose", "initial_candidate", "prime_factors"]
 
@@ -205,13 +206,15 @@ def _move_zero(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate
 
 
 def _move_recompute(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
+    # One step along the recomputation ladder (none, selective, partial, full).
     s = c.strategy
-    modes = recompute_modes(w)
-    if s.recompute not in modes:
-        return replace(c, strategy=replace(s, recompute="none"))
-    i = modes.index(s.recompute)
-    options = [modes[j] for j in (i - 1, i + 1) if 0 <= j < len(modes)]
-    return replace(c, strategy=replace(s, recompute=options[rng.integers(len(options))]))
+    ladder = recompute_ladder(w, s)
+    if s not in ladder:   # a count beyond this stage shape's rungs, or an idle mode
+        i = len(ladder) - 1 if s.recompute == "full" else 0
+        return replace(c, strategy=ladder[i])
+    i = ladder.index(s)
+    options = [ladder[j] for j in (i - 1, i + 1) if 0 <= j < len(ladder)]
+    return replace(c, strategy=options[rng.integers(len(options))])
 
 
 def _move_sp(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:

@@ -13,7 +13,7 @@ from codesign.errors import InfeasibleError, InvalidSpecError
 from codesign.workloads import get_workload
 from codesign.workloads.hardware import Hardware
 from codesign.workloads.memory import memory_per_gpu
-from codesign.workloads.strategy import RECOMPUTE, Strategy, check_applicable
+from codesign.workloads.strategy import Strategy, check_applicable, recompute_ladder
 from search.strategy.mcmc import mcmc_search
 from search.strategy.feasible import feasible_start
 from search.strategy.space import Candidate, initial_candidate, propose
@@ -80,13 +80,14 @@ def test_finds_the_brute_force_optimum_over_axes_and_knobs() -> None:
         for cp in (1, 2, 4, 8):
             if dp * tp * pp * cp != 8:
                 continue
-            for rec, sp in itertools.product(RECOMPUTE, (False, True)):
+            for sp in (False, True):
                 try:
-                    s = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, recompute=rec, sp=sp)
-                    check_applicable(w, s)
+                    base = Strategy(dp=dp, tp=tp, pp=pp, cp=cp, sp=sp)
+                    check_applicable(w, base)
                 except InvalidSpecError:
                     continue
-                space.append(Candidate(s))
+                # every rung of the recomputation ladder, partial ones included
+                space += [Candidate(s) for s in recompute_ladder(w, base)]
     best = min(space, key=_hashed_time)
     r = mcmc_search(w, initial_candidate(w, 8), lambda cs: [_hashed_time(c) for c in cs],
                     budget=len(space), patience=20 * len(space), beta=0.05,
@@ -139,3 +140,22 @@ def test_the_any_knob_pass_gives_the_least_model_parallelism() -> None:
     anyknob = feasible_start(w, 512, "A100-80", gpus_per_server=4, passes=(False,)).strategy
     assert default.tp * default.pp > 1 and default.zero < 3
     assert (anyknob.dp, anyknob.zero) == (512, 3)
+
+
+def test_feasible_start_recomputes_only_the_blocks_it_must() -> None:
+    # One GPU and one sample (no model parallelism or micro-batches to try), flash
+    # attention (nothing for selective recomputation to drop): with memory between what
+    # none and what a quarter of the blocks recomputed need, the start takes the first
+    # rung of the recomputation ladder that fits -- partial, not full recomputation.
+    w = get_workload("gpt3-175b", layers=8, hidden=1024, heads=16, ffn=4096, vocab=1000,
+                     seq_len=2048, positions=2048, batch_size=1, flash_attention=True)
+    ladder = recompute_ladder(w, Strategy())
+    assert [(s.recompute, s.recompute_layers) for s in ladder] == [
+        ("none", None), ("full", 2), ("full", 4), ("full", 6), ("full", None)]
+    need = [memory_per_gpu(w, s, "H100").total_bytes for s in ladder]
+    assert need[0] > need[1] > need[2] > need[3] >= need[4]
+    gpu = Hardware(name="small", peak=(("fp16", 1e14),), memory_bytes=(need[0] + need[1]) / 2,
+                   memory_bandwidth_Bps=1e12, gpus_per_server=1, fabric="",
+                   fabric_bandwidth_Bps=1e11)
+    start = feasible_start(w, 1, gpu).strategy
+    assert (start.recompute, start.recompute_layers) == ("full", 2)
