@@ -65,11 +65,14 @@ SOURCE_NOTES = {
               "which is 57 % of this row's FLOPs -- with causal halving its iteration "
               "time would be 0.71 x the one entered",
     "megatron-bridge-h100": "fp8 with current scaling (FP8-CS: an amax pass before each "
-                            "cast, codesign.workloads.compute, FP8); the 70B and 405B rows "
-                            "(TP, PP, CP) within 3 %, the 8B one on Megatron-FSDP 21 % slow: "
-                            "its 14,451 tokens/s per GPU is 18 % above NeMo 24.07's 12,273 "
-                            "for the same model and tokens per GPU on the same DGX H100 a "
-                            "year earlier, which the model reproduces within 2 %",
+                            "cast, codesign.workloads.compute, FP8); gradients reduced in "
+                            "bf16 and the 8B row's first 5 of 32 layers recomputed, as the "
+                            "starter pack's scripts set them (runs.csv notes); the 70B and "
+                            "405B rows (TP, PP, CP) within 5 %, the 8B one on Megatron-FSDP "
+                            "26 % slow: its 14,451 tokens/s per GPU is 18 % above NeMo "
+                            "24.07's 12,273 for the same model and tokens per GPU on the "
+                            "same DGX H100 a year earlier, which the model reproduces "
+                            "within 3 %",
     "nemo-h100-fp8": "fp8 (Transformer Engine): weight GEMMs at the fp8 peak with their "
                      "cast_transpose kernels, attention and the output layer 16-bit "
                      "(codesign.workloads.compute, FP8); one GEMM efficiency for bf16 and "
