@@ -99,8 +99,8 @@ __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRA
 
 #: Keys of the strategy string, in canonical order.
 STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "embedding", "sp",
-                 "recompute", "recompute_layers", "schedule", "vpp", "split", "precision", "grad_precision",
-                 "cp_comm")
+                 "recompute", "recompute_layers", "schedule", "vpp", "split", "precision",
+                 "grad_precision", "cp_comm")
 #: Activation recomputation modes (Korthikanti et al. 2022, Sec. 5).
 RECOMPUTE = ("none", "selective", "full")
 #: Pipeline schedules.
@@ -653,7 +653,7 @@ def layer_recompute(names: Any, strategy: Strategy,
     modes = ["full" if inside[i] else "none" for i in range(len(names))]
     if s.recompute_layers is None:
         return tuple(modes)
-    bounds = starts + [max(i for i in range(len(names)) if inside[i]) + 1]
+    bounds = starts + [max((i for i in range(len(names)) if inside[i]), default=-1) + 1]
     for start, stop in stages:
         blocks = [k for k in range(len(starts)) if start <= starts[k] < stop]
         q, r = divmod(len(blocks), s.vpp)
