@@ -987,7 +987,8 @@ def build_parser() -> argparse.ArgumentParser:
             "layers, hidden, heads, kv_heads, head_dim, ffn, vocab, seq_len, experts, top_k, "
             "capacity_factor, shared_experts, precision)")
     p.add_argument("--strategy", help="dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z]"
-                   "[,ep=E][,embedding=data|model][,sp=true][,recompute=none|selective|full]"
+                   "[,ep=E][,etp=1][,embedding=data|model][,sp=true]"
+                   "[,recompute=none|selective|full]"
                    "[,recompute_layers=N]"
                    "[,schedule=1f1b|interleaved|gpipe][,vpp=V][,split=balanced|layers]"
                    "[,precision=...][,grad_precision=fp32|bf16|fp16][,cp_comm=ring|allgather] "

@@ -557,7 +557,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         ep_groups = placement.ep_groups(s, p) if s.ep > 1 else []
         cp_groups = placement.cp_groups(s, p) if C > 1 else []
         dp_groups = placement.dp_groups(s, p) if s.data_ranks > 1 else []
-        xdp_groups = placement.expert_dp_groups(s, p) if s.dp // s.ep > 1 else []
+        xdp_groups = placement.expert_dp_groups(s, p) if s.expert_dp > 1 else []
         blocks: list[list[Op]] = []
         dense_stream: list[tuple[str, float]] = []
         expert_stream: list[tuple[str, float]] = []
@@ -605,8 +605,13 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                                  stage=p, repeat=m, hidden_s=core * b_s / 2)
                     for kind in ("allgather", "reducescatter") for grp in cp_groups] \
                 if kv else []
-            tp_f = tp_ops(shard.tp_bytes(b, "forward"), "forward", layer, p, tp_groups, f_s)
-            tp_b = tp_ops(shard.tp_bytes(b, "backward"), "backward", layer, p, tp_groups, b_s,
+            # Folded experts (etp=1) take their tokens from the all-to-all and return
+            # them whole: no TP collective unless shared experts (split like the dense
+            # layers) need theirs.
+            layer_tp = tp_groups if not (layer.experts and shard.folded_experts_only) \
+                else []
+            tp_f = tp_ops(shard.tp_bytes(b, "forward"), "forward", layer, p, layer_tp, f_s)
+            tp_b = tp_ops(shard.tp_bytes(b, "backward"), "backward", layer, p, layer_tp, b_s,
                           regather=shard.tp_bytes(b, "forward"))
             # Activation recomputation reruns (part of) the forward before the backward;
             # full recomputation repeats the forward's communication too.

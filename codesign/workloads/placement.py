@@ -176,19 +176,35 @@ class Placement:
         g = self.rank_grid(strategy)
         return [tuple(sorted(int(r) for r in g[t, :, stage])) for t in range(strategy.tp)]
 
-    def ep_groups(self, strategy: Strategy, stage: int) -> list[tuple[int, ...]]:
-        """Expert-parallel groups of stage ``stage``: ``ep`` consecutive DP indices."""
-        g = self.rank_grid(strategy)
+    def _expert_grid(self, strategy: Strategy, stage: int) -> np.ndarray:
+        """Ranks of stage ``stage`` as ``[etp index, ep index, expert-dp index]``.
+
+        Without folding (``etp = tp``) every TP index has its own expert grid over the
+        data axis (``ep`` consecutive DP indices form an expert-parallel group); with
+        ``etp = 1`` the ``tp x dp`` ranks, TP index fastest, are laid out expert-parallel
+        first, then expert-data-parallel (Megatron-core's expert rank order: ETP, EP,
+        EDP)."""
+        g = self.rank_grid(strategy)[:, :, stage]      # [tp, dp x cp]
         e = strategy.ep
-        return [tuple(sorted(int(r) for r in g[t, b * e:(b + 1) * e, stage]))
-                for t in range(strategy.tp) for b in range(strategy.dp // e)]
+        if strategy.expert_tp == strategy.tp:
+            return g.reshape(strategy.tp, g.shape[1] // e, e).transpose(0, 2, 1)
+        flat = g.T.reshape(-1)               # TP index fastest (ep > 1 needs cp = 1)
+        return flat.reshape(flat.size // e, e).T[None, :, :]
+
+    def ep_groups(self, strategy: Strategy, stage: int) -> list[tuple[int, ...]]:
+        """Expert-parallel groups of stage ``stage`` (:meth:`_expert_grid`): without
+        folding ``ep`` consecutive DP indices of each TP index, with ``etp = 1`` ``ep``
+        consecutive ranks of the stage's ``tp x dp`` (TP index fastest)."""
+        x = self._expert_grid(strategy, stage)
+        return [tuple(sorted(int(r) for r in x[t, :, b]))
+                for t in range(x.shape[0]) for b in range(x.shape[2])]
 
     def expert_dp_groups(self, strategy: Strategy, stage: int) -> list[tuple[int, ...]]:
-        """Groups holding replicas of the same experts: same ``e``, every ``b``."""
-        g = self.rank_grid(strategy)
-        e = strategy.ep
-        return [tuple(sorted(int(r) for r in g[t, k::e, stage]))
-                for t in range(strategy.tp) for k in range(e)]
+        """Groups holding replicas of the same experts: same expert-parallel index,
+        every expert-data-parallel one."""
+        x = self._expert_grid(strategy, stage)
+        return [tuple(sorted(int(r) for r in x[t, k, :]))
+                for t in range(x.shape[0]) for k in range(x.shape[1])]
 
     def stage_ranks(self, strategy: Strategy, stage: int) -> tuple[int, ...]:
         """Every rank of pipeline stage ``stage`` (sorted)."""

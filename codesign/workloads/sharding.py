@@ -60,10 +60,10 @@ __all__ = ["LayerShard", "shard_layer", "layer_params_per_gpu", "activation_byte
 def layer_params_per_gpu(layer: Any, strategy: Strategy) -> tuple[float, float]:
     """Parameters of ``layer`` one GPU holds before ZeRO: ``(shared, expert)`` (rule
     **Parameters** of the module docstring)."""
-    t = strategy.tp if layer.tp_shardable else 1
+    t, et = (strategy.tp, strategy.expert_tp) if layer.tp_shardable else (1, 1)
     expert = float(layer.expert_params)
     shared = float(layer.params) - expert
-    return shared / t, expert / (t * strategy.ep)
+    return shared / t, expert / (et * strategy.ep)
 
 
 def activation_bytes_per_sample(layer: Any, strategy: Strategy) -> float:
@@ -179,12 +179,15 @@ class LayerShard:
         ``experts = 0``)."""
         layer, s = self.layer, self.strategy
         shared, expert = self.params
-        T = s.tp if layer.tp_shardable else 1
+        T, ET = (s.tp, s.expert_tp) if layer.tp_shardable else (1, 1)
         t = T * s.cp
         E = s.ep if layer.experts else 1
-        gemms = tuple((m / s.cp * (E if shard in ("en", "ek") else 1),
-                       n / T if shard in ("n", "en") else n,
-                       k / T if shard in ("k", "ek") else k,
+        # Expert GEMMs: split by the experts' own tensor parallelism ET, each GPU's
+        # experts gathering E ranks' tokens, which are 1 / T of a sample's with ET < T
+        # (the sequence-parallel split; ET = T: E x the tokens every TP rank holds).
+        gemms = tuple((m / s.cp * (E * ET / T if shard in ("en", "ek") else 1),
+                       n / (ET if shard == "en" else T) if shard in ("n", "en") else n,
+                       k / (ET if shard == "ek" else T) if shard in ("k", "ek") else k,
                        c / T if shard == "count" else c / E if shard in ("en", "ek") else c,
                        shard)
                       for m, n, k, c, shard in layer.gemms) if t * E > 1 else layer.gemms
@@ -224,6 +227,15 @@ class LayerShard:
         per = (self.layer.tp_allreduce_bytes if phase == "forward"
                else self.layer.tp_bwd_allreduce_bytes)
         return batch * per / self.strategy.cp
+
+    @property
+    def folded_experts_only(self) -> bool:
+        """Whether this expert layer runs without tensor-parallel collectives: its
+        experts are folded (``etp = 1`` with ``tp > 1``) and it has no shared experts
+        (no GEMM split like the dense layers')."""
+        s, layer = self.strategy, self.layer
+        return (bool(layer.experts) and s.expert_tp == 1 and s.tp > 1
+                and not any(g[4] in ("n", "k") for g in layer.gemms))
 
     def ep_alltoall_bytes(self, batch: float) -> float:
         """Per-rank send buffer of the expert dispatch (and combine) all-to-all, bytes."""

@@ -2,7 +2,7 @@
 
 The strategy string is fixed by docs/architecture.md section 6::
 
-    dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]
+    dp=D,tp=T,pp=P[,microbatches=M][,zero=Z][,ep=E][,etp=1|T][,embedding=data|model]
       [,cp=C][,sp=true|false][,recompute=none|selective|full][,recompute_layers=N]
       [,schedule=1f1b|interleaved|gpipe][,vpp=V][,split=balanced|layers]
       [,precision=fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8][,grad_precision=fp32|bf16|fp16]
@@ -18,7 +18,16 @@ The strategy string is fixed by docs/architecture.md section 6::
   gathered for each micro-batch's forward and backward), which the demand emits.
 * ``ep`` expert-parallel ranks for mixture-of-experts layers.  As in Megatron-LM and
   DeepSpeed-MoE, the expert-parallel group is carved out of the data-parallel group
-  (``ep`` divides ``dp``).
+  (``ep`` divides ``dp``) while the experts keep the tensor parallelism of the dense
+  layers.
+* ``etp`` the experts' own tensor parallelism (Megatron-core's
+  ``--expert-tensor-parallel-size``; "MoE parallel folding", Liu et al. 2025, arXiv
+  2504.14960): ``tp`` (the default: experts split like the dense layers) or ``1``:
+  the expert layers fold the ``tp x dp`` ranks of a stage into ``ep`` expert-parallel
+  ranks times ``tp x dp / ep`` expert-data-parallel replicas (``ep`` divides ``tp x
+  dp``, so it may exceed ``dp``), every expert whole on its rank; tokens reach it by
+  the all-to-all from the sequence-parallel split, and the routed experts' output needs
+  no tensor-parallel reduction (shared experts, split like the dense layers, keep it).
 * ``embedding=data`` replicates embedding tables; ``embedding=model`` places each table
   whole on one server (TopoOpt Sec. 2.1, the DLRM hybrid).
 * ``cp`` context parallelism (Megatron-LM's context parallel, ring attention; Liu et al.
@@ -90,7 +99,7 @@ from codesign.specs import check_int
 from codesign.workloads.model import PRECISIONS
 
 __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRATEGY_KEYS",
-           "GRAD_PRECISIONS", "CP_COMMS",
+           "GRAD_PRECISIONS", "CP_COMMS", "ETP_CHOICES",
            "pipeline_stages", "bubble_fraction", "is_table",
            "check_applicable", "stage_bounds", "RECOMPUTE", "SCHEDULES", "PRECISIONS",
            "inflight_microbatches", "recompute_modes", "SPLITS", "block_stages",
@@ -98,7 +107,7 @@ __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRA
            "recompute_ladder"]
 
 #: Keys of the strategy string, in canonical order.
-STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "embedding", "sp",
+STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "etp", "embedding", "sp",
                  "recompute", "recompute_layers", "schedule", "vpp", "split", "precision",
                  "grad_precision", "cp_comm")
 #: Activation recomputation modes (Korthikanti et al. 2022, Sec. 5).
@@ -115,7 +124,8 @@ _MAX_DEGREE = 10**7          # far above any cluster
 _MAX_MICROBATCHES = 10**9
 _EMBEDDING = ("data", "model")
 _BOOL = {"true": True, "false": False}
-_FORM = ("dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z][,ep=E][,embedding=data|model]"
+_FORM = ("dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z][,ep=E][,etp=1|T]"
+         "[,embedding=data|model]"
          "[,sp=true|false][,recompute=none|selective|full][,recompute_layers=N]"
          "[,schedule=1f1b|interleaved|gpipe]"
          "[,vpp=V][,split=balanced|layers][,precision=fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8]"
@@ -144,7 +154,10 @@ class Strategy:
     zero : int
         ZeRO stage, 0..3.
     ep : int
-        Expert-parallel degree; divides ``dp``.
+        Expert-parallel degree; divides ``dp`` (``tp x dp`` with ``etp=1``).
+    etp : int or None
+        Tensor parallelism of the expert layers: ``None`` (= ``tp``) or ``1`` (parallel
+        folding, module docstring).
     embedding : str
         ``"data"`` (replicated tables) or ``"model"`` (tables placed on servers).
     sp : bool
@@ -185,6 +198,7 @@ class Strategy:
     microbatches: int | None = None
     zero: int = 0
     ep: int = 1
+    etp: int | None = None
     embedding: str = "data"
     cp: int = 1
     sp: bool = False
@@ -204,6 +218,8 @@ class Strategy:
             _degree("microbatches", self.microbatches, _MAX_MICROBATCHES)
         if self.recompute_layers is not None:
             _degree("recompute_layers", self.recompute_layers)
+        if self.etp is not None:
+            _degree("etp", self.etp)
         if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
             raise invalid("strategy zero", self.zero, "0, 1, 2 or 3 (the ZeRO stage)")
         for name, choices in _CHOICES.items():
@@ -214,10 +230,18 @@ class Strategy:
                 raise invalid(f"strategy {name}", value, " or ".join(choices))
         if not isinstance(self.sp, bool):
             raise invalid("strategy sp", self.sp, "true or false")
-        if self.dp % self.ep:
+        if self.etp is not None and self.etp not in (1, self.tp):
+            raise invalid("strategy etp", self.etp,
+                          f"1 or tp ({self.tp}): expert tensor parallelism between the two "
+                          "is not modelled")
+        if self.expert_tp == self.tp and self.dp % self.ep:
             raise invalid("strategy ep", self.ep,
                           f"a divisor of dp ({self.dp}): expert-parallel groups are carved "
-                          "out of the data-parallel group")
+                          "out of the data-parallel group (or etp=1 to fold them out of "
+                          "tp x dp)")
+        if (self.tp * self.dp) % (self.ep * self.expert_tp):
+            raise invalid("strategy ep", self.ep,
+                          f"a divisor of tp x dp ({self.tp * self.dp}) with etp=1")
         if self.sp and self.tp == 1:
             raise invalid("strategy sp", "true", "false with tp=1 (sequence parallelism "
                           "splits the tensor-parallel group's activations)")
@@ -251,6 +275,17 @@ class Strategy:
         return self.dp * self.tp * self.pp * self.cp
 
     @property
+    def expert_tp(self) -> int:
+        """Tensor-parallel ranks of an expert: ``etp``, by default ``tp``."""
+        return self.tp if self.etp is None else self.etp
+
+    @property
+    def expert_dp(self) -> int:
+        """Replicas of each expert in a stage: ``tp x dp / (ep x etp)`` (``dp / ep``
+        without folding)."""
+        return self.tp * self.dp // (self.ep * self.expert_tp)
+
+    @property
     def data_ranks(self) -> int:
         """Ranks holding the same weights of a stage: ``dp x cp`` (the gradient group)."""
         return self.dp * self.cp
@@ -261,8 +296,8 @@ class Strategy:
 
         Dense parameters over the ``dp x cp`` ranks holding the same weights (Megatron-LM's
         distributed optimizer uses the data-parallel group with context parallelism),
-        expert parameters over their ``dp / ep`` replicas."""
-        return (self.data_ranks, self.dp // self.ep) if self.zero else (1, 1)
+        expert parameters over their :attr:`expert_dp` replicas."""
+        return (self.data_ranks, self.expert_dp) if self.zero else (1, 1)
 
     @property
     def m(self) -> int:
@@ -286,7 +321,7 @@ class Strategy:
 
     def to_dict(self) -> dict[str, Any]:
         return {"dp": self.dp, "tp": self.tp, "pp": self.pp, "cp": self.cp,
-                "microbatches": self.m, "zero": self.zero, "ep": self.ep,
+                "microbatches": self.m, "zero": self.zero, "ep": self.ep, "etp": self.etp,
                 "embedding": self.embedding, "sp": self.sp, "recompute": self.recompute,
                 "recompute_layers": self.recompute_layers,
                 "schedule": self.schedule, "vpp": self.vpp, "split": self.split,
@@ -376,8 +411,8 @@ def parse_strategy(text: str) -> Strategy:
     Examples
     --------
     >>> parse_strategy("dp=4,tp=8,pp=2,microbatches=16,zero=1")
-    Strategy(dp=4, tp=8, pp=2, microbatches=16, zero=1, ep=1, embedding='data', cp=1, \
-sp=False, recompute='none', recompute_layers=None, schedule='1f1b', vpp=1, \
+    Strategy(dp=4, tp=8, pp=2, microbatches=16, zero=1, ep=1, etp=None, embedding='data', \
+cp=1, sp=False, recompute='none', recompute_layers=None, schedule='1f1b', vpp=1, \
 split='balanced', precision=None, grad_precision=None, cp_comm='ring')
     >>> str(parse_strategy("dp=8,tp=8,pp=16,sp=true,recompute=selective"))
     'dp=8,tp=8,pp=16,sp=true,recompute=selective'

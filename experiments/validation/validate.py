@@ -140,7 +140,11 @@ MOE_TEXT = ("Mixture-of-experts runs (not fitted)",
             "router, token permutation and per-expert kernels cost far more than the "
             "model's HBM-bound permutation and grouped GEMMs, and the same configuration "
             "ran 2x faster one container release earlier (runs' notes), so no hardware "
-            "parameter could be fitted to it.  `evaluate` reports no validated error for "
+            "parameter could be fitted to it; Qwen3-235B-A22B on 256 H100 (expert "
+            "parallelism 32 folded over tensor x data parallelism, strategy etp=1) comes "
+            "out slow, the expert all-to-all across four nodes being most of its "
+            "predicted time while the run overlaps it with other micro-batches' compute "
+            "(moe_a2a_overlap, not modelled).  `evaluate` reports no validated error for "
             "MoE workloads (`model_error` null).")
 
 

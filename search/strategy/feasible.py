@@ -128,11 +128,21 @@ def _recompute(s: Strategy, w: Workload) -> list[Strategy]:
 
 
 def _experts(s: Strategy, w: Workload) -> list[Strategy]:
+    # More expert-parallel ranks: fewer experts per GPU.  Carved out of dp first; with
+    # tensor parallelism the experts can also fold tp x dp (etp=1), which reaches
+    # expert-parallel degrees above dp.
     experts = sorted({layer.experts for layer in w.layers if layer.experts})
     if not experts:
         return [s]
-    return [replace(s, ep=e) for e in range(1, s.dp + 1)
-            if s.dp % e == 0 and all(x % e == 0 for x in experts)]
+    out = []
+    for e in range(1, s.tp * s.dp + 1):
+        if (s.tp * s.dp) % e or any(x % e for x in experts):
+            continue
+        if s.dp % e == 0:
+            out.append(replace(s, ep=e, etp=None))
+        elif s.tp > 1:
+            out.append(replace(s, ep=e, etp=1))
+    return out
 
 
 def _embedding(s: Strategy, w: Workload) -> list[Strategy]:

@@ -27,7 +27,8 @@ change alters one dimension of the configuration:
 ``schedule``
     pipeline schedule: 1F1B, interleaved (``vpp`` doubled or halved), GPipe;
 ``ep``
-    multiply or divide the expert-parallel degree by a prime (MoE workloads);
+    multiply or divide the expert-parallel degree by a prime (MoE workloads); beyond
+    ``dp`` the experts fold ``tp x dp`` (``etp=1``);
 ``embedding``
     switch embedding tables between replicated (``data``) and placed (``model``, TopoOpt
     Sec. 2.1's hybrid);
@@ -145,7 +146,8 @@ def _has_attention(w: Workload) -> bool:
 def _consistent(s: Strategy, **values: Any) -> Strategy:
     """``s`` with ``values`` (axis degrees, micro-batches) and the knobs that depend on
     them made valid again: micro-batches at least ``pp`` (1F1B fill) and a multiple of it
-    for the interleaved schedule, ``ep`` a divisor of ``dp``, ``sp`` only with ``tp > 1``,
+    for the interleaved schedule, ``ep`` a divisor of ``dp`` (of ``tp x dp`` with folded
+    experts, ``etp=1``), ``sp`` only with ``tp > 1``,
     ``cp`` only with ``ep = 1``, placed tables only without model parallelism."""
     new = {k: values.get(k, getattr(s, k)) for k in ("dp", "tp", "pp", "cp")}
     micro = values.get("microbatches", s.microbatches)
@@ -160,9 +162,12 @@ def _consistent(s: Strategy, **values: Any) -> Strategy:
         m = micro if micro is not None else new["pp"]
         if m % new["pp"]:
             micro = -(-m // new["pp"]) * new["pp"]
-    ep = s.ep if new["dp"] % s.ep == 0 and new["cp"] == 1 else 1
+    folded = s.etp == 1 and new["tp"] > 1
+    ranks = new["dp"] * (new["tp"] if folded else 1)
+    ep = s.ep if ranks % s.ep == 0 and new["cp"] == 1 else 1
+    etp = 1 if folded and ep > 1 else None
     embedding = s.embedding if new["tp"] == new["pp"] == new["cp"] == 1 else "data"
-    return replace(s, microbatches=micro, ep=ep, embedding=embedding,
+    return replace(s, microbatches=micro, ep=ep, etp=etp, embedding=embedding,
                    sp=s.sp and new["tp"] > 1, schedule=schedule, vpp=vpp, **new)
 
 
@@ -242,19 +247,22 @@ def _move_schedule(c: Candidate, rng: np.random.Generator, w: Workload) -> Candi
 
 
 def _move_ep(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
+    # Multiply or divide ep by a prime; beyond dp the experts fold tp x dp (etp=1).
     s = c.strategy
     experts = _experts(w)
     if not experts:
         return None
+    ranks = s.tp * s.dp
     options = []
-    for p in sorted(set(prime_factors(s.dp))):
+    for p in sorted(set(prime_factors(ranks))):
         e = s.ep * p
-        if s.dp % e == 0 and all(x % e == 0 for x in experts):
+        if ranks % e == 0 and all(x % e == 0 for x in experts):
             options.append(e)
     options += [s.ep // p for p in sorted(set(prime_factors(s.ep)))]
     if not options:
         return None
-    return replace(c, strategy=replace(s, ep=options[rng.integers(len(options))]))
+    e = options[rng.integers(len(options))]
+    return replace(c, strategy=replace(s, ep=e, etp=None if s.dp % e == 0 else 1))
 
 
 def _move_embedding(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:

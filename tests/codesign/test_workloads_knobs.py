@@ -4,6 +4,8 @@ sharded optimizers with pipelining, precision, MoE capacity, published configura
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -501,6 +503,65 @@ def test_moe_capacity_factor_and_shared_experts() -> None:
     assert shared.params - base.params == one_expert
     assert shared.expert_params == base.expert_params      # replicated, not expert-sharded
     assert shared.fwd_flops - base.fwd_flops == pytest.approx((base.fwd_flops - router) / 2)
+
+
+def _moe(**extra):
+    return get_workload("mixtral-8x7b", layers=1, hidden=256, heads=8, kv_heads=8, ffn=512,
+                        vocab=1000, seq_len=64, experts=8, top_k=2, batch_size=8, **extra)
+
+
+def test_folded_experts_reach_expert_parallelism_beyond_dp() -> None:
+    # tp=4, dp=2 on 8 GPUs: without folding ep divides dp (at most 2); with etp=1 the
+    # expert layer folds the 8 ranks into ep=8, one whole expert per GPU (Liu et al.
+    # 2025, "MoE parallel folding").
+    with pytest.raises(InvalidSpecError, match="strategy ep.*etp=1"):
+        parse_strategy("dp=2,tp=4,ep=8")
+    with pytest.raises(InvalidSpecError, match="strategy etp"):
+        parse_strategy("dp=2,tp=4,ep=4,etp=2")
+    s = parse_strategy("dp=2,tp=4,sp=true,ep=8,etp=1")
+    assert (s.expert_tp, s.expert_dp) == (1, 1)
+    assert str(s) == "dp=2,tp=4,pp=1,ep=8,etp=1,sp=true"
+    w = _moe()
+    layer = w.layer("block0.mlp")
+    sh = shard_layer(layer, s)
+    one_expert = layer.expert_params / 8
+    router_and_norm = layer.params - layer.expert_params
+    assert sh.params == pytest.approx((router_and_norm / 4, one_expert))
+    # The expert GEMMs of one GPU: its one expert whole (N, K unsplit), fed with the
+    # tokens of 8 ranks that each hold 1/4 of a sample (sequence parallelism): 2 x a
+    # sample's tokens per expert; the FLOPs per GPU are the unfolded 1/tp share.
+    unfolded = shard_layer(layer, parse_strategy("dp=2,tp=4,sp=true,ep=2"))
+    for (m, n, k, c, tag), (m0, n0, k0, c0, _) in zip(sh.local.gemms, layer.gemms):
+        if tag in ("en", "ek"):
+            assert (m, n, k, c) == pytest.approx((m0 * 8 / 4, n0, k0, c0 / 8))
+    assert sh.local.fwd_flops == pytest.approx(unfolded.local.fwd_flops)
+    # No TP collective for the routed experts; the attention keeps its.
+    pl = Placement(servers=1, gpus_per_server=8)
+    tp_layers = {o.layer for o in demand_for(w, s, "H100", pl, check=False).collectives()
+                 if o.purpose == "tp"}
+    assert "block0.attn" in tp_layers and "block0.mlp" not in tp_layers
+    ep = [o for o in demand_for(w, s, "H100", pl, check=False).collectives()
+          if o.purpose == "ep"]
+    assert ep and all(o.members == tuple(range(8)) for o in ep)
+    # A shared expert is split like the dense layers and keeps its TP collective.
+    shared = _moe(shared_experts=1)
+    tp_layers = {o.layer for o in demand_for(shared, s, "H100", pl, check=False).collectives()
+                 if o.purpose == "tp"}
+    assert "block0.mlp" in tp_layers
+
+
+def test_folded_expert_groups_follow_megatron_rank_order() -> None:
+    # etp=1 over tp=2 x dp=4 (TP index fastest): ep=4 takes 4 consecutive ranks, the
+    # expert-data-parallel replicas are 4 apart; unfolded, ep=2 pairs DP indices per TP
+    # index as before.
+    s = parse_strategy("dp=4,tp=2,ep=4,etp=1")
+    pl = Placement.for_strategy(s, 8)
+    assert pl.ep_groups(s, 0) == [(0, 1, 2, 3), (4, 5, 6, 7)]
+    assert pl.expert_dp_groups(s, 0) == [(0, 4), (1, 5), (2, 6), (3, 7)]
+    assert s.zero_groups == (1, 1) and replace(s, zero=1).zero_groups == (4, 2)
+    u = parse_strategy("dp=4,tp=2,ep=2")
+    assert pl.ep_groups(u, 0) == [(0, 2), (4, 6), (1, 3), (5, 7)]
+    assert pl.expert_dp_groups(u, 0) == [(0, 4), (2, 6), (1, 5), (3, 7)]
 
 
 # --------------------------------------------------------------------------- published

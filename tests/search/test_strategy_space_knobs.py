@@ -159,3 +159,24 @@ def test_feasible_start_recomputes_only_the_blocks_it_must() -> None:
                    fabric_bandwidth_Bps=1e11)
     start = feasible_start(w, 1, gpu).strategy
     assert (start.recompute, start.recompute_layers) == ("full", 2)
+
+
+def test_expert_knob_and_move_fold_tp_x_dp() -> None:
+    # 8 experts on tp=4 x dp=2: ep 1 and 2 carved out of dp, 4 and 8 folded (etp=1).
+    from search.strategy.feasible import KNOBS
+    w = get_workload("mixtral-8x7b", layers=2, hidden=256, heads=8, kv_heads=8, ffn=512,
+                     vocab=1000, seq_len=64, batch_size=16)
+    knob = next(k for k in KNOBS if k.name == "ep")
+    options = knob.choices(Strategy(dp=2, tp=4, sp=True), w, cheap=False)
+    assert [(s.ep, s.etp) for s in options] == [(1, None), (2, None), (4, 1), (8, 1)]
+    rng = np.random.default_rng(3)
+    c = initial_candidate(w, 8, "dp=2,tp=4,sp=true")
+    seen = set()
+    for _ in range(300):
+        new = propose(c, w, rng, gpus_per_server=8, moves=("axes", "ep"))
+        if new is None:
+            continue
+        check_applicable(w, new.strategy)
+        seen.add((new.strategy.ep, new.strategy.etp))
+        c = new
+    assert any(etp == 1 and ep > 1 for ep, etp in seen)
