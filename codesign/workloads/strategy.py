@@ -26,7 +26,8 @@ The strategy string is fixed by docs/architecture.md section 6::
   the expert layers fold the ``tp x dp`` ranks of a stage into ``ep`` expert-parallel
   ranks times ``tp x dp / ep`` expert-data-parallel replicas (``ep`` divides ``tp x
   dp``, so it may exceed ``dp``), every expert whole on its rank; tokens reach it by
-  the all-to-all from the sequence-parallel split, and the routed experts' output needs
+  the all-to-all from the sequence-parallel split (so ``etp=1`` with ``tp > 1`` needs
+  ``sp=true``, as Megatron-core requires), and the routed experts' output needs
   no tensor-parallel reduction (shared experts, split like the dense layers, keep it).
 * ``embedding=data`` replicates embedding tables; ``embedding=model`` places each table
   whole on one server (TopoOpt Sec. 2.1, the DLRM hybrid).
@@ -234,6 +235,10 @@ class Strategy:
             raise invalid("strategy etp", self.etp,
                           f"1 or tp ({self.tp}): expert tensor parallelism between the two "
                           "is not modelled")
+        if self.expert_tp < self.tp and not self.sp:
+            raise invalid("strategy etp", self.etp,
+                          f"tp ({self.tp}) unless sp=true: folded experts take the "
+                          "sequence-parallel split of the tokens (Megatron-core's rule)")
         if self.expert_tp == self.tp and self.dp % self.ep:
             raise invalid("strategy ep", self.ep,
                           f"a divisor of dp ({self.dp}): expert-parallel groups are carved "

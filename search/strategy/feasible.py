@@ -140,8 +140,8 @@ def _experts(s: Strategy, w: Workload) -> list[Strategy]:
             continue
         if s.dp % e == 0:
             out.append(replace(s, ep=e, etp=None))
-        elif s.tp > 1:
-            out.append(replace(s, ep=e, etp=1))
+        elif s.tp > 1:   # folded experts take the sequence-parallel split
+            out.append(replace(s, ep=e, etp=1, sp=True))
     return out
 
 

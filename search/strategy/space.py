@@ -162,7 +162,7 @@ def _consistent(s: Strategy, **values: Any) -> Strategy:
         m = micro if micro is not None else new["pp"]
         if m % new["pp"]:
             micro = -(-m // new["pp"]) * new["pp"]
-    folded = s.etp == 1 and new["tp"] > 1
+    folded = s.etp == 1 and new["tp"] > 1 and s.sp
     ranks = new["dp"] * (new["tp"] if folded else 1)
     ep = s.ep if ranks % s.ep == 0 and new["cp"] == 1 else 1
     etp = 1 if folded and ep > 1 else None
@@ -262,7 +262,10 @@ def _move_ep(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate |
     if not options:
         return None
     e = options[rng.integers(len(options))]
-    return replace(c, strategy=replace(s, ep=e, etp=None if s.dp % e == 0 else 1))
+    if s.dp % e == 0:
+        return replace(c, strategy=replace(s, ep=e, etp=None))
+    # folded experts take the sequence-parallel split
+    return replace(c, strategy=replace(s, ep=e, etp=1, sp=True))
 
 
 def _move_embedding(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:

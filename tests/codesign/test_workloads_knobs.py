@@ -517,7 +517,9 @@ def test_folded_experts_reach_expert_parallelism_beyond_dp() -> None:
     with pytest.raises(InvalidSpecError, match="strategy ep.*etp=1"):
         parse_strategy("dp=2,tp=4,ep=8")
     with pytest.raises(InvalidSpecError, match="strategy etp"):
-        parse_strategy("dp=2,tp=4,ep=4,etp=2")
+        parse_strategy("dp=2,tp=4,sp=true,ep=4,etp=2")
+    with pytest.raises(InvalidSpecError, match="strategy etp.*sp=true"):
+        parse_strategy("dp=2,tp=4,ep=8,etp=1")
     s = parse_strategy("dp=2,tp=4,sp=true,ep=8,etp=1")
     assert (s.expert_tp, s.expert_dp) == (1, 1)
     assert str(s) == "dp=2,tp=4,pp=1,ep=8,etp=1,sp=true"
@@ -554,7 +556,7 @@ def test_folded_expert_groups_follow_megatron_rank_order() -> None:
     # etp=1 over tp=2 x dp=4 (TP index fastest): ep=4 takes 4 consecutive ranks, the
     # expert-data-parallel replicas are 4 apart; unfolded, ep=2 pairs DP indices per TP
     # index as before.
-    s = parse_strategy("dp=4,tp=2,ep=4,etp=1")
+    s = parse_strategy("dp=4,tp=2,sp=true,ep=4,etp=1")
     pl = Placement.for_strategy(s, 8)
     assert pl.ep_groups(s, 0) == [(0, 1, 2, 3), (4, 5, 6, 7)]
     assert pl.expert_dp_groups(s, 0) == [(0, 4), (1, 5), (2, 6), (3, 7)]

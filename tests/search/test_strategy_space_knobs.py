@@ -167,10 +167,11 @@ def test_expert_knob_and_move_fold_tp_x_dp() -> None:
     w = get_workload("mixtral-8x7b", layers=2, hidden=256, heads=8, kv_heads=8, ffn=512,
                      vocab=1000, seq_len=64, batch_size=16)
     knob = next(k for k in KNOBS if k.name == "ep")
-    options = knob.choices(Strategy(dp=2, tp=4, sp=True), w, cheap=False)
-    assert [(s.ep, s.etp) for s in options] == [(1, None), (2, None), (4, 1), (8, 1)]
+    options = knob.choices(Strategy(dp=2, tp=4), w, cheap=False)
+    assert [(s.ep, s.etp, s.sp) for s in options] == [
+        (1, None, False), (2, None, False), (4, 1, True), (8, 1, True)]
     rng = np.random.default_rng(3)
-    c = initial_candidate(w, 8, "dp=2,tp=4,sp=true")
+    c = initial_candidate(w, 8, "dp=2,tp=4")
     seen = set()
     for _ in range(300):
         new = propose(c, w, rng, gpus_per_server=8, moves=("axes", "ep"))
