@@ -2,7 +2,8 @@
 
 GPT-3 175B on 1024 A100 GPUs (128 servers of 8) with Megatron-style strategies (TP 8
 inside the server, PP 16, sequence parallelism, distributed optimizer, recomputation,
-interleaving, context parallelism), timed by :func:`evaluators.iteration.evaluate` on a
+interleaving, context parallelism, partial recomputation; Mixtral 8x7B with its experts
+folded over tensor x data parallelism), timed by :func:`evaluators.iteration.evaluate` on a
 fat-tree (``fattree:k=8``: 128 servers) through the ``flow`` network model (``auto`` collectives and routing: ring and ECMP on
 switched fabrics) from a freshly built topology (cold caches).  Target (issue 15): under 2 s per evaluation, so that
 sweeps with a strategy search stay fast.  Also reports Llama 3 405B's published
@@ -38,6 +39,10 @@ CASES = (
      "recompute=selective"),
     ("gpt3-175b", "fattree:k=8,bw=200Gbps", "A100-80",
      "dp=4,tp=8,pp=16,cp=2,microbatches=384,sp=true,zero=1"),
+    ("gpt3-175b", "fattree:k=8,bw=200Gbps", "A100-80",
+     "dp=8,tp=8,pp=16,microbatches=192,sp=true,zero=1,recompute=full,recompute_layers=3"),
+    ("mixtral-8x7b", "fattree:k=8,bw=200Gbps", "A100-80",
+     "dp=4,tp=8,pp=32,microbatches=32,sp=true,ep=8,etp=1,zero=1"),
     ("llama3-405b", "ideal:1024,degree=8,bw=400Gbps", "H100",
      "dp=64,tp=8,pp=16,microbatches=32,sp=true,zero=2"),
 )
