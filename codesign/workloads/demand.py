@@ -47,8 +47,9 @@ from the sharding rule, :mod:`codesign.workloads.sharding`; this module orders t
   optimisation, Narayanan et al. SC'21, Sec. 4.1).
 * Expert parallel: around each expert layer an ``alltoall`` on the EP group before
   (dispatch) and after (combine) the experts, each ``b x ep_alltoall_bytes / T`` per
-  rank, forward and backward.  Expert gradients synchronise over the ``dp / ep``
-  ranks holding the same experts, the rest over the whole DP group.
+  rank, forward and backward.  Expert gradients synchronise over the ranks holding
+  the same experts (:attr:`Strategy.expert_dp`: ``dp / ep``, or ``tp x dp / ep`` with
+  folded experts), the rest over the whole DP group.
 * Embedding tables, ``embedding=model`` (TopoOpt Sec. 2.1): table ``i`` lives on GPU
   ``o``; forward, every other rank sends ``o`` its samples' indices (``b x lookups x
   index_bytes``, many-to-one) and ``o`` returns the pooled rows (``b x table_dim x

@@ -9,8 +9,8 @@ module adds the layers of a stage up, with the micro-batches in flight and the t
 Model state (ZeRO, Rajbhandari et al. SC'20, Sec. 5.1 and Fig. 1), with ``W`` the
 weight bytes a GPU holds after tensor, pipeline and expert parallelism, ``G = W`` its
 gradient bytes, ``K`` the optimizer bytes per parameter and ``N`` the ZeRO group (the
-data-parallel group ``dp``, and ``dp / ep`` for expert parameters, whose replicas are
-that many)::
+data-parallel group ``dp``, and :attr:`~codesign.workloads.strategy.Strategy.expert_dp`
+for expert parameters, whose replicas are that many)::
 
     zero=0:  W + G + K psi          zero=2:  W + G / N + K psi / N
     zero=1:  W + G + K psi / N      zero=3:  W / N + G / N + K psi / N

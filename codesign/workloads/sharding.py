@@ -10,7 +10,9 @@ Rules (``T`` = tp, ``C`` = cp, ``E`` = ep, ``b`` = samples of one micro-batch):
 * **Parameters** (Megatron-LM tensor parallelism, Shoeybi et al. 2019, Sec. 3; expert
   parallelism): a ``tp_shardable`` layer keeps ``1 / T`` of its parameters on each GPU;
   the experts are divided over the ``E`` ranks of the EP group (each GPU hosts
-  ``experts / E`` of them), each still split by ``T`` when the layer is shardable.
+  ``experts / E`` of them), each still split by the experts' tensor parallelism
+  (:attr:`Strategy.expert_tp`: ``T``, or 1 with folded experts) when the layer is
+  shardable.
   ZeRO then shards the model state over :attr:`Strategy.zero_groups`
   (Rajbhandari et al. SC'20, Sec. 5.1): :meth:`LayerShard.model_state`.
 * **Work** (:attr:`LayerShard.local`): TP splits the FLOPs, the GEMMs (along the
@@ -144,8 +146,8 @@ class LayerShard:
         Returns ``((w, g, o) of the shared parameters, (w, g, o) of the expert ones)``.
         ZeRO (Rajbhandari et al. SC'20, Sec. 5.1, Fig. 1) divides the optimizer state
         (stage >= 1), the gradients (>= 2) and the weights (3) by the shard group
-        (:attr:`Strategy.zero_groups`: ``dp x cp`` for shared, ``dp / ep`` for expert
-        parameters).  Gradients take :attr:`grad_dtype_bytes` per parameter (Megatron-LM's
+        (:attr:`Strategy.zero_groups`: ``dp x cp`` for shared, :attr:`Strategy.expert_dp`
+        for expert parameters).  Gradients take :attr:`grad_dtype_bytes` per parameter (Megatron-LM's
         "float16 param, fp32 grads": 2 + 4 + 12 = 18 bytes with Adam, 6 + 12 / d with its
         distributed optimizer, ``docs/source/distrib_optimizer.md`` at commit f2e5db4).
         """
