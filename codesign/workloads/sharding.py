@@ -147,9 +147,10 @@ class LayerShard:
         ZeRO (Rajbhandari et al. SC'20, Sec. 5.1, Fig. 1) divides the optimizer state
         (stage >= 1), the gradients (>= 2) and the weights (3) by the shard group
         (:attr:`Strategy.zero_groups`: ``dp x cp`` for shared, :attr:`Strategy.expert_dp`
-        for expert parameters).  Gradients take :attr:`grad_dtype_bytes` per parameter (Megatron-LM's
-        "float16 param, fp32 grads": 2 + 4 + 12 = 18 bytes with Adam, 6 + 12 / d with its
-        distributed optimizer, ``docs/source/distrib_optimizer.md`` at commit f2e5db4).
+        for expert parameters).  Gradients take :attr:`grad_dtype_bytes` per parameter
+        (Megatron-LM's "float16 param, fp32 grads": 2 + 4 + 12 = 18 bytes with Adam,
+        6 + 12 / d with its distributed optimizer, ``docs/source/distrib_optimizer.md`` at
+        commit f2e5db4).
         """
         s = self.strategy
         out = []

@@ -100,7 +100,7 @@ from codesign.specs import check_int
 from codesign.workloads.model import PRECISIONS
 
 __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRATEGY_KEYS",
-           "GRAD_PRECISIONS", "CP_COMMS", "ETP_CHOICES",
+           "GRAD_PRECISIONS", "CP_COMMS",
            "pipeline_stages", "bubble_fraction", "is_table",
            "check_applicable", "stage_bounds", "RECOMPUTE", "SCHEDULES", "PRECISIONS",
            "inflight_microbatches", "recompute_modes", "SPLITS", "block_stages",

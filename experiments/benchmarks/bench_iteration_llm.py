@@ -3,11 +3,12 @@
 GPT-3 175B on 1024 A100 GPUs (128 servers of 8) with Megatron-style strategies (TP 8
 inside the server, PP 16, sequence parallelism, distributed optimizer, recomputation,
 interleaving, context parallelism, partial recomputation; Mixtral 8x7B with its experts
-folded over tensor x data parallelism), timed by :func:`evaluators.iteration.evaluate` on a
-fat-tree (``fattree:k=8``: 128 servers) through the ``flow`` network model (``auto`` collectives and routing: ring and ECMP on
-switched fabrics) from a freshly built topology (cold caches).  Target (issue 15): under 2 s per evaluation, so that
-sweeps with a strategy search stay fast.  Also reports Llama 3 405B's published
-configuration on 8,192 H100 (1024 servers of an ideal switch) for scale.  Prints a table
+folded over tensor x data parallelism), timed by :func:`evaluators.iteration.evaluate`
+on a fat-tree (``fattree:k=8``: 128 servers) through the ``flow`` network model
+(``auto`` collectives and routing: ring and ECMP on switched fabrics) from a freshly
+built topology (cold caches). Target (issue 15): under 2 s per evaluation, so that
+sweeps with a strategy search stay fast. Also reports Llama 3 405B's published
+configuration on 8,192 H100 (1024 servers of an ideal switch) for scale. Prints a table
 and appends it to ``experiments/benchmarks/RESULTS.md``.
 
 Usage::
