@@ -69,9 +69,15 @@ _strategies = st.builds(
     st.integers(1, 64), st.integers(1, 16), st.integers(1, 64), st.integers(1, 64),
     st.one_of(st.none(), st.integers(1, 10**6)), st.integers(0, 3),
     st.sampled_from(["data", "model"]), st.sampled_from(["balanced", "layers"]))
+# Folded experts (etp=1): ep divides tp x dp, sequence parallelism on.
+_folded = st.builds(
+    lambda dp, tp_over, ep_dp, ep_tp, zero: Strategy(
+        dp=dp * ep_dp, tp=2 * tp_over * ep_tp, ep=ep_dp * ep_tp, etp=1, sp=True, zero=zero),
+    st.integers(1, 16), st.integers(1, 4), st.integers(1, 8), st.integers(1, 8),
+    st.integers(0, 3))
 
 
-@given(_strategies, st.randoms(use_true_random=False), st.booleans())
+@given(_strategies | _folded, st.randoms(use_true_random=False), st.booleans())
 @settings(max_examples=200, deadline=None)
 def test_roundtrip_any_order_and_spacing(s: Strategy, rnd, spaces: bool) -> None:
     assert parse_strategy(str(s)) == s
