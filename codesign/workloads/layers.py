@@ -11,6 +11,7 @@ or precedes them (conv + batch norm), so a transformer block is two layers
 
 from __future__ import annotations
 
+from codesign.errors import invalid
 from codesign.workloads.model import Layer
 
 __all__ = [
@@ -223,7 +224,7 @@ def _block(name: str, kind: str, params: int, fwd: float, out: float, d: int, io
 def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
               dtype_bytes: int, bias: bool = True, norm: str = "layernorm",
               dropout: bool = True, flash: bool = False, tp: bool = True,
-              causal: bool = False, head_dim: int | None = None) -> Layer:
+              causal: bool = False, head_dim: int | None = None, window: int = 0) -> Layer:
     """Multi-head (or grouped-query) self-attention with its pre-norm, as one layer.
 
     Weights: ``Q`` ``hidden x heads*head_dim`` and the output projection back;
@@ -240,6 +241,14 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
     projection (row-parallel) and, without ``flash``, per head the scores
     ``(s, s, head_dim)`` and the context ``(s, head_dim, s)``; ``causal`` marks a
     decoder's mask.
+
+    ``window`` (tokens, 0 = full attention): causal sliding-window attention (Mistral
+    7B, Jiang et al. 2023, Sec. 2; Gemma 2/3's local layers; GPT-OSS's banded layers):
+    query ``i`` attends the ``min(i, window)`` latest keys, ``P = s w - w (w - 1) / 2``
+    pairs instead of ``s (s + 1) / 2``.  The scores and context count ``2 P`` where full
+    attention counts ``s^2`` (the same no-causal-halving convention), and the fused
+    kernel loops over ``window`` keys per query (``attn_keys``).  Needs ``flash`` (an
+    unfused kernel computes the full ``s x s`` scores and masks them) and ``causal``.
     """
     d = dtype_bytes
     head_dim = hidden // heads if head_dim is None else head_dim
@@ -250,7 +259,18 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
     if bias:
         params += q_dim + hidden + kv_dim * 2
     s, h, a = float(seq), float(hidden), float(heads)
-    score_macs = 2.0 * s * s * q_dim  # Q K^T and softmax(.) V, full s x s (no causal halving)
+    keys = s
+    if window and window < seq:
+        if not (flash and causal):
+            raise invalid("attention window", window,
+                          "0 unless the attention is causal and fused (flash_attention)")
+        w = float(window)
+        keys = w
+        # 2 x the causal pairs of the band: the s x s convention of full attention
+        s_eff = 2.0 * (s * w - w * (w - 1.0) / 2.0) / s
+    else:
+        s_eff = s
+    score_macs = 2.0 * s * s_eff * q_dim  # Q K^T and softmax(.) V (no causal halving)
     fwd = 2.0 * (proj_macs * s + score_macs)
     sh = s * h
     sq = s * q_dim
@@ -288,7 +308,7 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
                   attn_core_fwd_flops=2.0 * score_macs, attn_core_saved_bytes=core_saved,
                   sp_saved_bytes=sp_part, checkpoint_bytes=sh * d, kv_bytes=2.0 * skv * d,
                   gemms=tuple(gemms), attention_kernel="flash" if flash else "unfused",
-                  causal=causal, memory_ops=tuple(ops), attn_keys=s)
+                  causal=causal, memory_ops=tuple(ops), attn_keys=keys)
 
 
 def mlp(name: str, *, hidden: int, ffn: int, seq: int, dtype_bytes: int, bias: bool = True,

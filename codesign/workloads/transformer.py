@@ -8,7 +8,9 @@ One builder covers every transformer of the zoo through its hyper-parameters:
 * Llama 3 (Grattafiori et al. 2024, "The Llama 3 Herd of Models", Table 3): RMSNorm,
   no biases, SwiGLU MLP (``gated``), grouped-query attention (``kv_heads``), rotary
   positions (no position parameters), untied output layer.  ``head_dim`` decouples the
-  attention width from ``hidden`` (Qwen3: 32 heads of 128 on a 2048-wide stream).
+  attention width from ``hidden`` (Qwen3: 32 heads of 128 on a 2048-wide stream);
+  ``window`` and ``global_every`` give sliding-window attention (Mistral 7B, Gemma,
+  GPT-OSS; :func:`codesign.workloads.layers.attention`).
 * Mixtral 8x7B (Jiang et al. 2024, "Mixtral of Experts", Table 1): Llama-style blocks
   whose MLP is ``experts`` SwiGLU experts with ``top_k`` routing.
 * BERT (Devlin et al. 2019): post-norm encoder with learned positions and token types,
@@ -67,6 +69,10 @@ TRANSFORMER_PARAMS = {
                             doc="always-active experts per MoE layer (DeepSeekMoE)"),
     "dropout": Param("bool", True, doc="dropout masks are kept for backward"),
     "flash_attention": Param("bool", False, doc="s x s attention tensors are not stored"),
+    "window": Param("int", 0, minimum=0, maximum=10**7,
+                    doc="sliding-window attention span in tokens (0: full attention)"),
+    "global_every": Param("int", 0, minimum=0, maximum=1000,
+                          doc="with window: every k-th block attends globally (0: none)"),
     "head": Param("choice", "lm", choices=("lm", "regression", "none"),
                   doc="lm: vocabulary logits; regression: 1 output per token; none"),
     "dtype_bytes": Param("int", 2, minimum=1, maximum=8),
@@ -78,7 +84,8 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
                       token_types: int, tied: bool, bias: bool, norm: str, prenorm: bool,
                       gated: bool, experts: int, top_k: int, capacity_factor: float,
                       shared_experts: int, dropout: bool,
-                      flash_attention: bool, head: str, dtype_bytes: int) -> list[Layer]:
+                      flash_attention: bool, head: str, dtype_bytes: int, window: int = 0,
+                      global_every: int = 0) -> list[Layer]:
     """Layers of a transformer (see the module docstring)."""
     d = dtype_bytes
     kv_heads = heads if kv_heads is None else kv_heads
@@ -99,6 +106,11 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
         raise invalid("transformer tied", tied, "false unless head is lm and vocab > 0")
     if head == "lm" and not vocab:
         raise invalid("transformer vocab", vocab, "an integer >= 1 for an lm head")
+    if window and not (flash_attention and head == "lm"):
+        raise invalid("transformer window", window, "0 unless flash_attention is true and the "
+                      "head is lm (causal sliding-window attention in a fused kernel)")
+    if global_every and not window:
+        raise invalid("transformer global_every", global_every, "0 without a window")
 
     out: list[Layer] = []
     final_norm = norm_params(norm, hidden) if prenorm else 0
@@ -109,10 +121,15 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
         out.append(token_embedding("embed", vocab, hidden, tokens=seq_len, dtype_bytes=d,
                                    extra_params=extra))
     for i in range(layers):
+        # Sliding-window blocks, every global_every-th one attending globally (GPT-OSS
+        # alternates from a banded first block: window 128, global_every 2; Gemma 3
+        # has five local blocks per global one: global_every 6).
+        local = window and not (global_every and (i + 1) % global_every == 0)
         out.append(attention(f"block{i}.attn", hidden=hidden, heads=heads, kv_heads=kv_heads,
                              head_dim=head_dim, seq=seq_len, dtype_bytes=d, bias=bias,
                              norm=norm, dropout=dropout, flash=flash_attention,
-                             causal=head == "lm"))  # decoders (lm head) mask causally
+                             causal=head == "lm",  # decoders (lm head) mask causally
+                             window=window if local else 0))
         if experts:
             block_mlp = moe(f"block{i}.mlp", hidden=hidden, ffn=ffn, experts=experts,
                             top_k=top_k, seq=seq_len, dtype_bytes=d, norm=norm, gated=gated,

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from codesign.workloads.compute import resolve_precision
 from codesign.workloads.hardware import get_hardware
 from evaluators.iteration.calibrate import calibrate
 from evaluators.iteration.runs import block_time, load_runs, memory_fits, predict_run
@@ -144,7 +145,9 @@ MOE_TEXT = ("Mixture-of-experts runs (not fitted)",
             "parallelism 32 folded over tensor x data parallelism, strategy etp=1) comes "
             "out slow, the expert all-to-all across four nodes being most of its "
             "predicted time while the run overlaps it with other micro-batches' compute "
-            "(moe_a2a_overlap, not modelled).  `evaluate` reports no validated error for "
+            "(moe_a2a_overlap, not modelled); GPT-OSS 120B (128 experts of 2880, top-4, "
+            "sliding-window attention) on 64 H100 ran far slower than predicted, as the "
+            "fine-grained Qwen3 did.  `evaluate` reports no validated error for "
             "MoE workloads (`model_error` null).")
 
 
@@ -163,7 +166,8 @@ def transfer_check(runs, h100_parameters: dict, text: tuple[str, str] = TRANSFER
         hw = get_hardware(r.hardware).with_compute_parameters(**h100_parameters)
         p = predict_run(r, hw)
         errors.append(p / r.measured_s - 1)
-        out.append(f"| {r.id} | {r.gpus} {r.hardware} | {r.strategy.precision} | "
+        precision = resolve_precision(r.workload, hw, r.strategy.precision)
+        out.append(f"| {r.id} | {r.gpus} {r.hardware} | {precision} | "
                    f"{_published(r)} | {r.measured_s:.3f} | {p:.3f} | "
                    f"{100 * errors[-1]:+.1f} % |")
     mean, worst = _stats(errors)

@@ -644,3 +644,26 @@ def test_tp_comm_overlap_rejects_other_values() -> None:
     with pytest.raises(InvalidSpecError, match="tp_comm_overlap.*true, false or backward"):
         demand_for(gpt(), "dp=1,tp=4", "A100-80", Placement(servers=1, gpus_per_server=4),
                    tp_comm_overlap="forward")
+
+
+def test_sliding_window_attention_time_and_context_parallelism() -> None:
+    # The fused kernel's time follows the band: at s = 8192 a 1024-token window is
+    # about 2 x 1024 / 8192 of the causal kernel's work, plus its per-tile costs;
+    # context parallelism over a window is refused, naming cp.
+    from codesign.workloads.compute import layer_time
+    kw = dict(layers=1, seq_len=8192, batch_size=8)
+    full = get_workload("llama3-8b", **kw)
+    band = get_workload("llama3-8b", window=1024, **kw)
+    hw = get_hardware("H100")
+
+    def core(w) -> float:
+        attn = w.layer("block0.attn")
+        t = layer_time(attn, hw, 1)
+        proj = layer_time(replace(attn, attn_core_fwd_flops=0.0), hw, 1)
+        return t.fwd_s - proj.fwd_s
+
+    ratio = core(band) / core(full)
+    pairs = (8192 * 1024 - 1024 * 1023 / 2) / (8192 * 8193 / 2)
+    assert pairs < ratio < 1.5 * pairs
+    with pytest.raises(InvalidSpecError, match="strategy cp"):
+        memory_per_gpu(band, "dp=2,cp=2", "H100")

@@ -157,6 +157,50 @@ def test_head_dim_decouples_the_attention_width_qwen3_30b_a3b():
         get_workload("llama3-8b", heads=7)
 
 
+
+GPT_OSS = dict(hidden=2880, heads=64, kv_heads=8, head_dim=64, ffn=2880, top_k=4,
+               vocab=201088, seq_len=4096, window=128, global_every=2, bias=True)
+
+
+@pytest.mark.parametrize("layers, experts, total, active", [
+    (36, 128, 116.83e9, 5.13e9), (24, 32, 20.91e9, 3.61e9)])
+def test_gpt_oss_parameters_match_the_model_card(layers, experts, total, active):
+    # OpenAI's gpt-oss-120b / gpt-oss-20b model card (2025), Table 1: total and active
+    # parameters (active without the embedding); config.json: hidden 2880, 64 query
+    # and 8 key/value heads of 64, experts of width 2880 with biases, top-4, vocabulary
+    # 201088, untied, blocks alternating 128-token sliding windows and full attention.
+    # Not modelled: the per-head attention-sink logits (64 per block).
+    w = get_workload("mixtral-8x7b", layers=layers, experts=experts, **GPT_OSS)
+    expert = sum(layer.expert_params for layer in w.layers)
+    embedding = w.layer("embed").params
+    assert w.parameters == pytest.approx(total, rel=5e-4)
+    assert w.parameters - expert + expert * 4 / experts - embedding == pytest.approx(
+        active, rel=5e-3)
+    keys = [w.layer(f"block{i}.attn").attn_keys for i in range(4)]
+    assert keys == [128, 4096, 128, 4096]
+
+
+def test_sliding_window_attention_counts_the_band():
+    # Causal window w over s tokens: query i attends min(i + 1, w) keys (brute force);
+    # the scores and context count twice those pairs, as full attention counts s^2.
+    s, w, h = 64, 10, 256
+    kw = dict(layers=1, hidden=h, heads=4, ffn=4 * h, vocab=100, seq_len=s, positions=s,
+              flash_attention=True)
+    full = get_workload("gpt3-175b", **kw).layer("block0.attn")
+    band = get_workload("gpt3-175b", window=w, **kw).layer("block0.attn")
+    pairs = sum(1 for i in range(s) for j in range(s) if 0 <= i - j < w)
+    core = band.attn_core_fwd_flops
+    assert full.attn_core_fwd_flops == pytest.approx(4 * s * s * h)
+    assert core == pytest.approx(4 * 2 * pairs * h)
+    assert full.fwd_flops - band.fwd_flops == pytest.approx(
+        full.attn_core_fwd_flops - core)
+    assert (band.attn_keys, full.attn_keys) == (w, s)
+    # A window at least the sequence is full attention.
+    assert get_workload("gpt3-175b", window=s, **kw).layer("block0.attn") == full
+    for bad in (dict(window=w, flash_attention=False), dict(global_every=2)):
+        with pytest.raises(InvalidSpecError, match="window|global_every"):
+            get_workload("gpt3-175b", **{**kw, **bad})
+
 def test_transformer_1t_matches_megatron_table():
     w = get_workload("transformer-1t")
     assert w.parameters == pytest.approx(1008e9, rel=0.001)   # Narayanan et al. Table 1
