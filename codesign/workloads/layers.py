@@ -233,8 +233,8 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
     models such as Qwen3 set it wider (its 30B-A3B: 32 heads of 128 on a 2048-wide
     residual stream, the released ``config.json``), so the query width ``q = heads x
     head_dim`` differs from ``hidden``.  Forward FLOPs per sample: the four projections
-    plus ``2 s^2 q`` for the scores and ``2 s^2 q`` for the context.  Saved bytes follow Korthikanti et
-    al. 2022 Sec. 4.1 (norm input, QKV input, Q, K, V, softmax output, dropout mask
+    plus ``2 s^2 q`` for the scores and ``2 s^2 q`` for the context.  Saved bytes follow
+    Korthikanti et al. 2022 Sec. 4.1 (norm input, QKV input, Q, K, V, softmax output, dropout mask
     and output, projection input, output dropout mask); with ``flash`` the
     ``s x s`` tensors are recomputed (Dao et al. 2022) and not saved or moved.
     GEMMs (kernel model): the fused QKV projection (column-parallel), the output

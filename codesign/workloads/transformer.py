@@ -80,7 +80,8 @@ TRANSFORMER_PARAMS = {
 
 
 def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | None,
-                      head_dim: int | None, ffn: int | None, vocab: int, seq_len: int, positions: int,
+                      head_dim: int | None, ffn: int | None, vocab: int, seq_len: int,
+                      positions: int,
                       token_types: int, tied: bool, bias: bool, norm: str, prenorm: bool,
                       gated: bool, experts: int, top_k: int, capacity_factor: float,
                       shared_experts: int, dropout: bool,

@@ -141,7 +141,7 @@ def test_head_dim_decouples_the_attention_width_qwen3_30b_a3b():
     w = get_workload("mixtral-8x7b", layers=48, hidden=2048, heads=32, kv_heads=4,
                      head_dim=128, ffn=768, experts=128, top_k=8, vocab=151936,
                      seq_len=4096)
-    L, h, q, kv, f, E, V = 48, 2048, 4096, 512, 768, 128, 151936
+    L, h, q, kv = 48, 2048, 4096, 512
     attn = w.layer("block0.attn")
     assert attn.params == 2 * h * q + 2 * h * kv + h
     assert w.parameters == 30_532_122_624 - 2 * 128 * L
