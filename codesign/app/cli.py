@@ -985,7 +985,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload", required=True, help=f"{_ZOO} or a model YAML file")
     _option(p, "override a workload hyper-parameter or setting (batch_size=512; transformers: "
             "layers, hidden, heads, kv_heads, head_dim, ffn, vocab, seq_len, experts, top_k, "
-            "capacity_factor, shared_experts, window, global_every, precision)")
+            "capacity_factor, shared_experts, window, global_every, kv_lora_rank, "
+            "q_lora_rank, rope_head_dim, v_head_dim, dense_layers, dense_ffn, precision)")
     p.add_argument("--strategy", help="dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z]"
                    "[,ep=E][,etp=1][,embedding=data|model][,sp=true]"
                    "[,recompute=none|selective|full]"

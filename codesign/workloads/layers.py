@@ -15,7 +15,8 @@ from codesign.errors import invalid
 from codesign.workloads.model import Layer
 
 __all__ = [
-    "dense", "conv2d", "pool2d", "embedding_bag", "token_embedding", "attention", "mlp",
+    "dense", "conv2d", "pool2d", "embedding_bag", "token_embedding", "attention",
+    "latent_attention", "mlp",
     "moe", "lstm", "concat", "norm_params", "norm_ops", "residual_ops",
     "activation_ops", "cross_entropy_ops",
 ]
@@ -309,6 +310,72 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
                   sp_saved_bytes=sp_part, checkpoint_bytes=sh * d, kv_bytes=2.0 * skv * d,
                   gemms=tuple(gemms), attention_kernel="flash" if flash else "unfused",
                   causal=causal, memory_ops=tuple(ops), attn_keys=keys)
+
+
+def latent_attention(name: str, *, hidden: int, heads: int, seq: int, dtype_bytes: int,
+                     kv_rank: int, q_rank: int, head_dim: int, rope_dim: int,
+                     v_head_dim: int, norm: str = "rmsnorm", causal: bool = True,
+                     window: int = 0) -> Layer:
+    """Multi-head latent attention (MLA; DeepSeek-V2, DeepSeek-AI 2024, Sec. 2.1; the
+    DeepSeek-V3 technical report, Sec. 2.1.1), with its pre-norm, as one layer.
+
+    Keys and values come from a compressed latent: ``kv_down`` (``hidden x (kv_rank +
+    rope_dim)``: the latent and one decoupled rotary key shared by the heads), a norm on
+    the latent, ``kv_up`` (``kv_rank x heads (head_dim + v_head_dim)``: per-head keys
+    without rotary and values).  Queries likewise through ``q_rank`` (``q_down``, norm,
+    ``q_up`` to ``heads (head_dim + rope_dim)``), or with ``q_rank = 0`` directly
+    (``hidden x heads (head_dim + rope_dim)``); the output projection maps ``heads x
+    v_head_dim`` back.  Training materialises the per-head keys and values, so the
+    attention core is a fused kernel over ``d_qk = head_dim + rope_dim`` for the scores
+    and ``v_head_dim`` for the context: ``2 s^2 heads (d_qk + v_head_dim)`` forward FLOPs
+    (full ``s x s``, no causal halving, as :func:`attention` counts).  Tensor
+    parallelism (Megatron-core's MLA): the down projections are replicated on every TP
+    rank (``""`` GEMMs), the up projections column-parallel, the output row-parallel.
+    Saved for backward: the norm input, the down projections' input, the two latents
+    (and their norms' inputs), Q, K, V and the output projection's input.  Always a
+    fused (flash) kernel; ``window`` as in :func:`attention`.
+    """
+    d = dtype_bytes
+    s, h, a = float(seq), float(hidden), float(heads)
+    d_qk = head_dim + rope_dim
+    q_w, k_w, v_w = a * d_qk, a * d_qk, a * v_head_dim
+    q_proj = (h * q_rank + q_rank * q_w) if q_rank else h * q_w
+    kv_down = h * (kv_rank + rope_dim)
+    kv_up = kv_rank * a * (head_dim + v_head_dim)
+    out_proj = v_w * h
+    macs = q_proj + kv_down + kv_up + out_proj
+    params = int(macs) + norm_params(norm, hidden) + norm_params(norm, kv_rank) \
+        + (norm_params(norm, q_rank) if q_rank else 0)
+    keys = s
+    s_eff = s
+    if window and window < seq:
+        if not causal:
+            raise invalid("attention window", window, "0 unless the attention is causal")
+        w = float(window)
+        keys = w
+        s_eff = 2.0 * (s * w - w * (w - 1.0) / 2.0) / s
+    core_macs = s * s_eff * (q_w + v_w)      # Q K^T over d_qk, softmax(.) V over v_head_dim
+    fwd = 2.0 * (macs * s + core_macs)
+    sh = s * h
+    n_norm = 1 if norm != "none" else 0
+    latents = s * ((q_rank if q_rank else 0) + kv_rank + rope_dim)
+    saved = (sh * (1 + n_norm) + latents * (1 + n_norm) + s * (q_w + k_w + v_w) + s * v_w) * d
+    sp_part = sh * (1 + n_norm) * d
+    io = (sh * (2 * n_norm + 1) + 2 * latents + 2 * s * (q_w + k_w + v_w) + 2 * s * v_w
+          + sh) * d
+    gemms = [(s, kv_rank + float(rope_dim), h, 1.0, ""),
+             (s, a * (head_dim + v_head_dim), float(kv_rank), 1.0, "n"),
+             (s, h, v_w, 1.0, "k")]
+    gemms += ([(s, float(q_rank), h, 1.0, ""), (s, q_w, float(q_rank), 1.0, "n")]
+              if q_rank else [(s, q_w, h, 1.0, "n")])
+    ops = list(norm_ops(norm, sh, d)) + list(norm_ops(norm, latents, d))
+    ops += residual_ops(sh, d, dropout=False)
+    return _block(name, "attention", params, fwd, sh * d, d, io, saved, True,
+                  attn_core_fwd_flops=2.0 * core_macs, attn_core_saved_bytes=0.0,
+                  sp_saved_bytes=sp_part, checkpoint_bytes=sh * d,
+                  kv_bytes=s * (k_w + v_w) * d, gemms=tuple(gemms),
+                  attention_kernel="flash", causal=causal, memory_ops=tuple(ops),
+                  attn_keys=keys)
 
 
 def mlp(name: str, *, hidden: int, ffn: int, seq: int, dtype_bytes: int, bias: bool = True,

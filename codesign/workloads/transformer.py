@@ -11,6 +11,11 @@ One builder covers every transformer of the zoo through its hyper-parameters:
   attention width from ``hidden`` (Qwen3: 32 heads of 128 on a 2048-wide stream);
   ``window`` and ``global_every`` give sliding-window attention (Mistral 7B, Gemma,
   GPT-OSS; :func:`codesign.workloads.layers.attention`).
+* DeepSeek-V3 (DeepSeek-AI 2024, technical report, Sec. 2.1 and Table 6 of its
+  appendix; the released ``config.json``): multi-head latent attention
+  (``kv_lora_rank``, ``q_lora_rank``, ``rope_head_dim``, ``v_head_dim``;
+  :func:`codesign.workloads.layers.latent_attention`) and a MoE whose first
+  ``dense_layers`` blocks keep a dense MLP of width ``dense_ffn``.
 * Mixtral 8x7B (Jiang et al. 2024, "Mixtral of Experts", Table 1): Llama-style blocks
   whose MLP is ``experts`` SwiGLU experts with ``top_k`` routing.
 * BERT (Devlin et al. 2019): post-norm encoder with learned positions and token types,
@@ -34,8 +39,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from codesign.errors import invalid
-from codesign.workloads.layers import (attention, cross_entropy_ops, dense, mlp, moe, norm_ops,
-                                       norm_params, token_embedding)
+from codesign.workloads.layers import (attention, cross_entropy_ops, dense, latent_attention,
+                                       mlp, moe, norm_ops, norm_params, token_embedding)
 from codesign.workloads.model import Layer
 from codesign.workloads.params import Param
 
@@ -73,6 +78,18 @@ TRANSFORMER_PARAMS = {
                     doc="sliding-window attention span in tokens (0: full attention)"),
     "global_every": Param("int", 0, minimum=0, maximum=1000,
                           doc="with window: every k-th block attends globally (0: none)"),
+    "kv_lora_rank": Param("int", 0, minimum=0, maximum=10**5,
+                          doc="multi-head latent attention's key/value latent (0: no MLA)"),
+    "q_lora_rank": Param("int", 0, minimum=0, maximum=10**5,
+                         doc="MLA query latent (0: full-rank queries)"),
+    "rope_head_dim": Param("int", 0, minimum=0, maximum=10**4,
+                           doc="MLA decoupled rotary key/query width per head"),
+    "v_head_dim": Param("int", None, minimum=1, maximum=10**5,
+                        doc="MLA value width per head; default head_dim"),
+    "dense_layers": Param("int", 0, minimum=0, maximum=1000,
+                          doc="MoE models: leading blocks with a dense MLP (DeepSeek)"),
+    "dense_ffn": Param("int", None, minimum=1, maximum=10**7,
+                       doc="width of those dense MLPs; default ffn"),
     "head": Param("choice", "lm", choices=("lm", "regression", "none"),
                   doc="lm: vocabulary logits; regression: 1 output per token; none"),
     "dtype_bytes": Param("int", 2, minimum=1, maximum=8),
@@ -86,7 +103,9 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
                       gated: bool, experts: int, top_k: int, capacity_factor: float,
                       shared_experts: int, dropout: bool,
                       flash_attention: bool, head: str, dtype_bytes: int, window: int = 0,
-                      global_every: int = 0) -> list[Layer]:
+                      global_every: int = 0, kv_lora_rank: int = 0, q_lora_rank: int = 0,
+                      rope_head_dim: int = 0, v_head_dim: int | None = None,
+                      dense_layers: int = 0, dense_ffn: int | None = None) -> list[Layer]:
     """Layers of a transformer (see the module docstring)."""
     d = dtype_bytes
     kv_heads = heads if kv_heads is None else kv_heads
@@ -112,6 +131,18 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
                       "head is lm (causal sliding-window attention in a fused kernel)")
     if global_every and not window:
         raise invalid("transformer global_every", global_every, "0 without a window")
+    if not kv_lora_rank and (q_lora_rank or rope_head_dim or v_head_dim is not None):
+        raise invalid("transformer q_lora_rank/rope_head_dim/v_head_dim",
+                      (q_lora_rank, rope_head_dim, v_head_dim),
+                      "defaults without kv_lora_rank (multi-head latent attention)")
+    if kv_lora_rank and not (flash_attention and head == "lm"):
+        raise invalid("transformer kv_lora_rank", kv_lora_rank, "0 unless flash_attention is "
+                      "true and the head is lm (latent attention in a fused causal kernel)")
+    if (dense_layers or dense_ffn is not None) and not experts:
+        raise invalid("transformer dense_layers/dense_ffn", (dense_layers, dense_ffn),
+                      "defaults without experts")
+    if dense_layers > layers:
+        raise invalid("transformer dense_layers", dense_layers, f"at most layers ({layers})")
 
     out: list[Layer] = []
     final_norm = norm_params(norm, hidden) if prenorm else 0
@@ -126,12 +157,25 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
         # alternates from a banded first block: window 128, global_every 2; Gemma 3
         # has five local blocks per global one: global_every 6).
         local = window and not (global_every and (i + 1) % global_every == 0)
-        out.append(attention(f"block{i}.attn", hidden=hidden, heads=heads, kv_heads=kv_heads,
-                             head_dim=head_dim, seq=seq_len, dtype_bytes=d, bias=bias,
-                             norm=norm, dropout=dropout, flash=flash_attention,
-                             causal=head == "lm",  # decoders (lm head) mask causally
-                             window=window if local else 0))
-        if experts:
+        if kv_lora_rank:
+            hd = hidden // heads if head_dim is None else head_dim
+            out.append(latent_attention(
+                f"block{i}.attn", hidden=hidden, heads=heads, seq=seq_len, dtype_bytes=d,
+                kv_rank=kv_lora_rank, q_rank=q_lora_rank, head_dim=hd,
+                rope_dim=rope_head_dim, v_head_dim=hd if v_head_dim is None else v_head_dim,
+                norm=norm, window=window if local else 0))
+        else:
+            out.append(attention(f"block{i}.attn", hidden=hidden, heads=heads,
+                                 kv_heads=kv_heads, head_dim=head_dim, seq=seq_len,
+                                 dtype_bytes=d, bias=bias, norm=norm, dropout=dropout,
+                                 flash=flash_attention,
+                                 causal=head == "lm",  # decoders (lm head) mask causally
+                                 window=window if local else 0))
+        if i < dense_layers:
+            block_mlp = mlp(f"block{i}.mlp", hidden=hidden,
+                            ffn=ffn if dense_ffn is None else dense_ffn, seq=seq_len,
+                            dtype_bytes=d, bias=bias, norm=norm, gated=gated, dropout=dropout)
+        elif experts:
             block_mlp = moe(f"block{i}.mlp", hidden=hidden, ffn=ffn, experts=experts,
                             top_k=top_k, seq=seq_len, dtype_bytes=d, norm=norm, gated=gated,
                             bias=bias, capacity_factor=capacity_factor,

@@ -201,6 +201,39 @@ def test_sliding_window_attention_counts_the_band():
         with pytest.raises(InvalidSpecError, match="window|global_every"):
             get_workload("gpt3-175b", **{**kw, **bad})
 
+
+DEEPSEEK_V3 = dict(layers=61, hidden=7168, heads=128, kv_heads=128, head_dim=128, ffn=2048,
+                   experts=256, top_k=8, shared_experts=1, vocab=129280, seq_len=4096,
+                   kv_lora_rank=512, q_lora_rank=1536, rope_head_dim=64, v_head_dim=128,
+                   dense_layers=3, dense_ffn=18432, bias=False)
+
+
+def test_deepseek_v3_latent_attention_and_dense_first_blocks():
+    # DeepSeek-V3 (technical report, Sec. 2.1.1 and Sec. 4.2; config.json): 61 blocks,
+    # hidden 7168, 128 heads of 128 (+ 64 rotary) for keys and queries, values of 128,
+    # KV latent 512, query latent 1536; 3 dense blocks (MLP 18432), then 58 MoE blocks
+    # of 256 routed experts of 2048 and 1 shared, top-8; vocabulary 129280, untied.
+    # "671B total parameters, of which 37B are activated for each token" (abstract;
+    # the multi-token-prediction module is not counted).
+    w = get_workload("mixtral-8x7b", **DEEPSEEK_V3)
+    h, a, dn, dr, dv, rq, rkv, s = 7168, 128, 128, 64, 128, 1536, 512, 4096
+    attn = w.layer("block0.attn")
+    # Hand count: q_down, q_up, kv_down (latent + shared rotary key), kv_up, output, and
+    # the RMSNorm gains of the input and the two latents.
+    proj = h * rq + rq * a * (dn + dr) + h * (rkv + dr) + rkv * a * (dn + dv) + a * dv * h
+    assert attn.params == proj + h + rq + rkv
+    assert attn.fwd_flops == pytest.approx(2 * proj * s + 2 * s * s * a * (dn + dr + dv))
+    # Megatron-core's MLA: the down projections replicated, up column-, output row-parallel.
+    assert sorted(g[4] for g in attn.gemms) == ["", "", "k", "n", "n"]
+    assert [w.layer(f"block{i}.mlp").kind for i in range(4)] == ["dense"] * 3 + ["expert"]
+    assert w.layer("block0.mlp").params == 3 * h * 18432 + h
+    expert = sum(layer.expert_params for layer in w.layers)
+    assert w.parameters == pytest.approx(671e9, rel=1e-3)
+    assert w.parameters - expert + expert * 8 / 256 == pytest.approx(37e9, rel=0.02)
+    for bad in (dict(kv_lora_rank=0), dict(flash_attention=False)):
+        with pytest.raises(InvalidSpecError, match="transformer"):
+            get_workload("mixtral-8x7b", **{**DEEPSEEK_V3, **bad})
+
 def test_transformer_1t_matches_megatron_table():
     w = get_workload("transformer-1t")
     assert w.parameters == pytest.approx(1008e9, rel=0.001)   # Narayanan et al. Table 1
