@@ -635,7 +635,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                               collective_method=args.collective_method, routing=args.routing,
                               overlap=not args.no_overlap, tp_comm_overlap=tp_overlap,
                               param_gather_overlap=args.param_gather_overlap,
-                              pp_comm_overlap=args.pp_comm_overlap)
+                              pp_comm_overlap=args.pp_comm_overlap,
+                              ep_comm_overlap=args.ep_comm_overlap)
         payload = evaluate(Cluster(topo, hw), workload, execution,
                            network_model=args.network_model).to_dict()
     if args.fail is not None:
@@ -1016,6 +1017,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--param-gather-overlap", action="store_true",
                    help="ZeRO-1/2's weight all-gather overlaps the next forward "
                         "(Megatron-LM's --overlap-param-gather)")
+    p.add_argument("--ep-comm-overlap", action="store_true",
+                   help="a micro-batch's expert all-to-alls run under another micro-batch's "
+                        "compute of the same layer (DeepSeek-V3's DualPipe, Megatron-core's "
+                        "overlap_moe_expert_parallel_comm)")
     p.add_argument("--pp-comm-overlap", action="store_true",
                    help="pipeline sends of the interleaved schedule run under one model "
                         "chunk's compute (Megatron-LM's overlap_p2p_comm; ignored without "

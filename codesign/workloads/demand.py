@@ -413,7 +413,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                bucket_bytes: float = DEFAULT_BUCKET_BYTES,
                efficiency: float | None = None, index_bytes: int = 8,
                check: bool = True, tp_comm_overlap: bool | str = False,
-               pp_comm_overlap: bool = False) -> Demand:
+               pp_comm_overlap: bool = False, ep_comm_overlap: bool = False) -> Demand:
     """The demand of one training iteration of ``workload`` under ``strategy``.
 
     Parameters
@@ -459,6 +459,15 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         excess is exposed: Megatron-LM's ``overlap_p2p_comm``, on by default and only
         implemented for the interleaved schedule (``megatron/training/arguments.py`` at
         commit f2e5db4 turns it off otherwise; ignored here likewise for ``vpp = 1``).
+    ep_comm_overlap : bool, optional
+        A micro-batch's expert all-to-alls run under another micro-batch's compute of the
+        same layer: DeepSeek-V3's DualPipe (technical report Sec. 3.2.1: forward and
+        backward chunks of two micro-batches paired so that "both all-to-all and PP
+        communication can be fully hidden") and Megatron-core's
+        ``overlap_moe_expert_parallel_comm``.  Each of a layer's four all-to-alls
+        (dispatch and combine, forward and backward) gets a quarter of the layer's
+        forward + backward compute as ``hidden_s``, so only the excess is exposed.
+        Ignored with one micro-batch (nothing to pair with).
 
     Returns
     -------
@@ -520,6 +529,9 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         raise invalid("tp_comm_overlap", tp_comm_overlap, "true, false or backward")
     if not isinstance(pp_comm_overlap, bool):
         raise invalid("pp_comm_overlap", pp_comm_overlap, "true or false")
+    if not isinstance(ep_comm_overlap, bool):
+        raise invalid("ep_comm_overlap", ep_comm_overlap, "true or false")
+    ep_hide = ep_comm_overlap and m > 1
     # Pipeline sends overlap one model chunk's pass (interleaved schedule only).
     chunk_share = 1.0 / s.vpp if pp_comm_overlap and s.vpp > 1 else 0.0
 
@@ -659,7 +671,9 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             for phase, target, sec, flops, tps, cps in (
                     ("forward", f_ops, f_s, sh.fwd_flops, tp_f, cp_f),
                     ("backward", b_ops, b_s, sh.bwd_flops, tp_b, cp_b)):
-                around = [replace(op, phase=phase) for op in ep_ops]
+                around = [replace(op, phase=phase,
+                                  hidden_s=(f_s + b_s) / 4.0 if ep_hide else 0.0)
+                          for op in ep_ops]
                 target += around + cps
                 target.append(Compute(layer.name, phase, ranks_p, sec, b * flops, p, m))
                 target += around

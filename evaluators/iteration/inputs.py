@@ -109,6 +109,10 @@ class Execution:
         Pipeline sends and receives of the interleaved schedule run under one model
         chunk's compute (Megatron-LM's ``overlap_p2p_comm``, its default there; ignored
         without interleaving, as in Megatron-LM).
+    ep_comm_overlap : bool, optional
+        Expert all-to-alls run under another micro-batch's compute (DeepSeek-V3's
+        DualPipe, Megatron-core's ``overlap_moe_expert_parallel_comm``;
+        :func:`codesign.workloads.demand.demand_for`).
     """
 
     strategy: Any
@@ -120,6 +124,7 @@ class Execution:
     tp_comm_overlap: bool | str = False
     param_gather_overlap: bool = False
     pp_comm_overlap: bool = False
+    ep_comm_overlap: bool = False
 
     def __post_init__(self) -> None:
         from codesign.workloads.placement import Placement

@@ -340,7 +340,8 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
              routing: str | None = None, check_memory: bool = True,
              tp_comm_overlap: bool | str | None = None,
              param_gather_overlap: bool | None = None,
-             pp_comm_overlap: bool | None = None) -> IterationResult:
+             pp_comm_overlap: bool | None = None,
+             ep_comm_overlap: bool | None = None) -> IterationResult:
     """Time one training iteration of ``workload`` run as ``execution`` on ``system``.
 
     The three inputs are Calculon's (:mod:`evaluators.iteration.inputs`): what is built,
@@ -402,6 +403,9 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         With the interleaved schedule, pipeline sends and receives run under one model
         chunk's compute (Megatron-LM's ``overlap_p2p_comm``; ignored for ``vpp = 1``,
         as there): only their excess is exposed.
+    ep_comm_overlap : bool, optional
+        Expert all-to-alls hide under another micro-batch's compute of their layer
+        (DeepSeek-V3's DualPipe; :func:`codesign.workloads.demand.demand_for`).
     check_memory : bool, optional
         Raise :class:`~codesign.errors.InfeasibleError` when the strategy does not fit
         in GPU memory (default); ``False`` times it anyway (validation against published
@@ -435,12 +439,12 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
                        routing=routing, overlap=overlap, bucket_bytes=bucket_bytes,
                        tp_comm_overlap=tp_comm_overlap,
                        param_gather_overlap=param_gather_overlap,
-                       pp_comm_overlap=pp_comm_overlap)
+                       pp_comm_overlap=pp_comm_overlap, ep_comm_overlap=ep_comm_overlap)
     topo, hw, s = cluster.topology, cluster.hardware, run.strategy
     placement, collective_method, routing = run.placement, run.collective_method, run.routing
     overlap, bucket_bytes = run.overlap, run.bucket_bytes
     tp_comm_overlap, param_gather_overlap = run.tp_comm_overlap, run.param_gather_overlap
-    pp_comm_overlap = run.pp_comm_overlap
+    pp_comm_overlap, ep_comm_overlap = run.pp_comm_overlap, run.ep_comm_overlap
     if isinstance(workload, str):
         workload = get_workload(workload)
     elif not isinstance(workload, Workload):
@@ -457,7 +461,8 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     demand = demand_for(workload, s, hw, placement,
                         bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_bytes is None else bucket_bytes,
                         efficiency=efficiency, check=check_memory,
-                        tp_comm_overlap=tp_comm_overlap, pp_comm_overlap=pp_comm_overlap)
+                        tp_comm_overlap=tp_comm_overlap, pp_comm_overlap=pp_comm_overlap,
+                        ep_comm_overlap=ep_comm_overlap)
     if not isinstance(param_gather_overlap, bool):
         raise invalid("param_gather_overlap", param_gather_overlap, "true or false")
     m, P, V = s.m, s.pp, s.vpp

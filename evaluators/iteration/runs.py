@@ -41,7 +41,8 @@ __all__ = ["Run", "load_runs", "published_flops", "FLOPS_FORMULAS", "MEASURED", 
 #: What a row may measure.
 MEASURED = ("iteration_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu")
 #: Options of ``evaluate`` a row may set (column ``evaluate``): true/false ones, then names.
-_BOOLEAN_KEYS = ("overlap", "tp_comm_overlap", "param_gather_overlap", "pp_comm_overlap")
+_BOOLEAN_KEYS = ("overlap", "tp_comm_overlap", "param_gather_overlap", "pp_comm_overlap",
+                 "ep_comm_overlap")
 _INTEGER_KEYS = ("gpus_per_server",)
 EVALUATE_KEYS = _BOOLEAN_KEYS + ("collective_method", "network_model", "routing") \
     + _INTEGER_KEYS

@@ -142,12 +142,14 @@ MOE_TEXT = ("Mixture-of-experts runs (not fitted)",
             "model's HBM-bound permutation and grouped GEMMs, and the same configuration "
             "ran 2x faster one container release earlier (runs' notes), so no hardware "
             "parameter could be fitted to it; Qwen3-235B-A22B on 256 H100 (expert "
-            "parallelism 32 folded over tensor x data parallelism, strategy etp=1) comes "
-            "out slow, the expert all-to-all across four nodes being most of its "
-            "predicted time while the run overlaps it with other micro-batches' compute "
-            "(moe_a2a_overlap, not modelled); GPT-OSS 120B (128 experts of 2880, top-4, "
-            "sliding-window attention) on 64 H100 ran far slower than predicted, as the "
-            "fine-grained Qwen3 did.  `evaluate` reports no validated error for "
+            "parallelism 32 folded over tensor x data parallelism, strategy etp=1) is "
+            "predicted within 10 % with its all-to-all hidden under other micro-batches' "
+            "compute as the preset runs it (evaluate ep_comm_overlap); GPT-OSS 120B (128 "
+            "experts of 2880, top-4, sliding-window attention) on 64 H100 ran far slower "
+            "than predicted, as the fine-grained Qwen3 did; DeepSeek-V3 on 2,048 H800 "
+            "(multi-head latent attention, DualPipe) comes out a third slow, the model "
+            "sending its all-to-all in 16 bit to every expert's node where the run sends "
+            "FP8 to at most four nodes.  `evaluate` reports no validated error for "
             "MoE workloads (`model_error` null).")
 
 
