@@ -330,7 +330,10 @@ def latent_attention(name: str, *, hidden: int, heads: int, seq: int, dtype_byte
     and ``v_head_dim`` for the context: ``2 s^2 heads (d_qk + v_head_dim)`` forward FLOPs
     (full ``s x s``, no causal halving, as :func:`attention` counts).  Tensor
     parallelism (Megatron-core's MLA): the down projections are replicated on every TP
-    rank (``""`` GEMMs), the up projections column-parallel, the output row-parallel.
+    rank (``""`` GEMMs, timed whole on each), the up projections column-parallel, the
+    output row-parallel; the layer's parameters and FLOP count are split by TP as a
+    whole (the replicated down projections, 8 % of DeepSeek-V3's attention weights,
+    are not counted again per rank).
     Saved for backward: the norm input, the down projections' input, the two latents
     (and their norms' inputs), Q, K, V and the output projection's input.  Always a
     fused (flash) kernel; ``window`` as in :func:`attention`.
