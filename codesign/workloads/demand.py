@@ -621,8 +621,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             # Folded experts (etp=1) take their tokens from the all-to-all and return
             # them whole: no TP collective unless shared experts (split like the dense
             # layers) need theirs.
-            layer_tp = tp_groups if not (layer.experts and shard.folded_experts_only) \
-                else []
+            layer_tp = [] if shard.folded_experts_only else tp_groups
             tp_f = tp_ops(shard.tp_bytes(b, "forward"), "forward", layer, p, layer_tp, f_s)
             tp_b = tp_ops(shard.tp_bytes(b, "backward"), "backward", layer, p, layer_tp, b_s,
                           regather=shard.tp_bytes(b, "forward"))

@@ -222,6 +222,19 @@ def _block(name: str, kind: str, params: int, fwd: float, out: float, d: int, io
                  tp_bwd_allreduce_bytes=out if tp else 0.0, **extra)
 
 
+def _window_span(seq: int, window: int) -> tuple[float, float]:
+    """``(keys per query, s_eff)`` of causal attention over ``seq`` tokens with a
+    ``window`` (0 or at least ``seq``: full attention, ``(s, s)``): the fused kernel loops
+    over ``window`` keys, and the scores count ``s x s_eff`` with ``s_eff = 2 P / s`` for
+    the band's ``P = s w - w (w - 1) / 2`` pairs -- twice the pairs, the no-causal-halving
+    convention of full attention (:func:`attention`)."""
+    s = float(seq)
+    if not window or window >= seq:
+        return s, s
+    w = float(window)
+    return w, 2.0 * (s * w - w * (w - 1.0) / 2.0) / s
+
+
 def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
               dtype_bytes: int, bias: bool = True, norm: str = "layernorm",
               dropout: bool = True, flash: bool = False, tp: bool = True,
@@ -260,17 +273,10 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
     if bias:
         params += q_dim + hidden + kv_dim * 2
     s, h, a = float(seq), float(hidden), float(heads)
-    keys = s
-    if window and window < seq:
-        if not (flash and causal):
-            raise invalid("attention window", window,
-                          "0 unless the attention is causal and fused (flash_attention)")
-        w = float(window)
-        keys = w
-        # 2 x the causal pairs of the band: the s x s convention of full attention
-        s_eff = 2.0 * (s * w - w * (w - 1.0) / 2.0) / s
-    else:
-        s_eff = s
+    if window and window < seq and not (flash and causal):
+        raise invalid("attention window", window,
+                      "0 unless the attention is causal and fused (flash_attention)")
+    keys, s_eff = _window_span(seq, window)
     score_macs = 2.0 * s * s_eff * q_dim  # Q K^T and softmax(.) V (no causal halving)
     fwd = 2.0 * (proj_macs * s + score_macs)
     sh = s * h
@@ -349,14 +355,9 @@ def latent_attention(name: str, *, hidden: int, heads: int, seq: int, dtype_byte
     macs = q_proj + kv_down + kv_up + out_proj
     params = int(macs) + norm_params(norm, hidden) + norm_params(norm, kv_rank) \
         + (norm_params(norm, q_rank) if q_rank else 0)
-    keys = s
-    s_eff = s
-    if window and window < seq:
-        if not causal:
-            raise invalid("attention window", window, "0 unless the attention is causal")
-        w = float(window)
-        keys = w
-        s_eff = 2.0 * (s * w - w * (w - 1.0) / 2.0) / s
+    if window and window < seq and not causal:
+        raise invalid("attention window", window, "0 unless the attention is causal")
+    keys, s_eff = _window_span(seq, window)
     core_macs = s * s_eff * (q_w + v_w)      # Q K^T over d_qk, softmax(.) V over v_head_dim
     fwd = 2.0 * (macs * s + core_macs)
     sh = s * h

@@ -141,7 +141,7 @@ def _recompute_workspace(layers: Any, strategy: Strategy) -> float:
     much as a block rebuilds."""
     full = replace(strategy, recompute="none", recompute_layers=None)
     best = freed = unit = kept = 0.0
-    for layer, ls in reversed(list(layers)):
+    for layer, ls in reversed(layers):
         if ls.recompute != "full":
             freed += activation_bytes_per_sample(layer, ls)
             continue

@@ -105,7 +105,7 @@ __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRA
            "check_applicable", "stage_bounds", "RECOMPUTE", "SCHEDULES", "PRECISIONS",
            "inflight_microbatches", "recompute_modes", "SPLITS", "block_stages",
            "layer_recompute", "layer_strategies", "partial_recompute_counts",
-           "recompute_ladder"]
+           "recompute_ladder", "with_expert_parallelism"]
 
 #: Keys of the strategy string, in canonical order.
 STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "etp", "embedding", "sp",
@@ -729,6 +729,19 @@ def partial_recompute_counts(workload: Any, strategy: Strategy) -> tuple[int, ..
     per_chunk = len(starts) // (strategy.pp * strategy.vpp)
     return tuple(sorted({n for n in (math.ceil(per_chunk * f) for f in (0.25, 0.5, 0.75))
                          if 0 < n < per_chunk}))
+
+
+def with_expert_parallelism(strategy: Strategy, ep: int) -> Strategy | None:
+    """``strategy`` with ``ep`` expert-parallel ranks: carved out of ``dp`` when ``ep``
+    divides it (``etp`` = ``tp``), else folded over ``tp x dp`` (``etp=1``, with the
+    sequence-parallel split folded experts take); None when ``ep`` divides neither.
+    The strategy search's expert knob and move place ``ep`` with it."""
+    s = strategy
+    if s.dp % ep == 0:
+        return replace(s, ep=ep, etp=None)
+    if s.tp > 1 and (s.tp * s.dp) % ep == 0:
+        return replace(s, ep=ep, etp=1, sp=True)
+    return None
 
 
 def recompute_ladder(workload: Any, strategy: Strategy) -> tuple[Strategy, ...]:

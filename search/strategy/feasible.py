@@ -51,7 +51,7 @@ from codesign.workloads.memory import MemoryBreakdown, memory_per_gpu
 from codesign.workloads.model import Workload
 from codesign.workloads.placement import Placement
 from codesign.workloads.strategy import (
-    Strategy, check_applicable, is_table, recompute_ladder)
+    Strategy, check_applicable, is_table, recompute_ladder, with_expert_parallelism)
 from search.strategy.space import Candidate
 
 __all__ = ["Knob", "KNOBS", "feasible_start", "model_parallel_shapes"]
@@ -134,15 +134,9 @@ def _experts(s: Strategy, w: Workload) -> list[Strategy]:
     experts = sorted({layer.experts for layer in w.layers if layer.experts})
     if not experts:
         return [s]
-    out = []
-    for e in range(1, s.tp * s.dp + 1):
-        if (s.tp * s.dp) % e or any(x % e for x in experts):
-            continue
-        if s.dp % e == 0:
-            out.append(replace(s, ep=e, etp=None))
-        elif s.tp > 1:   # folded experts take the sequence-parallel split
-            out.append(replace(s, ep=e, etp=1, sp=True))
-    return out
+    placed = (with_expert_parallelism(s, e) for e in range(1, s.tp * s.dp + 1)
+              if all(x % e == 0 for x in experts))
+    return [x for x in placed if x is not None]
 
 
 def _embedding(s: Strategy, w: Workload) -> list[Strategy]:

@@ -54,7 +54,8 @@ from codesign.errors import InvalidSpecError, invalid
 from codesign.workloads.model import Workload
 from codesign.workloads.placement import DEFAULT_ORDER, Placement
 from codesign.workloads.strategy import (
-    Strategy, as_strategy, check_applicable, is_table, recompute_ladder)
+    Strategy, as_strategy, check_applicable, is_table, recompute_ladder,
+    with_expert_parallelism)
 
 __all__ = ["Candidate", "MOVES", "propose", "initial_candidate", "prime_factors"]
 
@@ -261,11 +262,8 @@ def _move_ep(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate |
     options += [s.ep // p for p in sorted(set(prime_factors(s.ep)))]
     if not options:
         return None
-    e = options[rng.integers(len(options))]
-    if s.dp % e == 0:
-        return replace(c, strategy=replace(s, ep=e, etp=None))
-    # folded experts take the sequence-parallel split
-    return replace(c, strategy=replace(s, ep=e, etp=1, sp=True))
+    placed = with_expert_parallelism(s, options[rng.integers(len(options))])
+    return None if placed is None else replace(c, strategy=placed)
 
 
 def _move_embedding(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
