@@ -636,7 +636,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                               overlap=not args.no_overlap, tp_comm_overlap=tp_overlap,
                               param_gather_overlap=args.param_gather_overlap,
                               pp_comm_overlap=args.pp_comm_overlap,
-                              ep_comm_overlap=args.ep_comm_overlap)
+                              ep_comm_overlap=args.ep_comm_overlap,
+                              ep_dispatch=args.ep_dispatch)
         payload = evaluate(Cluster(topo, hw), workload, execution,
                            network_model=args.network_model).to_dict()
     if args.fail is not None:
@@ -878,6 +879,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``codesign`` command."""
     from codesign import __version__
     from codesign.collective_kinds import KINDS
+    from codesign.workloads.dispatch import DISPATCHERS
 
     parser = _Parser(prog="codesign", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"codesign {__version__}")
@@ -1021,6 +1023,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a micro-batch's expert all-to-alls run under another micro-batch's "
                         "compute of the same layer (DeepSeek-V3's DualPipe, Megatron-core's "
                         "overlap_moe_expert_parallel_comm)")
+    p.add_argument("--ep-dispatch", default="alltoall", choices=DISPATCHERS,
+                   help="how expert layers reach their experts: alltoall (default, "
+                        "Megatron-core's all-to-all dispatcher), hierarchical (DeepSeek-V3 / "
+                        "DeepEP: once per destination server over the network, then "
+                        "NVLink) or hierarchical-fp8 (the same, dispatch in FP8)")
     p.add_argument("--pp-comm-overlap", action="store_true",
                    help="pipeline sends of the interleaved schedule run under one model "
                         "chunk's compute (Megatron-LM's overlap_p2p_comm; ignored without "

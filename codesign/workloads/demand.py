@@ -47,7 +47,9 @@ from the sharding rule, :mod:`codesign.workloads.sharding`; this module orders t
   optimisation, Narayanan et al. SC'21, Sec. 4.1).
 * Expert parallel: around each expert layer an ``alltoall`` on the EP group before
   (dispatch) and after (combine) the experts, each ``b x ep_alltoall_bytes / T`` per
-  rank, forward and backward.  Expert gradients synchronise over the ranks holding
+  rank, forward and backward; with ``ep_dispatch="hierarchical"`` each becomes a rail
+  all-to-all over the network and an NVLink one per server
+  (:mod:`codesign.workloads.dispatch`).  Expert gradients synchronise over the ranks holding
   the same experts (:attr:`Strategy.expert_dp`: ``dp / ep``, or ``tp x dp / ep`` with
   folded experts), the rest over the whole DP group.
 * Embedding tables, ``embedding=model`` (TopoOpt Sec. 2.1): table ``i`` lives on GPU
@@ -82,6 +84,7 @@ from codesign.collective_kinds import RING_KINDS, ring_bytes_per_member
 from codesign.errors import invalid
 from codesign.specs import check_number
 from codesign.workloads.compute import attention_core_time, layer_time, resolve_precision
+from codesign.workloads.dispatch import check_dispatch, dispatch_legs
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.memory import MemoryBreakdown, check_memory, memory_per_gpu
 from codesign.workloads.model import Layer, Workload
@@ -413,7 +416,8 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                bucket_bytes: float = DEFAULT_BUCKET_BYTES,
                efficiency: float | None = None, index_bytes: int = 8,
                check: bool = True, tp_comm_overlap: bool | str = False,
-               pp_comm_overlap: bool = False, ep_comm_overlap: bool = False) -> Demand:
+               pp_comm_overlap: bool = False, ep_comm_overlap: bool = False,
+               ep_dispatch: str = "alltoall") -> Demand:
     """The demand of one training iteration of ``workload`` under ``strategy``.
 
     Parameters
@@ -468,6 +472,12 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         (dispatch and combine, forward and backward) gets a quarter of the layer's
         forward + backward compute as ``hidden_s``, so only the excess is exposed.
         Ignored with one micro-batch (nothing to pair with).
+    ep_dispatch : str, optional
+        How expert layers send tokens to their experts (:mod:`codesign.workloads.dispatch`):
+        ``"alltoall"`` (default; Megatron-core's all-to-all dispatcher, every routed copy
+        to its expert's rank), ``"hierarchical"`` (DeepSeek-V3 Sec. 3.2.2, DeepEP: once
+        per destination server over the network, then NVLink) or ``"hierarchical-fp8"``
+        (the same with FP8 dispatch, Sec. 3.3.4; needs an fp8 precision).
 
     Returns
     -------
@@ -531,6 +541,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         raise invalid("pp_comm_overlap", pp_comm_overlap, "true or false")
     if not isinstance(ep_comm_overlap, bool):
         raise invalid("ep_comm_overlap", ep_comm_overlap, "true or false")
+    check_dispatch(ep_dispatch, precision)
     ep_hide = ep_comm_overlap and m > 1
     # Pipeline sends overlap one model chunk's pass (interleaved schedule only).
     chunk_share = 1.0 / s.vpp if pp_comm_overlap and s.vpp > 1 else 0.0
@@ -600,9 +611,17 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             shared, expert = shard.params
             step_params += shard.step_params()
             a2a = shard.ep_alltoall_bytes(b)
-            ep_ops = [CollectiveOp("alltoall", grp, a2a, "forward", "ep", layer=layer.name,
-                                   stage=p, repeat=m)
-                      for grp in ep_groups] if layer.experts and a2a else []
+            # The dispatcher's all-to-alls (codesign.workloads.dispatch): per leg, the
+            # dispatch-direction and the combine-direction buffer.
+            legs = [leg for grp in ep_groups for leg in dispatch_legs(
+                grp, a2a, experts=layer.experts, top_k=layer.top_k,
+                gpus_per_server=placement.gpus_per_server, dispatcher=ep_dispatch,
+                groups=layer.expert_groups, group_top_k=layer.group_top_k)] \
+                if layer.experts and a2a else []
+            ep_ops = [CollectiveOp("alltoall", grp, size, "forward", "ep", layer=layer.name,
+                                   stage=p, repeat=m) for grp, size, _ in legs]
+            ep_back = [CollectiveOp("alltoall", grp, size, "forward", "ep", layer=layer.name,
+                                    stage=p, repeat=m) for grp, _, size in legs]
             # Context parallelism: the ring exchange of key/value blocks (an all-gather
             # of the CP group's K/V) overlaps the attention blocks; backward circulates
             # K/V again and reduce-scatters their gradients (Megatron-LM's CP).  The
@@ -642,7 +661,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                 pass_s[1] += r_s
                 pass_b += r_s
                 if ls.recompute == "full":
-                    r_ops += [replace(op, phase="backward") for op in ep_ops]
+                    r_ops += [replace(op, phase="backward") for op in ep_back]
                     r_ops += [replace(op, phase="backward") for op in tp_f]
                 b_ops += r_ops
             if s.zero >= 3:
@@ -670,12 +689,14 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             for phase, target, sec, flops, tps, cps in (
                     ("forward", f_ops, f_s, sh.fwd_flops, tp_f, cp_f),
                     ("backward", b_ops, b_s, sh.bwd_flops, tp_b, cp_b)):
-                around = [replace(op, phase=phase,
-                                  hidden_s=(f_s + b_s) / 4.0 if ep_hide else 0.0)
-                          for op in ep_ops]
-                target += around + cps
+                # Before the experts, the dispatch direction (forward: the tokens;
+                # backward: their output gradients); after, the combine direction.
+                into, back = ([replace(op, phase=phase,
+                                       hidden_s=(f_s + b_s) / 4.0 if ep_hide else 0.0)
+                               for op in ops] for ops in (ep_ops, ep_back))
+                target += into + cps
                 target.append(Compute(layer.name, phase, ranks_p, sec, b * flops, p, m))
-                target += around
+                target += back
                 target += tps
             fwd_stage += f_ops
             blocks.append(b_ops)

@@ -416,7 +416,8 @@ def mlp(name: str, *, hidden: int, ffn: int, seq: int, dtype_bytes: int, bias: b
 
 def moe(name: str, *, hidden: int, ffn: int, experts: int, top_k: int, seq: int,
         dtype_bytes: int, norm: str = "rmsnorm", gated: bool = True, bias: bool = False,
-        tp: bool = True, capacity_factor: float = 1.0, shared_experts: int = 0) -> Layer:
+        tp: bool = True, capacity_factor: float = 1.0, shared_experts: int = 0,
+        expert_groups: int = 0, group_top_k: int = 0) -> Layer:
     """A mixture-of-experts feed-forward block (router + ``experts`` MLPs), one layer.
 
     Each token goes to ``top_k`` experts (Shazeer et al. 2017; Mixtral, Jiang et al.
@@ -432,6 +433,9 @@ def moe(name: str, *, hidden: int, ffn: int, experts: int, top_k: int, seq: int,
     and all-to-all bytes (the busiest rank sets the pace).  ``shared_experts`` are
     always-active experts of the same width that every token passes (DeepSeekMoE, Dai et
     al. 2024 Sec. 3.2): dense parameters, replicated across expert parallelism.
+    ``expert_groups`` / ``group_top_k`` limit each token's experts to that many groups
+    (node-limited routing; only the hierarchical dispatch's bytes depend on it,
+    :mod:`codesign.workloads.dispatch`).
     """
     d = dtype_bytes
     if not capacity_factor >= 1.0:
@@ -475,7 +479,8 @@ def moe(name: str, *, hidden: int, ffn: int, experts: int, top_k: int, seq: int,
     return _block(name, "expert",
                   expert_params + shared + router + norm_params(norm, hidden), fwd,
                   sh * d, d, io, saved, tp, experts=experts, top_k=top_k,
-                  expert_params=expert_params,
+                  expert_params=expert_params, expert_groups=expert_groups,
+                  group_top_k=group_top_k,
                   ep_alltoall_bytes=sh * d * top_k * capacity_factor,
                   sp_saved_bytes=2 * sh * d, gemms=tuple(gemms), memory_ops=ops)
 

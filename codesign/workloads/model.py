@@ -152,6 +152,11 @@ class Layer:
     experts, top_k, expert_params : int
         Expert (mixture-of-experts) layers: experts, experts used per token, and how
         many of ``params`` sit in the experts (the rest, e.g. the router, is shared).
+    expert_groups, group_top_k : int
+        Group-limited routing of an expert layer: its experts form ``expert_groups``
+        equal groups and each token picks its experts from ``group_top_k`` of them
+        (DeepSeek-V3's node-limited routing; 0: no limit;
+        :mod:`codesign.workloads.dispatch`).
     tp_shardable : bool
         Megatron tensor parallelism splits params and FLOPs evenly.
     tp_allreduce_bytes, tp_bwd_allreduce_bytes : float
@@ -238,6 +243,8 @@ class Layer:
     memory_ops: tuple[tuple[str, float, float, str], ...] = ()
     attn_keys: float = 0.0
     fp8_gemms: bool = True
+    expert_groups: int = 0
+    group_top_k: int = 0
 
     def __post_init__(self) -> None:
         where = f"layer {self.name!r}"
@@ -245,7 +252,7 @@ class Layer:
             raise invalid("layer name", self.name, "a non-empty string")
         check_choice(f"{where} kind", self.kind, KINDS)
         for name in ("params", "table_rows", "table_dim", "lookups", "experts", "top_k",
-                     "expert_params"):
+                     "expert_params", "expert_groups", "group_top_k"):
             object.__setattr__(self, name, _nonneg_int(f"{where} {name}", getattr(self, name)))
         for name in ("fwd_flops", "bwd_flops", "activation_bytes", "io_bytes", "saved_bytes",
                      "tp_allreduce_bytes", "tp_bwd_allreduce_bytes", "ep_alltoall_bytes",
@@ -287,6 +294,15 @@ class Layer:
         if self.expert_params and not self.experts:
             raise invalid(f"{where} experts", self.experts,
                           "an integer >= 1 when expert_params is set")
+        if self.expert_groups or self.group_top_k:
+            g, m = self.expert_groups, self.group_top_k
+            if not self.experts or g < 1 or self.experts % g:
+                raise invalid(f"{where} expert_groups", g,
+                              f"a divisor of experts ({self.experts})")
+            if not 1 <= m <= g or self.top_k > m * (self.experts // g):
+                raise invalid(f"{where} group_top_k", m,
+                              f"in 1..expert_groups ({g}), its groups holding at least "
+                              f"top_k ({self.top_k}) experts")
 
     # ------------------------------------------------------------------ derived
     @property

@@ -15,7 +15,9 @@ One builder covers every transformer of the zoo through its hyper-parameters:
   appendix; the released ``config.json``): multi-head latent attention
   (``kv_lora_rank``, ``q_lora_rank``, ``rope_head_dim``, ``v_head_dim``;
   :func:`codesign.workloads.layers.latent_attention`) and a MoE whose first
-  ``dense_layers`` blocks keep a dense MLP of width ``dense_ffn``.
+  ``dense_layers`` blocks keep a dense MLP of width ``dense_ffn``; node-limited routing
+  (each token's 8 experts from at most 4 of 8 expert groups, Sec. 2.1.2) is
+  ``expert_groups`` / ``group_top_k`` (:mod:`codesign.workloads.dispatch`).
 * Mixtral 8x7B (Jiang et al. 2024, "Mixtral of Experts", Table 1): Llama-style blocks
   whose MLP is ``experts`` SwiGLU experts with ``top_k`` routing.
 * BERT (Devlin et al. 2019): post-norm encoder with learned positions and token types,
@@ -72,6 +74,10 @@ TRANSFORMER_PARAMS = {
                              doc="busiest expert's load over a perfect balance (MoE)"),
     "shared_experts": Param("int", 0, minimum=0, maximum=64,
                             doc="always-active experts per MoE layer (DeepSeekMoE)"),
+    "expert_groups": Param("int", 0, minimum=0, maximum=4096,
+                           doc="MoE group-limited routing: groups of experts (0: none)"),
+    "group_top_k": Param("int", 0, minimum=0, maximum=4096,
+                         doc="groups a token's experts come from (DeepSeek-V3: 4 of 8)"),
     "dropout": Param("bool", True, doc="dropout masks are kept for backward"),
     "flash_attention": Param("bool", False, doc="s x s attention tensors are not stored"),
     "window": Param("int", 0, minimum=0, maximum=10**7,
@@ -105,7 +111,8 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
                       flash_attention: bool, head: str, dtype_bytes: int, window: int = 0,
                       global_every: int = 0, kv_lora_rank: int = 0, q_lora_rank: int = 0,
                       rope_head_dim: int = 0, v_head_dim: int | None = None,
-                      dense_layers: int = 0, dense_ffn: int | None = None) -> list[Layer]:
+                      dense_layers: int = 0, dense_ffn: int | None = None,
+                      expert_groups: int = 0, group_top_k: int = 0) -> list[Layer]:
     """Layers of a transformer (see the module docstring)."""
     d = dtype_bytes
     kv_heads = heads if kv_heads is None else kv_heads
@@ -119,6 +126,12 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
         raise invalid("transformer top_k", top_k, f"an integer in 1..experts ({experts})")
     if not experts and top_k:
         raise invalid("transformer top_k", top_k, "0 without experts")
+    if not experts and (expert_groups or group_top_k):
+        raise invalid("transformer expert_groups/group_top_k", (expert_groups, group_top_k),
+                      "defaults (0, 0) without experts")
+    if bool(expert_groups) != bool(group_top_k):
+        raise invalid("transformer group_top_k", group_top_k,
+                      "set together with expert_groups (both 0: no group limit)")
     if not experts and (shared_experts or capacity_factor != 1.0):
         raise invalid("transformer shared_experts/capacity_factor",
                       (shared_experts, capacity_factor), "defaults (0, 1.0) without experts")
@@ -179,7 +192,8 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
             block_mlp = moe(f"block{i}.mlp", hidden=hidden, ffn=ffn, experts=experts,
                             top_k=top_k, seq=seq_len, dtype_bytes=d, norm=norm, gated=gated,
                             bias=bias, capacity_factor=capacity_factor,
-                            shared_experts=shared_experts)
+                            shared_experts=shared_experts, expert_groups=expert_groups,
+                            group_top_k=group_top_k)
         else:
             block_mlp = mlp(f"block{i}.mlp", hidden=hidden, ffn=ffn, seq=seq_len,
                             dtype_bytes=d, bias=bias, norm=norm, gated=gated, dropout=dropout)

@@ -113,6 +113,11 @@ class Execution:
         Expert all-to-alls run under another micro-batch's compute (DeepSeek-V3's
         DualPipe, Megatron-core's ``overlap_moe_expert_parallel_comm``;
         :func:`codesign.workloads.demand.demand_for`).
+    ep_dispatch : str, optional
+        How expert layers reach their experts: ``alltoall`` (default, Megatron-core's
+        all-to-all dispatcher), ``hierarchical`` (DeepSeek-V3 / DeepEP: once per
+        destination server over the network, then NVLink) or ``hierarchical-fp8``
+        (:mod:`codesign.workloads.dispatch`).
     """
 
     strategy: Any
@@ -125,6 +130,7 @@ class Execution:
     param_gather_overlap: bool = False
     pp_comm_overlap: bool = False
     ep_comm_overlap: bool = False
+    ep_dispatch: str = "alltoall"
 
     def __post_init__(self) -> None:
         from codesign.workloads.placement import Placement
@@ -134,7 +140,7 @@ class Execution:
         if self.placement is not None and not isinstance(self.placement, Placement):
             raise invalid("execution placement", type(self.placement).__name__,
                           "a Placement or None")
-        for name in ("collective_method", "routing"):
+        for name in ("collective_method", "routing", "ep_dispatch"):
             value = getattr(self, name)
             if not isinstance(value, str):
                 raise invalid(f"execution {name}", value, "a name (string)")

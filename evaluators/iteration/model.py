@@ -341,7 +341,8 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
              tp_comm_overlap: bool | str | None = None,
              param_gather_overlap: bool | None = None,
              pp_comm_overlap: bool | None = None,
-             ep_comm_overlap: bool | None = None) -> IterationResult:
+             ep_comm_overlap: bool | None = None,
+             ep_dispatch: str | None = None) -> IterationResult:
     """Time one training iteration of ``workload`` run as ``execution`` on ``system``.
 
     The three inputs are Calculon's (:mod:`evaluators.iteration.inputs`): what is built,
@@ -406,6 +407,9 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     ep_comm_overlap : bool, optional
         Expert all-to-alls hide under another micro-batch's compute of their layer
         (DeepSeek-V3's DualPipe; :func:`codesign.workloads.demand.demand_for`).
+    ep_dispatch : str, optional
+        ``alltoall`` (default), ``hierarchical`` or ``hierarchical-fp8``: how expert
+        layers reach their experts (:mod:`codesign.workloads.dispatch`).
     check_memory : bool, optional
         Raise :class:`~codesign.errors.InfeasibleError` when the strategy does not fit
         in GPU memory (default); ``False`` times it anyway (validation against published
@@ -439,7 +443,8 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
                        routing=routing, overlap=overlap, bucket_bytes=bucket_bytes,
                        tp_comm_overlap=tp_comm_overlap,
                        param_gather_overlap=param_gather_overlap,
-                       pp_comm_overlap=pp_comm_overlap, ep_comm_overlap=ep_comm_overlap)
+                       pp_comm_overlap=pp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
+                       ep_dispatch=ep_dispatch)
     topo, hw, s = cluster.topology, cluster.hardware, run.strategy
     placement, collective_method, routing = run.placement, run.collective_method, run.routing
     overlap, bucket_bytes = run.overlap, run.bucket_bytes
@@ -462,7 +467,7 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
                         bucket_bytes=DEFAULT_BUCKET_BYTES if bucket_bytes is None else bucket_bytes,
                         efficiency=efficiency, check=check_memory,
                         tp_comm_overlap=tp_comm_overlap, pp_comm_overlap=pp_comm_overlap,
-                        ep_comm_overlap=ep_comm_overlap)
+                        ep_comm_overlap=ep_comm_overlap, ep_dispatch=run.ep_dispatch)
     if not isinstance(param_gather_overlap, bool):
         raise invalid("param_gather_overlap", param_gather_overlap, "true or false")
     m, P, V = s.m, s.pp, s.vpp

@@ -44,7 +44,8 @@ MEASURED = ("iteration_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu")
 _BOOLEAN_KEYS = ("overlap", "tp_comm_overlap", "param_gather_overlap", "pp_comm_overlap",
                  "ep_comm_overlap")
 _INTEGER_KEYS = ("gpus_per_server",)
-EVALUATE_KEYS = _BOOLEAN_KEYS + ("collective_method", "network_model", "routing") \
+EVALUATE_KEYS = _BOOLEAN_KEYS + ("collective_method", "network_model", "routing",
+                                 "ep_dispatch") \
     + _INTEGER_KEYS
 #: FLOP counts publications use to report TFLOP/s per GPU.
 FLOPS_FORMULAS = ("megatron-recompute", "megatron")
