@@ -199,7 +199,8 @@ class LayerShard:
                     for split in [s.cp * (T if shard == "tp" or (shard == "sp" and s.sp)
                                           else 1)])
         return replace(layer, params=int(round(shared + expert)), expert_params=0, experts=0,
-                       top_k=0, expert_groups=0, group_top_k=0, fwd_flops=layer.fwd_flops / t, bwd_flops=layer.bwd_flops / t,
+                       top_k=0, expert_groups=0, group_top_k=0,
+                       fwd_flops=layer.fwd_flops / t, bwd_flops=layer.bwd_flops / t,
                        io_bytes=layer.io_bytes / t,
                        attn_core_fwd_flops=layer.attn_core_fwd_flops / t, gemms=gemms,
                        memory_ops=ops,

@@ -147,10 +147,10 @@ MOE_TEXT = ("Mixture-of-experts runs (not fitted)",
             "compute as the preset runs it (evaluate ep_comm_overlap); GPT-OSS 120B (128 "
             "experts of 2880, top-4, sliding-window attention) on 64 H100 ran far slower "
             "than predicted, as the fine-grained Qwen3 did; DeepSeek-V3 on 2,048 H800 "
-            "(multi-head latent attention, DualPipe) comes out a third slow, the model "
-            "sending its all-to-all in 16 bit to every expert's node where the run sends "
-            "FP8 to at most four nodes.  `evaluate` reports no validated error for "
-            "MoE workloads (`model_error` null).")
+            "(multi-head latent attention, DualPipe, 256 experts of 2048, top-8) with its "
+            "node-limited routing and FP8 hierarchical dispatch (evaluate ep_dispatch) ran "
+            "slower than predicted too, as the other fine-grained MoE runs.  `evaluate` "
+            "reports no validated error for MoE workloads (`model_error` null).")
 
 
 def transfer_check(runs, h100_parameters: dict, text: tuple[str, str] = TRANSFER_TEXT

@@ -195,3 +195,26 @@ def test_group_limited_routing_is_checked() -> None:
     w = _moe(expert_groups=4, group_top_k=2)
     moe = [layer for layer in w.layers if layer.experts]
     assert moe and all((x.expert_groups, x.group_top_k) == (4, 2) for x in moe)
+
+
+def test_cli_evaluate_takes_the_dispatcher(capsys) -> None:
+    import json
+
+    from codesign.app.cli import main
+
+    args = ["evaluate", "--topology", "ideal:2,bw=100Gbps", "--workload", "mixtral-8x7b",
+            *[x for kv in ("layers=2", "hidden=512", "heads=8", "kv_heads=8", "ffn=1024",
+                           "vocab=1000", "seq_len=512", "experts=16", "top_k=4",
+                           "expert_groups=2", "group_top_k=1", "batch_size=32")
+              for x in ("--option", kv)],
+            "--hardware", "H100", "--strategy", "dp=16,ep=16,microbatches=2,precision=fp8",
+            "--routing", "shortest"]
+    assert main([*args, "--ep-dispatch", "hierarchical-fp8", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert main([*args, "--json"]) == 0
+    flat = json.loads(capsys.readouterr().out)
+    assert got["breakdown"]["ep_s"] < flat["breakdown"]["ep_s"]
+    bf16 = [a.replace(",precision=fp8", "") for a in args]
+    assert main([*bf16, "--ep-dispatch", "hierarchical-fp8"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ep_dispatch" in err[0] and "fp8 precision" in err[0]
