@@ -122,7 +122,7 @@ def _expected_servers(labels: tuple[int, ...], k: int, groups: int, picked: int)
         ways = [dict() for _ in range(M + 1)]
         ways[0][0] = 1
         for e in per_group:
-            for j in range(min(M, G) - 1, -1, -1):
+            for j in range(M - 1, -1, -1):     # each group joins a subset at most once
                 for c, w in ways[j].items():
                     ways[j + 1][c + e] = ways[j + 1].get(c + e, 0) + w
         unused = sum(w * comb(pool - c, k) for c, w in ways[M].items())
