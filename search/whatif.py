@@ -442,7 +442,7 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     # Not validated on mixture-of-experts runs (uncertainty.outside_validation).
     models = [get_workload(w.name, w.config) for w in mix]
     moe = any(map(outside_validation, models))
-    model_error = validated_error(hardware, models)
+    model_error = None if moe else validated_error(hardware)
     procured: dict = {}
 
     def procure(k) -> dict[str, Any]:

@@ -52,6 +52,7 @@ from functools import lru_cache
 from math import comb
 
 from codesign.errors import invalid
+from codesign.workloads.compute import FP8_FORMATS
 
 __all__ = ["DISPATCHERS", "FP8_DISPATCH_FACTOR", "expected_servers", "dispatch_legs",
            "check_dispatch"]
@@ -68,7 +69,7 @@ def check_dispatch(ep_dispatch: str, precision: str) -> None:
     """Refuse an unknown dispatcher, or an FP8 dispatch without an fp8 precision."""
     if ep_dispatch not in DISPATCHERS:
         raise invalid("ep_dispatch", ep_dispatch, f"one of {', '.join(DISPATCHERS)}")
-    if ep_dispatch == "hierarchical-fp8" and not precision.startswith(("fp8", "mxfp8")):
+    if ep_dispatch == "hierarchical-fp8" and precision not in FP8_FORMATS:
         raise invalid("ep_dispatch", ep_dispatch,
                       f"hierarchical-fp8 needs an fp8 precision (the strategy's is "
                       f"{precision}); use hierarchical")

@@ -199,7 +199,8 @@ def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardw
                 w, g, o = w + dw, g + dg, o + do
             act += shard.activation_bytes_per_sample
         inflight = inflight_microbatches(s, p) if s.pp > 1 else 1.0
-        work = _recompute_workspace(kept, s) * micro
+        # Only full recomputation (of all blocks or the first of each chunk) reruns units.
+        work = _recompute_workspace(kept, s) * micro if s.recompute == "full" else 0.0
         per_stage.append((w, g, o, act * micro * inflight + work, inflight, work))
 
     # Ranks' stages, and the tables each rank holds (embedding=model).

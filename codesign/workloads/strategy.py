@@ -704,10 +704,9 @@ def layer_recompute(names: Any, strategy: Strategy,
         k0 = 0
         for c in range(s.vpp):
             size = q + (1 if c < r else 0)
-            for j, k in enumerate(blocks[k0:k0 + size]):
-                if j >= s.recompute_layers:
-                    for i in range(bounds[k], bounds[k + 1]):
-                        modes[i] = "none"
+            for k in blocks[k0 + s.recompute_layers:k0 + size]:    # the kept blocks
+                for i in range(bounds[k], bounds[k + 1]):
+                    modes[i] = "none"
             k0 += size
     return tuple(modes)
 
