@@ -110,6 +110,34 @@ def test_source_balance_weighs_each_publication_once(tmp_path):
         calibrate(runs, A100, balance="gpu", **kw)
 
 
+def test_per_source_fits_recover_each_publications_own_parameter(tmp_path):
+    # experiments/validation/per_source.py: two sources measured at GEMM efficiencies 0.5
+    # and 0.8 -- each fitted alone gets its own value back and reproduces its runs.
+    import importlib.util
+
+    script = VALIDATION.parent / "per_source.py"
+    spec = importlib.util.spec_from_file_location("per_source", script)
+    per_source = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(per_source)
+    rows = []
+    for src, eff, ids in (("slow", 0.5, "abf"), ("fast", 0.8, "cd")):
+        hw = A100.with_compute_parameters(gemm_efficiency=eff)
+        part = [{"id": f"{src}-{i}", "source": src, "gpu": "A100-80", "gpus": 8,
+                 "workload": "gpt3-175b", "options": opts, "strategy": strat,
+                 "measured": "iteration_s", "value": "1"}
+                for i, opts, strat in SYNTH if i in ids]
+        for row, run in zip(part, load_runs(_write(tmp_path / f"{src}.csv", part))):
+            row["value"] = repr(predict_run(run, hw))
+        rows += part
+    fits = {f[0]: f for f in per_source.source_fits(
+        load_runs(_write(tmp_path / "both.csv", rows)), "A100-80")}
+    assert set(fits) == {"slow", "fast"}
+    assert fits["slow"][1] == 3 and fits["fast"][1] == 2
+    assert fits["slow"][2] == pytest.approx(0.5, rel=0.02)
+    assert fits["fast"][2] == pytest.approx(0.8, rel=0.02)
+    assert max(f[4] for f in fits.values()) < 0.01
+
+
 def test_published_flop_counts_reproduce_published_numbers():
     # MT-NLG 530B (Smith et al. 2022 Sec. 2.4): 126 TFLOP/s per GPU at 60.1 s on 2240
     # GPUs, batch 1920; the SC'21 count with recomputation reproduces it.
