@@ -88,11 +88,11 @@ def test_prior_keeps_unconstrained_parameters(tmp_path):
     assert result.parameters["gemm_efficiency"] == pytest.approx(0.62, rel=0.05)
 
 
-def test_source_balance_weighs_each_publication_once(tmp_path):
-    # Five runs of one source measured at GEMM efficiency 0.5, one of another at 0.8:
-    # per run the fit sits near the large source; per source halfway (in log time).
+def _sources(tmp_path: Path, spec) -> list:
+    """Runs of several synthetic sources, ``spec`` = ``(source, gemm_efficiency, ids of
+    SYNTH)`` each, timed by the model at that source's efficiency."""
     rows = []
-    for src, eff, ids in (("big", 0.5, "abcef"), ("small", 0.8, "c")):
+    for src, eff, ids in spec:
         hw = A100.with_compute_parameters(gemm_efficiency=eff)
         part = [{"id": f"{src}-{i}", "source": src, "gpu": "A100-80", "gpus": 8,
                  "workload": "gpt3-175b", "options": opts, "strategy": strat,
@@ -101,7 +101,13 @@ def test_source_balance_weighs_each_publication_once(tmp_path):
         for row, run in zip(part, load_runs(_write(tmp_path / f"{src}.csv", part))):
             row["value"] = repr(predict_run(run, hw))
         rows += part
-    runs = load_runs(_write(tmp_path / "both.csv", rows))
+    return load_runs(_write(tmp_path / "sources.csv", rows))
+
+
+def test_source_balance_weighs_each_publication_once(tmp_path):
+    # Five runs of one source measured at GEMM efficiency 0.5, one of another at 0.8:
+    # per run the fit sits near the large source; per source halfway (in log time).
+    runs = _sources(tmp_path, (("big", 0.5, "abcef"), ("small", 0.8, "c")))
     kw = dict(parameters=("gemm_efficiency",), prior_weight=0.0, holdout=None)
     per_run = calibrate(runs, A100, **kw).parameters["gemm_efficiency"]
     per_source = calibrate(runs, A100, balance="source", **kw).parameters["gemm_efficiency"]
@@ -119,18 +125,8 @@ def test_per_source_fits_recover_each_publications_own_parameter(tmp_path):
     spec = importlib.util.spec_from_file_location("per_source", script)
     per_source = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(per_source)
-    rows = []
-    for src, eff, ids in (("slow", 0.5, "abf"), ("fast", 0.8, "cd")):
-        hw = A100.with_compute_parameters(gemm_efficiency=eff)
-        part = [{"id": f"{src}-{i}", "source": src, "gpu": "A100-80", "gpus": 8,
-                 "workload": "gpt3-175b", "options": opts, "strategy": strat,
-                 "measured": "iteration_s", "value": "1"}
-                for i, opts, strat in SYNTH if i in ids]
-        for row, run in zip(part, load_runs(_write(tmp_path / f"{src}.csv", part))):
-            row["value"] = repr(predict_run(run, hw))
-        rows += part
     fits = {f[0]: f for f in per_source.source_fits(
-        load_runs(_write(tmp_path / "both.csv", rows)), "A100-80")}
+        _sources(tmp_path, (("slow", 0.5, "abf"), ("fast", 0.8, "cd"))), "A100-80")}
     assert set(fits) == {"slow", "fast"}
     assert fits["slow"][1] == 3 and fits["fast"][1] == 2
     assert fits["slow"][2] == pytest.approx(0.5, rel=0.02)
