@@ -91,6 +91,7 @@ from codesign.workloads.model import PRECISIONS, Layer, Workload
 
 __all__ = ["DEFAULT_EFFICIENCY", "LayerTime", "layer_time", "layer_times", "dtype_name",
            "resolve_precision", "uses_kernel_model", "attention_core_time", "ATTENTION_CORE_OPS",
+           "recompute_time",
            "FP8_FORMATS", "fp8_cast_bytes"]
 
 #: Fraction of peak FLOP/s assumed for compute-bound layers (see the module docstring).
@@ -321,6 +322,36 @@ def attention_core_time(layer: Layer, hardware: Hardware | str, batch: float, *,
         return _kernel_time(layer, hw, b, fmt, core=True)[0]
     full = layer_time(layer, hw, b, efficiency=efficiency, dtype=dtype)
     return full.fwd_s * layer.attn_core_fwd_flops / layer.fwd_flops
+
+
+def recompute_time(layer: Layer, hardware: Hardware | str, batch: float,
+                   modules: Any, *, efficiency: float | None = None,
+                   dtype: str | None = None) -> float:
+    """Forward seconds that selective recomputation with ``modules`` (names of
+    :data:`~codesign.workloads.strategy.RECOMPUTE_MODULES`) reruns in ``layer`` for
+    ``batch`` samples before its backward pass.
+
+    ``core_attn``: :func:`attention_core_time`, where the core's ``s x s`` tensors were
+    dropped; ``mlp``: a dense MLP block's whole forward; ``layernorm``: the norm kernels
+    (``norm`` memory operators); ``moe_act``: an expert layer's activation kernels
+    (``activation`` operators).  The memory-bound kernels run at HBM bandwidth times the
+    profile's ``memory_efficiency`` (1 without a profile, as :func:`layer_time`'s
+    roofline).  Seconds; 0 when nothing of ``layer`` is rerun.
+    """
+    hw = get_hardware(hardware)
+    b = check_number("batch", batch)
+    if "mlp" in modules and layer.is_mlp_block:
+        return layer_time(layer, hw, b, efficiency=efficiency, dtype=dtype).fwd_s
+    seconds = 0.0
+    if "core_attn" in modules and layer.attn_core_saved_bytes > 0:
+        seconds += attention_core_time(layer, hw, b, efficiency=efficiency, dtype=dtype)
+    names = (("norm",) if "layernorm" in modules else ()) + (
+        ("activation",) if "moe_act" in modules and layer.kind == "expert" else ())
+    if names:
+        eff = hw.compute.memory_efficiency if hw.compute is not None else 1.0
+        moved = sum(op[1] for op in layer.memory_ops if op[0] in names)
+        seconds += b * moved / (hw.memory_bandwidth_Bps * eff)
+    return seconds
 
 
 def layer_times(workload: Workload, hardware: Hardware | str, batch: float, *,

@@ -83,7 +83,7 @@ import numpy as np
 from codesign.collective_kinds import RING_KINDS, ring_bytes_per_member
 from codesign.errors import invalid
 from codesign.specs import check_number
-from codesign.workloads.compute import attention_core_time, layer_time, resolve_precision
+from codesign.workloads.compute import layer_time, recompute_time, resolve_precision
 from codesign.workloads.dispatch import check_dispatch, dispatch_legs
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.memory import MemoryBreakdown, check_memory, memory_per_gpu
@@ -648,20 +648,28 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             # full recomputation repeats the forward's communication too.
             rflops = shard.recompute_flops
             pass_b = b_s
-            if rflops:
+            # Full: the whole forward again; selective: the chosen modules' own kernels
+            # (compute.recompute_time: the attention core's, not its FLOP share; the
+            # norms' and activations' at HBM bandwidth; a dense MLP block's forward).
+            if ls.recompute == "full":
+                r_s = f_s if rflops else 0.0
+            else:
+                r_s = recompute_time(sh, hw, b, ls.selective_modules,
+                                     efficiency=efficiency, dtype=precision)
+            if r_s > 0:
                 r_ops: list[Op] = []
+                # A whole forward again repeats its communication too.
+                whole = ls.recompute == "full" or (
+                    "mlp" in ls.selective_modules and layer.is_mlp_block)
                 if ls.recompute == "full":
                     r_ops += [replace(op, phase="backward") for op in ep_ops + cp_f]
-                # Full: the whole forward again; selective: the attention core's own
-                # kernels (compute.attention_core_time), not its FLOP share.
-                r_s = f_s if ls.recompute == "full" else attention_core_time(
-                    sh, hw, b, efficiency=efficiency, dtype=precision)
                 r_ops.append(Compute(layer.name, "backward", ranks_p, r_s, b * rflops, p, m,
                                      kind="recompute"))
                 pass_s[1] += r_s
                 pass_b += r_s
                 if ls.recompute == "full":
                     r_ops += [replace(op, phase="backward") for op in ep_back]
+                if whole:
                     r_ops += [replace(op, phase="backward") for op in tp_f]
                 b_ops += r_ops
             if s.zero >= 3:

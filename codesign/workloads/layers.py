@@ -313,7 +313,8 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
     ops += residual_ops(sh, d, dropout=dropout)
     return _block(name, "attention", params, fwd, sh * d, d, io, saved, tp,
                   attn_core_fwd_flops=2.0 * score_macs, attn_core_saved_bytes=core_saved,
-                  sp_saved_bytes=sp_part, checkpoint_bytes=sh * d, kv_bytes=2.0 * skv * d,
+                  sp_saved_bytes=sp_part, norm_saved_bytes=n_norm * sh * d,
+                  checkpoint_bytes=sh * d, kv_bytes=2.0 * skv * d,
                   gemms=tuple(gemms), attention_kernel="flash" if flash else "unfused",
                   causal=causal, memory_ops=tuple(ops), attn_keys=keys)
 
@@ -376,7 +377,8 @@ def latent_attention(name: str, *, hidden: int, heads: int, seq: int, dtype_byte
     ops += residual_ops(sh, d, dropout=False)
     return _block(name, "attention", params, fwd, sh * d, d, io, saved, True,
                   attn_core_fwd_flops=2.0 * core_macs, attn_core_saved_bytes=0.0,
-                  sp_saved_bytes=sp_part, checkpoint_bytes=sh * d,
+                  sp_saved_bytes=sp_part, norm_saved_bytes=n_norm * sh * d,
+                  checkpoint_bytes=sh * d,
                   kv_bytes=s * (k_w + v_w) * d, gemms=tuple(gemms),
                   attention_kernel="flash", causal=causal, memory_ops=tuple(ops),
                   attn_keys=keys)
@@ -411,7 +413,8 @@ def mlp(name: str, *, hidden: int, ffn: int, seq: int, dtype_bytes: int, bias: b
     ops = norm_ops(norm, sh, d) + activation_ops(sf, d, gated=gated, activation=activation) \
         + residual_ops(sh, d, dropout=dropout)
     return _block(name, "dense", params, fwd, sh * d, d, io, saved, tp,
-                  sp_saved_bytes=sp_part, gemms=gemms, memory_ops=ops)
+                  sp_saved_bytes=sp_part, norm_saved_bytes=n_norm * sh * d, gemms=gemms,
+                  memory_ops=ops)
 
 
 def moe(name: str, *, hidden: int, ffn: int, experts: int, top_k: int, seq: int,
@@ -482,7 +485,9 @@ def moe(name: str, *, hidden: int, ffn: int, experts: int, top_k: int, seq: int,
                   expert_params=expert_params, expert_groups=expert_groups,
                   group_top_k=group_top_k,
                   ep_alltoall_bytes=sh * d * top_k * capacity_factor,
-                  sp_saved_bytes=2 * sh * d, gemms=tuple(gemms), memory_ops=ops)
+                  sp_saved_bytes=2 * sh * d,
+                  norm_saved_bytes=(sh * d if norm != "none" else 0.0),
+                  act_saved_bytes=routed * s * ffn * d, gemms=tuple(gemms), memory_ops=ops)
 
 
 def lstm(name: str, in_features: int, hidden: int, *, seq: int, dtype_bytes: int,

@@ -139,7 +139,7 @@ def _recompute_workspace(layers: Any, strategy: Strategy) -> float:
     whole activations, with ``recompute_layers`` (the first blocks of each chunk
     recomputed, the later ones kept) nothing, since the kept blocks free at least as
     much as a block rebuilds."""
-    full = replace(strategy, recompute="none", recompute_layers=None)
+    full = replace(strategy, recompute="none", recompute_layers=None, recompute_modules=None)
     best = freed = unit = kept = 0.0
     for layer, ls in reversed(layers):
         if ls.recompute != "full":

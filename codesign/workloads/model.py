@@ -170,6 +170,11 @@ class Layer:
         Attention core forward FLOPs and saved ``s x s`` bytes per sample.
     sp_saved_bytes : float
         Saved bytes per sample that sequence parallelism (not TP alone) splits.
+    norm_saved_bytes, act_saved_bytes : float
+        Saved bytes per sample that fine-grained recomputation frees
+        (``recompute_modules``): the input norm's output (rerun from its saved input;
+        part of ``sp_saved_bytes``) and the experts' activation output (rerun from the
+        first expert GEMM's saved output).
     checkpoint_bytes : float or None
         Bytes per sample full recomputation keeps; ``None`` = ``activation_bytes``.
     kv_bytes : float
@@ -245,6 +250,8 @@ class Layer:
     fp8_gemms: bool = True
     expert_groups: int = 0
     group_top_k: int = 0
+    norm_saved_bytes: float = 0.0
+    act_saved_bytes: float = 0.0
 
     def __post_init__(self) -> None:
         where = f"layer {self.name!r}"
@@ -257,7 +264,7 @@ class Layer:
         for name in ("fwd_flops", "bwd_flops", "activation_bytes", "io_bytes", "saved_bytes",
                      "tp_allreduce_bytes", "tp_bwd_allreduce_bytes", "ep_alltoall_bytes",
                      "attn_core_fwd_flops", "attn_core_saved_bytes", "sp_saved_bytes",
-                     "kv_bytes", "attn_keys"):
+                     "kv_bytes", "attn_keys", "norm_saved_bytes", "act_saved_bytes"):
             object.__setattr__(self, name, check_number(f"{where} {name}", getattr(self, name),
                                                         inclusive=True))
         if isinstance(self.dtype_bytes, bool) or self.dtype_bytes not in (1, 2, 4, 8):
@@ -269,7 +276,8 @@ class Layer:
         if self.checkpoint_bytes is not None:
             object.__setattr__(self, "checkpoint_bytes", check_number(
                 f"{where} checkpoint_bytes", self.checkpoint_bytes, inclusive=True))
-        for name in ("attn_core_saved_bytes", "sp_saved_bytes"):
+        for name in ("attn_core_saved_bytes", "sp_saved_bytes", "norm_saved_bytes",
+                     "act_saved_bytes"):
             if getattr(self, name) > self.saved_bytes * (1 + 1e-12):
                 raise invalid(f"{where} {name}", getattr(self, name),
                               f"at most saved_bytes ({self.saved_bytes:g})")
@@ -322,6 +330,12 @@ class Layer:
             return float(self.params)
         shared = self.params - self.expert_params
         return shared + self.expert_params * self.top_k / self.experts
+
+    @property
+    def is_mlp_block(self) -> bool:
+        """A transformer's dense MLP block (a dense layer with an activation function):
+        what ``recompute_modules=mlp`` reruns; the output layer is not one."""
+        return self.kind == "dense" and any(op[0] == "activation" for op in self.memory_ops)
 
     @property
     def checkpoint_size(self) -> float:

@@ -25,7 +25,12 @@ Rules (``T`` = tp, ``C`` = cp, ``E`` = ep, ``b`` = samples of one micro-batch):
   the output layer and, with ``recompute_layers``, the later blocks of each model
   chunk out of it); ``selective`` reruns the attention core when its
   ``s x s`` tensors were dropped (with flash attention nothing is stored and its
-  backward kernel already recomputes the scores).
+  backward kernel already recomputes the scores); ``recompute_modules`` chooses what
+  selective reruns, Megatron-core's ``--recompute-modules`` (NVIDIA, *Scalable Training
+  of Mixture-of-Experts Models with Megatron Core*, 2026, Sec. 4.1.4): ``core_attn``
+  (the default), ``layernorm`` (the input norm's output is dropped and rerun from its
+  saved input), ``mlp`` (a dense MLP block keeps only its input, like ``full``) and
+  ``moe_act`` (the experts' activation output is dropped and rerun).
 * **Activations kept** (Korthikanti et al. 2022, Eqs. 2, 4, 6):
   :attr:`LayerShard.activation_bytes_per_sample` (the memory module's docstring gives the
   per-flag formulas).
@@ -75,12 +80,18 @@ def activation_bytes_per_sample(layer: Any, strategy: Strategy) -> float:
     s = strategy
     t = s.tp if layer.tp_shardable else 1
     tsp = t if s.sp else 1
-    if s.recompute == "full":
+    mods = s.selective_modules
+    if s.recompute == "full" or ("mlp" in mods and layer.is_mlp_block):
         return layer.checkpoint_size / tsp / s.cp
-    core = layer.attn_core_saved_bytes if s.recompute == "selective" else 0.0
-    sp_part = min(layer.sp_saved_bytes, layer.saved_bytes) if t > 1 else 0.0
-    rest = layer.saved_bytes - sp_part - core
-    return (rest / t + sp_part / tsp) / s.cp
+    core = layer.attn_core_saved_bytes if "core_attn" in mods else 0.0
+    # Fine-grained recomputation frees the norm's output (in the sequence-parallel part
+    # under TP) and the experts' activation output (split like the expert GEMMs).
+    norm = layer.norm_saved_bytes if "layernorm" in mods else 0.0
+    act = layer.act_saved_bytes if "moe_act" in mods and layer.kind == "expert" else 0.0
+    sp_all = min(layer.sp_saved_bytes, layer.saved_bytes) if t > 1 else 0.0
+    sp_part = sp_all - min(norm, sp_all)
+    rest = layer.saved_bytes - sp_all - core - act - (0.0 if t > 1 else norm)
+    return (max(rest, 0.0) / t + sp_part / tsp) / s.cp
 
 
 @dataclass(frozen=True)
@@ -211,11 +222,16 @@ class LayerShard:
         """Forward FLOPs per sample of :attr:`local` rerun in the backward pass.
 
         ``full``: the whole forward; ``selective``: the attention core, when its
-        ``s x s`` tensors were dropped (``attn_core_saved_bytes > 0``)."""
+        ``s x s`` tensors were dropped (``attn_core_saved_bytes > 0``), and with
+        ``recompute_modules=...mlp`` the whole forward of a dense MLP block (norms and
+        activations rerun memory-bound kernels, no FLOPs)."""
         s, local = self.strategy, self.local
         if s.recompute == "full":
             return local.fwd_flops
-        if s.recompute == "selective" and local.attn_core_saved_bytes > 0:
+        mods = s.selective_modules
+        if "mlp" in mods and local.is_mlp_block:
+            return local.fwd_flops
+        if "core_attn" in mods and local.attn_core_saved_bytes > 0:
             return local.attn_core_fwd_flops
         return 0.0
 

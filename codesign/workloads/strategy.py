@@ -6,7 +6,7 @@ The strategy string is fixed by docs/architecture.md section 6::
       [,cp=C][,sp=true|false][,recompute=none|selective|full][,recompute_layers=N]
       [,schedule=1f1b|interleaved|gpipe][,vpp=V][,split=balanced|layers]
       [,precision=fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8][,grad_precision=fp32|bf16|fp16]
-      [,cp_comm=ring|allgather]
+      [,cp_comm=ring|allgather][,recompute_modules=core_attn+layernorm+mlp+moe_act]
 
 * ``dp`` data-parallel replicas, ``tp`` Megatron tensor-parallel ranks (Shoeybi et al.
   2019), ``pp`` pipeline stages over ``microbatches`` micro-batches per iteration.  The
@@ -64,6 +64,15 @@ The strategy string is fixed by docs/architecture.md section 6::
   (``megatron/core/transformer/transformer_config.py``: "the number of transformer
   layers to recompute within each pipeline stage"); omitted, every block is.
   :func:`layer_recompute` gives every layer's mode.
+* ``recompute_modules`` (only with ``recompute=selective``): fine-grained
+  recomputation, Megatron-core's ``--recompute-granularity selective
+  --recompute-modules`` (NVIDIA, *Scalable Training of Mixture-of-Experts Models with
+  Megatron Core*, 2026, Sec. 4.1.4), ``+``-joined names of :data:`RECOMPUTE_MODULES`:
+  ``core_attn`` (the default: the attention core as above), ``layernorm`` (the input
+  norms' outputs dropped and rerun), ``mlp`` (each dense MLP block keeps only its input
+  and reruns its forward) and ``moe_act`` (the experts' activation output dropped and
+  rerun).  The search does not try them; the sharding rule of
+  :mod:`codesign.workloads.sharding` applies them.
 * ``schedule``: ``1f1b`` (PipeDream-Flush, Narayanan et al. SC'21 Sec. 2.2.1),
   ``gpipe`` (all forwards, then all backwards: same bubble, every micro-batch in
   flight), ``interleaved`` with ``vpp`` virtual stages per GPU (Narayanan et al. SC'21
@@ -102,7 +111,8 @@ from codesign.workloads.model import PRECISIONS
 __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRATEGY_KEYS",
            "GRAD_PRECISIONS", "CP_COMMS",
            "pipeline_stages", "bubble_fraction", "is_table",
-           "check_applicable", "stage_bounds", "RECOMPUTE", "SCHEDULES", "PRECISIONS",
+           "check_applicable", "stage_bounds", "RECOMPUTE", "RECOMPUTE_MODULES",
+           "SCHEDULES", "PRECISIONS",
            "inflight_microbatches", "recompute_modes", "SPLITS", "block_stages",
            "layer_recompute", "layer_strategies", "partial_recompute_counts",
            "recompute_ladder", "with_expert_parallelism"]
@@ -110,9 +120,13 @@ __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRA
 #: Keys of the strategy string, in canonical order.
 STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "etp", "embedding", "sp",
                  "recompute", "recompute_layers", "schedule", "vpp", "split", "precision",
-                 "grad_precision", "cp_comm")
+                 "grad_precision", "cp_comm", "recompute_modules")
 #: Activation recomputation modes (Korthikanti et al. 2022, Sec. 5).
 RECOMPUTE = ("none", "selective", "full")
+#: What ``recompute=selective`` may rerun (Megatron-core's ``--recompute-modules``, with
+#: its names): the attention core, the norms' outputs, the dense MLP blocks, the experts'
+#: activation function.  Without ``recompute_modules`` selective means ``core_attn``.
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mlp", "moe_act")
 #: Pipeline schedules.
 SCHEDULES = ("1f1b", "interleaved", "gpipe")
 #: How layers are split into pipeline stages (:func:`stage_bounds`).
@@ -130,7 +144,8 @@ _FORM = ("dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z][,ep=E][,etp=1|T]"
          "[,sp=true|false][,recompute=none|selective|full][,recompute_layers=N]"
          "[,schedule=1f1b|interleaved|gpipe]"
          "[,vpp=V][,split=balanced|layers][,precision=fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8]"
-         "[,grad_precision=fp32|bf16|fp16][,cp_comm=ring|allgather]")
+         "[,grad_precision=fp32|bf16|fp16][,cp_comm=ring|allgather]"
+         "[,recompute_modules=core_attn+layernorm+mlp+moe_act]")
 _CHOICES = {"embedding": _EMBEDDING, "recompute": RECOMPUTE, "schedule": SCHEDULES,
             "split": SPLITS, "precision": PRECISIONS,
             "grad_precision": tuple(GRAD_PRECISIONS), "cp_comm": CP_COMMS}
@@ -211,6 +226,7 @@ class Strategy:
     precision: str | None = None
     grad_precision: str | None = None
     cp_comm: str = "ring"
+    recompute_modules: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp", "ep", "cp", "vpp"):
@@ -250,6 +266,22 @@ class Strategy:
         if self.sp and self.tp == 1:
             raise invalid("strategy sp", "true", "false with tp=1 (sequence parallelism "
                           "splits the tensor-parallel group's activations)")
+        if self.recompute_modules is not None:
+            mods = self.recompute_modules
+            if (isinstance(mods, str) or not isinstance(mods, (tuple, list)) or not mods
+                    or len(set(mods)) != len(mods)
+                    or any(m not in RECOMPUTE_MODULES for m in mods)):
+                raise invalid("strategy recompute_modules", mods,
+                              "distinct names from " + ", ".join(RECOMPUTE_MODULES)
+                              + " joined by '+'")
+            if self.recompute != "selective":
+                raise invalid("strategy recompute_modules", "+".join(mods),
+                              f"omitted unless recompute=selective (recompute="
+                              f"{self.recompute}): the modules choose what selective "
+                              "recomputation reruns")
+            # One canonical order, so that equal strategies compare and print equal.
+            object.__setattr__(self, "recompute_modules",
+                               tuple(m for m in RECOMPUTE_MODULES if m in mods))
         if self.recompute_layers is not None and self.recompute != "full":
             raise invalid("strategy recompute_layers", self.recompute_layers,
                           f"omitted unless recompute=full (recompute={self.recompute}): "
@@ -273,6 +305,14 @@ class Strategy:
             raise invalid("strategy vpp", self.vpp, "1 unless schedule=interleaved")
         if self.gpus > _MAX_DEGREE:
             raise invalid("strategy dp*tp*pp*cp", self.gpus, f"at most {_MAX_DEGREE} GPUs")
+
+    @property
+    def selective_modules(self) -> frozenset[str]:
+        """What selective recomputation reruns: ``recompute_modules``, by default the
+        attention core; empty unless ``recompute=selective``."""
+        if self.recompute != "selective":
+            return frozenset()
+        return frozenset(self.recompute_modules or ("core_attn",))
 
     @property
     def gpus(self) -> int:
@@ -331,7 +371,10 @@ class Strategy:
                 "recompute_layers": self.recompute_layers,
                 "schedule": self.schedule, "vpp": self.vpp, "split": self.split,
                 "precision": self.precision, "grad_precision": self.grad_precision,
-                "cp_comm": self.cp_comm, "gpus": self.gpus, "text": str(self)}
+                "cp_comm": self.cp_comm,
+                "recompute_modules": (list(self.recompute_modules)
+                                      if self.recompute_modules else None),
+                "gpus": self.gpus, "text": str(self)}
 
 
 #: Field defaults of :class:`Strategy` (what :func:`format_strategy` leaves out).
@@ -390,6 +433,8 @@ def format_strategy(strategy: Strategy) -> str:
     for key in STRATEGY_KEYS:
         value = getattr(strategy, key)
         if key in ("dp", "tp", "pp") or value != _DEFAULTS[key]:
+            if isinstance(value, tuple):
+                value = "+".join(value)
             parts.append(f"{key}={str(value).lower() if isinstance(value, bool) else value}")
     return ",".join(parts)
 
@@ -418,7 +463,8 @@ def parse_strategy(text: str) -> Strategy:
     >>> parse_strategy("dp=4,tp=8,pp=2,microbatches=16,zero=1")
     Strategy(dp=4, tp=8, pp=2, microbatches=16, zero=1, ep=1, etp=None, embedding='data', \
 cp=1, sp=False, recompute='none', recompute_layers=None, schedule='1f1b', vpp=1, \
-split='balanced', precision=None, grad_precision=None, cp_comm='ring')
+split='balanced', precision=None, grad_precision=None, cp_comm='ring', \
+recompute_modules=None)
     >>> str(parse_strategy("dp=8,tp=8,pp=16,sp=true,recompute=selective"))
     'dp=8,tp=8,pp=16,sp=true,recompute=selective'
     """
@@ -439,6 +485,14 @@ split='balanced', precision=None, grad_precision=None, cp_comm='ring')
             if raw not in _CHOICES[key]:
                 raise invalid(f"strategy {key}", raw, " or ".join(_CHOICES[key]))
             values[key] = raw
+            continue
+        if key == "recompute_modules":
+            mods = tuple(m.strip() for m in raw.split("+"))
+            if any(m not in RECOMPUTE_MODULES for m in mods) or len(set(mods)) != len(mods):
+                raise invalid("strategy recompute_modules", raw,
+                              "distinct names from " + ", ".join(RECOMPUTE_MODULES)
+                              + " joined by '+'")
+            values[key] = mods
             continue
         if key == "sp":
             if raw not in _BOOL:
@@ -748,7 +802,7 @@ def recompute_ladder(workload: Any, strategy: Strategy) -> tuple[Strategy, ...]:
     last: the modes that differ for the workload (:func:`recompute_modes`) with the
     partial recomputations of :func:`partial_recompute_counts` before ``full``.  The
     feasible start and the search's recomputation move walk it."""
-    s = replace(strategy, recompute_layers=None)
+    s = replace(strategy, recompute_layers=None, recompute_modules=None)
     modes = [replace(s, recompute=m) for m in recompute_modes(workload)]
     return tuple(modes[:-1] + [replace(s, recompute="full", recompute_layers=n)
                                for n in partial_recompute_counts(workload, s)] + modes[-1:])
@@ -759,7 +813,7 @@ def layer_strategies(names: Any, strategy: Strategy, stages: Any) -> tuple[Strat
     recomputation mode (:func:`layer_recompute`), which is what the sharding rule of
     :mod:`codesign.workloads.sharding` reads."""
     s = strategy
-    other = {mode: replace(s, recompute=mode, recompute_layers=None)
+    other = {mode: replace(s, recompute=mode, recompute_layers=None, recompute_modules=None)
              for mode in RECOMPUTE if mode != s.recompute}
     return tuple(s if mode == s.recompute else other[mode]
                  for mode in layer_recompute(names, s, stages))
