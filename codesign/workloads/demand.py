@@ -89,7 +89,7 @@ from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.memory import MemoryBreakdown, check_memory, memory_per_gpu
 from codesign.workloads.model import Layer, Workload
 from codesign.workloads.placement import Placement
-from codesign.workloads.sharding import LayerShard, shard_layer
+from codesign.workloads.sharding import LayerShard, reruns_forward, shard_layer
 from codesign.workloads.strategy import (
     Strategy, as_strategy, check_applicable, is_table, layer_strategies, stage_bounds)
 
@@ -658,9 +658,6 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                                      efficiency=efficiency, dtype=precision)
             if r_s > 0:
                 r_ops: list[Op] = []
-                # A whole forward again repeats its communication too.
-                whole = ls.recompute == "full" or (
-                    "mlp" in ls.selective_modules and layer.is_mlp_block)
                 if ls.recompute == "full":
                     r_ops += [replace(op, phase="backward") for op in ep_ops + cp_f]
                 r_ops.append(Compute(layer.name, "backward", ranks_p, r_s, b * rflops, p, m,
@@ -669,7 +666,8 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                 pass_b += r_s
                 if ls.recompute == "full":
                     r_ops += [replace(op, phase="backward") for op in ep_back]
-                if whole:
+                if reruns_forward(layer, ls):
+                    # A whole forward again repeats its communication too.
                     r_ops += [replace(op, phase="backward") for op in tp_f]
                 b_ops += r_ops
             if s.zero >= 3:

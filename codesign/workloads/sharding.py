@@ -61,7 +61,8 @@ from typing import Any
 from codesign.workloads.model import Layer
 from codesign.workloads.strategy import Strategy
 
-__all__ = ["LayerShard", "shard_layer", "layer_params_per_gpu", "activation_bytes_per_sample"]
+__all__ = ["LayerShard", "shard_layer", "layer_params_per_gpu", "activation_bytes_per_sample",
+           "reruns_forward"]
 
 
 def layer_params_per_gpu(layer: Any, strategy: Strategy) -> tuple[float, float]:
@@ -73,6 +74,14 @@ def layer_params_per_gpu(layer: Any, strategy: Strategy) -> tuple[float, float]:
     return shared / t, expert / (et * strategy.ep)
 
 
+def reruns_forward(layer: Any, strategy: Strategy) -> bool:
+    """Whether recomputation reruns ``layer``'s whole forward (and its forward
+    communication): ``full``, or a dense MLP block with ``recompute_modules=...mlp``;
+    such a layer keeps only its input."""
+    return strategy.recompute == "full" or (
+        "mlp" in strategy.selective_modules and layer.is_mlp_block)
+
+
 def activation_bytes_per_sample(layer: Any, strategy: Strategy) -> float:
     """Bytes ``layer`` keeps per sample of a micro-batch on one GPU for the backward pass
     (Korthikanti et al. 2022, Eqs. 2, 4, 6; the rules per flag are in the docstring of
@@ -80,9 +89,9 @@ def activation_bytes_per_sample(layer: Any, strategy: Strategy) -> float:
     s = strategy
     t = s.tp if layer.tp_shardable else 1
     tsp = t if s.sp else 1
-    mods = s.selective_modules
-    if s.recompute == "full" or ("mlp" in mods and layer.is_mlp_block):
+    if reruns_forward(layer, s):
         return layer.checkpoint_size / tsp / s.cp
+    mods = s.selective_modules
     core = layer.attn_core_saved_bytes if "core_attn" in mods else 0.0
     # Fine-grained recomputation frees the norm's output (in the sequence-parallel part
     # under TP) and the experts' activation output (split like the expert GEMMs).
@@ -226,12 +235,9 @@ class LayerShard:
         ``recompute_modules=...mlp`` the whole forward of a dense MLP block (norms and
         activations rerun memory-bound kernels, no FLOPs)."""
         s, local = self.strategy, self.local
-        if s.recompute == "full":
+        if reruns_forward(local, s):
             return local.fwd_flops
-        mods = s.selective_modules
-        if "mlp" in mods and local.is_mlp_block:
-            return local.fwd_flops
-        if "core_attn" in mods and local.attn_core_saved_bytes > 0:
+        if "core_attn" in s.selective_modules and local.attn_core_saved_bytes > 0:
             return local.attn_core_fwd_flops
         return 0.0
 

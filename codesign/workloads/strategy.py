@@ -271,7 +271,9 @@ class Strategy:
             if (isinstance(mods, str) or not isinstance(mods, (tuple, list)) or not mods
                     or len(set(mods)) != len(mods)
                     or any(m not in RECOMPUTE_MODULES for m in mods)):
-                raise invalid("strategy recompute_modules", mods,
+                shown = "+".join(mods) if isinstance(mods, (tuple, list)) and all(
+                    isinstance(m, str) for m in mods) else mods
+                raise invalid("strategy recompute_modules", shown,
                               "distinct names from " + ", ".join(RECOMPUTE_MODULES)
                               + " joined by '+'")
             if self.recompute != "selective":
@@ -486,13 +488,8 @@ recompute_modules=None)
                 raise invalid(f"strategy {key}", raw, " or ".join(_CHOICES[key]))
             values[key] = raw
             continue
-        if key == "recompute_modules":
-            mods = tuple(m.strip() for m in raw.split("+"))
-            if any(m not in RECOMPUTE_MODULES for m in mods) or len(set(mods)) != len(mods):
-                raise invalid("strategy recompute_modules", raw,
-                              "distinct names from " + ", ".join(RECOMPUTE_MODULES)
-                              + " joined by '+'")
-            values[key] = mods
+        if key == "recompute_modules":     # names checked by Strategy
+            values[key] = tuple(m.strip() for m in raw.split("+"))
             continue
         if key == "sp":
             if raw not in _BOOL:
