@@ -472,6 +472,10 @@ def _cmd_workload_show(args: argparse.Namespace) -> int:
         print(f"  parameters      {workload.parameters:,}"
               + (f" ({workload.active_parameters:,.0f} active per token)"
                  if workload.active_parameters != workload.parameters else ""))
+        if workload.lora_rank:
+            print(f"  LoRA            rank {workload.lora_rank} on "
+                  f"{'+'.join(workload.lora_modules)}: {workload.trainable_parameters:,} "
+                  "trained, the rest frozen")
         print(f"  flops/sample    {workload.flops_per_sample:.4g} (forward "
               f"{workload.fwd_flops_per_sample:.4g})")
         print(f"  batch           {workload.batch_size}"
@@ -989,7 +993,9 @@ def build_parser() -> argparse.ArgumentParser:
     _option(p, "override a workload hyper-parameter or setting (batch_size=512; transformers: "
             "layers, hidden, heads, kv_heads, head_dim, ffn, vocab, seq_len, experts, top_k, "
             "capacity_factor, shared_experts, window, global_every, kv_lora_rank, "
-            "q_lora_rank, rope_head_dim, v_head_dim, dense_layers, dense_ffn, precision)")
+            "q_lora_rank, rope_head_dim, v_head_dim, dense_layers, dense_ffn, precision; "
+            "LoRA fine-tuning: lora_rank=16, lora_modules=linear_qkv+linear_proj+"
+            "linear_fc1+linear_fc2)")
     p.add_argument("--strategy", help="dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z]"
                    "[,ep=E][,etp=1][,embedding=data|model][,sp=true]"
                    "[,recompute=none|selective|full]"

@@ -6,10 +6,11 @@ on one GPU::
     forward  = max(B fwd_flops / (peak x efficiency),
                    (W + B io_bytes) / (memory_bandwidth x memory_efficiency))
     backward = max(B bwd_flops / (peak x efficiency),
-                   (2 W + 2 B io_bytes) / (memory_bandwidth x memory_efficiency))
+                   (W + G + 2 B io_bytes) / (memory_bandwidth x memory_efficiency))
 
 *Bytes moved* are HBM traffic: ``W`` the layer's weights read once per pass
-(``weight_bytes``; backward reads the weights and writes their gradients, 2 W), and
+(``weight_bytes``; backward reads the weights and writes their gradients, ``G = W``,
+or only the adapters' of a LoRA-frozen layer, :mod:`codesign.workloads.lora`), and
 the activations read and written (``io_bytes`` per sample; backward reads the saved
 inputs and output gradients and writes input gradients, about twice the forward
 traffic).  Embedding tables are not read whole: only the gathered rows, already in
@@ -213,7 +214,10 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
     d = layer.dtype_bytes
     cast = fp8_cast_bytes(dtype, d, prof.fp8_transpose) / hbm if fp8 else 0.0
     fwd = bwd = 0.0
-    for m, n, k, count, shard in layer.gemms:
+    # The layer's GEMMs, then its LoRA adapters' (16 bit, trained: lora module docstring).
+    listed = [(g, g[4] != "count" and fp8, g[4] == "count" or not layer.frozen)
+              for g in layer.gemms] + [(g, False, True) for g in layer.adapter_gemms]
+    for (m, n, k, count, shard), eight, weight_grad in listed:
         if core and shard != "count":
             continue
         # Per-head products are batched over the samples; the others stack the samples'
@@ -222,12 +226,13 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
             mm, cc = m, count * b
         else:
             mm, cc = m * b, count
-        kw = {"peak_flops": attn_peak if shard == "count" else weight_peak,
+        kw = {"peak_flops": weight_peak if eight else attn_peak,
               "bandwidth_Bps": bw, "dtype_bytes": d, "profile": prof, "count": cc}
         fwd += gemm_time(mm, n, k, **kw)
-        for shape in gemm_backward_shapes(mm, n, k):
+        # A frozen weight's backward is the data gradient alone (the first product).
+        for shape in gemm_backward_shapes(mm, n, k)[:2 if weight_grad else 1]:
             bwd += gemm_time(*shape, **kw)
-        if fp8 and shard != "count":
+        if eight:
             # conversion of the input (forward) and of the output's gradient (backward)
             fwd += cast * cc * mm * k
             bwd += cast * cc * mm * n
@@ -291,9 +296,11 @@ def layer_time(layer: Layer, hardware: Hardware | str, batch: float, *,
     peak = hw.peak_flops(fmt) * check_number("efficiency", eff, maximum=1)
     bandwidth = hw.memory_bandwidth_Bps * mem_eff
     weights = 0.0 if layer.kind == "embedding" else layer.weight_bytes
+    # Backward reads the weights and writes the trained parameters' gradients.
+    grads = 0.0 if layer.kind == "embedding" else layer.trainable_params * layer.dtype_bytes
     times = []
     for flops, moved in ((layer.fwd_flops, weights + b * layer.io_bytes),
-                         (layer.bwd_flops, 2.0 * weights + 2.0 * b * layer.io_bytes)):
+                         (layer.bwd_flops, weights + grads + 2.0 * b * layer.io_bytes)):
         compute, memory = b * flops / peak, moved / bandwidth
         times.append((compute, "compute") if compute >= memory else (memory, "memory"))
     (fwd, fb), (bwd, bb) = times

@@ -706,9 +706,11 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                 target += tps
             fwd_stage += f_ops
             blocks.append(b_ops)
-            # gradient bytes (grad_precision), which the buckets hold
-            dense_stream.append((layer.name, shard.shared_params * shard.grad_dtype_bytes))
-            expert_stream.append((layer.name, shard.expert_params * shard.grad_dtype_bytes))
+            # gradient bytes (grad_precision) of the trained parameters (a LoRA-frozen
+            # layer's adapters only), which the buckets hold
+            trained_shared, trained_expert = shard.trainable
+            dense_stream.append((layer.name, trained_shared * shard.grad_dtype_bytes))
+            expert_stream.append((layer.name, trained_expert * shard.grad_dtype_bytes))
         fwd += fwd_stage
         hide_f, hide_b = pass_s[0] * chunk_share, pass_s[1] * chunk_share
         if p < s.pp - 1:

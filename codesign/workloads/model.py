@@ -28,7 +28,9 @@ Conventions (stated once, used by every builder in this package)
   transformer blocks this reproduces Korthikanti et al. 2022, "Reducing activation
   recomputation in large transformer models", Eq. 1: ``s h (34 + 5 a s / h)`` bytes
   per layer with 16-bit activations and dropout).
-* Weights are ``params x dtype_bytes`` bytes; gradients have the same size.
+* Weights are ``params x dtype_bytes`` bytes; gradients have the same size (of the
+  trainable parameters only, ``Layer.trainable_params``: with LoRA fine-tuning the
+  adapters', :mod:`codesign.workloads.lora`).
   ``Workload.optimizer_bytes_per_param`` counts the optimizer *state only*: 12 for
   Adam in mixed precision (fp32 master copy, momentum and variance; ZeRO, Rajbhandari
   et al. SC'20 Sec. 3.1), so weights + gradients + state = 2 + 2 + 12 = 16 bytes per
@@ -215,6 +217,20 @@ class Layer:
         Transformer Engine modules of Megatron-LM and NeMo); ``False`` for a layer the
         frameworks keep in 16 bit, such as Megatron-LM's output layer (module docstring
         of :mod:`codesign.workloads.compute`).
+    frozen : bool
+        The layer's own weights are not trained (parameter-efficient fine-tuning,
+        :mod:`codesign.workloads.lora`): the backward pass computes only the data
+        gradient of its weight GEMMs (not ``count`` ones, whose operands are both
+        activations), and only ``adapter_params`` have gradients and optimizer state.
+    adapter_params : int
+        Trainable adapter parameters (LoRA's low-rank matrices) included in ``params``;
+        the only trainable ones of a ``frozen`` layer.  Split by tensor parallelism like
+        the rest of a shardable layer's parameters.
+    adapter_gemms : tuple of (M, N, K, count, shard)
+        The adapters' matrix products (format of ``gemms``): trained (both backward
+        products) and in 16 bit under every precision (NeMo's LoRA adapters are
+        Megatron ``ColumnParallelLinear`` / ``RowParallelLinear`` modules, not
+        Transformer Engine ones).
     """
 
     name: str
@@ -252,6 +268,9 @@ class Layer:
     group_top_k: int = 0
     norm_saved_bytes: float = 0.0
     act_saved_bytes: float = 0.0
+    frozen: bool = False
+    adapter_params: int = 0
+    adapter_gemms: tuple[tuple[float, float, float, float, str], ...] = ()
 
     def __post_init__(self) -> None:
         where = f"layer {self.name!r}"
@@ -259,7 +278,7 @@ class Layer:
             raise invalid("layer name", self.name, "a non-empty string")
         check_choice(f"{where} kind", self.kind, KINDS)
         for name in ("params", "table_rows", "table_dim", "lookups", "experts", "top_k",
-                     "expert_params", "expert_groups", "group_top_k"):
+                     "expert_params", "expert_groups", "group_top_k", "adapter_params"):
             object.__setattr__(self, name, _nonneg_int(f"{where} {name}", getattr(self, name)))
         for name in ("fwd_flops", "bwd_flops", "activation_bytes", "io_bytes", "saved_bytes",
                      "tp_allreduce_bytes", "tp_bwd_allreduce_bytes", "ep_alltoall_bytes",
@@ -284,16 +303,22 @@ class Layer:
         if self.attn_core_fwd_flops > self.fwd_flops * (1 + 1e-12):
             raise invalid(f"{where} attn_core_fwd_flops", self.attn_core_fwd_flops,
                           f"at most fwd_flops ({self.fwd_flops:g})")
-        if self.gemms:
-            object.__setattr__(self, "gemms", _check_gemms(where, self.gemms))
+        for name in ("gemms", "adapter_gemms"):
+            if getattr(self, name):
+                object.__setattr__(self, name, _check_gemms(f"{where} {name}",
+                                                             getattr(self, name)))
         if self.memory_ops:
             object.__setattr__(self, "memory_ops", _check_memory_ops(where, self.memory_ops))
         if self.attention_kernel not in ("", "flash", "unfused"):
             raise invalid(f"{where} attention_kernel", self.attention_kernel,
                           "'', 'flash' or 'unfused'")
-        for name in ("causal", "fp8_gemms"):
+        for name in ("causal", "fp8_gemms", "frozen"):
             if not isinstance(getattr(self, name), bool):
                 raise invalid(f"{where} {name}", getattr(self, name), "true or false")
+        if self.adapter_params + self.expert_params > self.params:
+            raise invalid(f"{where} adapter_params", self.adapter_params,
+                          f"at most params - expert_params "
+                          f"({self.params - min(self.expert_params, self.params)})")
         if self.expert_params > self.params:
             raise invalid(f"{where} expert_params", self.expert_params,
                           f"at most params ({self.params})")
@@ -322,6 +347,12 @@ class Layer:
     def flops(self) -> float:
         """Forward + backward FLOPs per sample."""
         return self.fwd_flops + self.bwd_flops
+
+    @property
+    def trainable_params(self) -> int:
+        """Parameters with gradients and optimizer state: ``params``, or only the
+        adapters' of a ``frozen`` layer."""
+        return self.adapter_params if self.frozen else self.params
 
     @property
     def active_params(self) -> float:
@@ -412,6 +443,11 @@ class Workload:
         ...); ``None`` = by storage: 2-byte ``bf16``, 1-byte ``fp8``, 4-byte ``tf32``
         on GPUs with TF32 tensor cores (Ampere and later; PyTorch's default for cuDNN
         convolutions) else ``fp32``.  A strategy's ``precision`` overrides it.
+    lora_rank : int
+        LoRA fine-tuning (:mod:`codesign.workloads.lora`): the adapters' rank; 0 = all
+        parameters trained (pre-training or full fine-tuning).
+    lora_modules : tuple of str
+        The linear modules that carry adapters (:data:`codesign.workloads.lora.LORA_MODULES`).
     """
 
     name: str
@@ -428,6 +464,8 @@ class Workload:
     source: str = ""
     hyperparameters: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
     precision: str | None = None
+    lora_rank: int = 0
+    lora_modules: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", tuple(self.layers))
@@ -447,12 +485,20 @@ class Workload:
                            check_int(f"workload {self.name!r} batch_size", self.batch_size, 1))
         check_number(f"workload {self.name!r} optimizer_bytes_per_param",
                      self.optimizer_bytes_per_param, inclusive=True)
+        check_int(f"workload {self.name!r} lora_rank", self.lora_rank, 0)
+        object.__setattr__(self, "lora_modules", tuple(self.lora_modules))
 
     # ------------------------------------------------------------------ totals
     @property
     def parameters(self) -> int:
-        """Total trainable parameters."""
+        """Total parameters (with LoRA adapters: the frozen model's and the adapters')."""
         return sum(layer.params for layer in self.layers)
+
+    @property
+    def trainable_parameters(self) -> int:
+        """Parameters with gradients and optimizer state (:attr:`Layer.trainable_params`;
+        all of them unless the workload is fine-tuned with LoRA)."""
+        return sum(layer.trainable_params for layer in self.layers)
 
     @property
     def active_parameters(self) -> float:
@@ -480,8 +526,9 @@ class Workload:
         weights = sum(layer.weight_bytes for layer in self.layers)
         return MemorySummary(
             weights_bytes=weights,
-            gradients_bytes=weights,
-            optimizer_bytes=self.parameters * float(self.optimizer_bytes_per_param),
+            gradients_bytes=sum(float(layer.trainable_params) * layer.dtype_bytes
+                                for layer in self.layers),
+            optimizer_bytes=self.trainable_parameters * float(self.optimizer_bytes_per_param),
             activation_bytes_per_sample=sum(layer.saved_bytes for layer in self.layers),
         )
 
@@ -507,8 +554,10 @@ class Workload:
             "reference_gpus": self.reference_gpus, "seq_len": self.seq_len,
             "dtype_bytes": self.dtype_bytes, "precision": self.precision,
             "optimizer_bytes_per_param": self.optimizer_bytes_per_param,
+            "lora_rank": self.lora_rank, "lora_modules": "+".join(self.lora_modules),
             "layer_count": len(self.layers),
-            "parameters": self.parameters, "active_parameters": self.active_parameters,
+            "parameters": self.parameters, "trainable_parameters": self.trainable_parameters,
+            "active_parameters": self.active_parameters,
             "fwd_flops_per_sample": self.fwd_flops_per_sample,
             "flops_per_sample": self.flops_per_sample,
             "flops_per_iteration": self.flops_per_iteration,

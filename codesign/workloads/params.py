@@ -26,7 +26,9 @@ class Param:
     Parameters
     ----------
     kind : str
-        ``int``, ``float``, ``bool``, ``choice`` or ``int_list``.
+        ``int``, ``float``, ``bool``, ``choice``, ``int_list`` or ``subset`` (a
+        ``+``-joined string or a list of ``choices``, each at most once; returned as a
+        tuple in the order of ``choices``).
     default : object
         Used when the value is not given; ``None`` with ``required`` unset means
         "optional, absent".
@@ -57,6 +59,8 @@ class Param:
             return "true or false"
         if self.kind == "choice":
             return f"one of {', '.join(self.choices)}"
+        if self.kind == "subset":
+            return f"'+'-joined names from {', '.join(self.choices)}, each at most once"
         return (f"a list of 1..{self.max_len} integers in "
                 f"{int(self.minimum)}..{int(self.maximum)}")
 
@@ -79,6 +83,13 @@ class Param:
             if not isinstance(value, str) or value not in self.choices:
                 raise invalid(field, value, self.rule())
             return value
+        if self.kind == "subset":
+            items = value.split("+") if isinstance(value, str) else value
+            if isinstance(items, (bytes, Mapping)) or not isinstance(items, Sequence) \
+                    or not items or any(item not in self.choices for item in items) \
+                    or len(set(items)) != len(items):
+                raise invalid(field, value, self.rule())
+            return tuple(c for c in self.choices if c in items)
         if self.kind == "int_list":
             if isinstance(value, (str, bytes)) or not isinstance(value, Sequence) \
                     or not 1 <= len(value) <= self.max_len:

@@ -25,8 +25,9 @@ User model files (YAML, strict keys) come in three forms::
 
 Optional keys in every form: ``description``, ``source``, ``batch_size``,
 ``batch_per_gpu``, ``reference_gpus``, ``optimizer_bytes_per_param``, ``precision``
-(``fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8``, the number format of the matrix math); the layers form
-also takes ``dtype_bytes`` and ``seq_len``.  In a layer, ``bwd_flops`` defaults to
+(``fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8``, the number format of the matrix math),
+``lora_rank`` and ``lora_modules`` (LoRA fine-tuning, :mod:`codesign.workloads.lora`);
+the layers form also takes ``dtype_bytes`` and ``seq_len``.  In a layer, ``bwd_flops`` defaults to
 ``fwd_flops`` for embeddings and to 2 x ``fwd_flops`` otherwise; byte fields accept
 size strings (``2KiB``).
 """
@@ -42,6 +43,7 @@ from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_choice, check_keys, get_str, load_yaml
+from codesign.workloads.lora import DEFAULT_LORA_MODULES, LORA_MODULES, apply_lora
 from codesign.workloads.model import PRECISIONS, Layer, Workload
 from codesign.workloads.params import Param, coerce
 from codesign.workloads.recommendation import (
@@ -85,6 +87,10 @@ SETTINGS = {
     "optimizer_bytes_per_param": Param("float", None, minimum=0, maximum=1024),
     "precision": Param("choice", None, choices=PRECISIONS,
                        doc="number format of the matrix math the model trains with"),
+    "lora_rank": Param("int", 0, minimum=0, maximum=65536,
+                       doc="LoRA fine-tuning: the adapters' rank (0 = train all weights)"),
+    "lora_modules": Param("subset", DEFAULT_LORA_MODULES, choices=LORA_MODULES,
+                          doc="linear modules with LoRA adapters"),
 }
 
 _ENTRY_KEYS = ("builder", "description", "source", "params", "settings", "default_config",
@@ -158,7 +164,8 @@ def get_workload(name: str, config: str | None = None, **overrides: Any) -> Work
     **overrides
         Builder hyper-parameters (``seq_len=4096``, ``tables=32``) and settings
         (``batch_size``, ``batch_per_gpu``, ``reference_gpus``,
-        ``optimizer_bytes_per_param``).  ``batch_per_gpu`` alone rescales the global
+        ``optimizer_bytes_per_param``, ``precision``, ``lora_rank``, ``lora_modules``).
+        ``batch_per_gpu`` alone rescales the global
         batch by the config's ``reference_gpus``.
 
     Returns
@@ -229,11 +236,17 @@ def _workload(name: str, layers: list[Layer], settings: Mapping[str, Any], where
         raise invalid(f"{where} batch_size", None,
                       "batch_size, or batch_per_gpu together with reference_gpus")
     opt = checked["optimizer_bytes_per_param"]
+    rank, modules = checked["lora_rank"], checked["lora_modules"]
+    if rank:
+        layers = apply_lora(layers, rank, modules, where=where)
+    elif "lora_modules" in settings and settings["lora_modules"] is not None:
+        raise invalid(f"{where} lora_modules", settings["lora_modules"],
+                      "only with lora_rank >= 1")
     return Workload(name=name, layers=tuple(layers), batch_size=batch, dtype_bytes=dtype_bytes,
                     optimizer_bytes_per_param=12.0 if opt is None else opt, seq_len=seq_len,
                     batch_per_gpu=checked["batch_per_gpu"],
                     reference_gpus=checked["reference_gpus"], precision=checked["precision"],
-                    **fields)
+                    lora_rank=rank, lora_modules=modules if rank else (), **fields)
 
 
 # ------------------------------------------------------------------ user model files

@@ -14,7 +14,10 @@ Rules (``T`` = tp, ``C`` = cp, ``E`` = ep, ``b`` = samples of one micro-batch):
   (:attr:`Strategy.expert_tp`: ``T``, or 1 with folded experts) when the layer is
   shardable.
   ZeRO then shards the model state over :attr:`Strategy.zero_groups`
-  (Rajbhandari et al. SC'20, Sec. 5.1): :meth:`LayerShard.model_state`.
+  (Rajbhandari et al. SC'20, Sec. 5.1): :meth:`LayerShard.model_state`.  Gradients,
+  optimizer state, the gradient reduction and the optimizer step cover the trainable
+  parameters only (:attr:`LayerShard.trainable`: all of them, or a LoRA-``frozen``
+  layer's adapters, :mod:`codesign.workloads.lora`).
 * **Work** (:attr:`LayerShard.local`): TP splits the FLOPs, the GEMMs (along the
   dimension each GEMM names) and the activation traffic of a shardable layer by ``T``;
   context parallelism splits the tokens by ``C`` (causal load balancing gives each CP
@@ -124,6 +127,15 @@ class LayerShard:
         (:func:`layer_params_per_gpu`)."""
         return layer_params_per_gpu(self.layer, self.strategy)
 
+    @cached_property
+    def trainable(self) -> tuple[float, float]:
+        """``(shared, expert)`` trainable parameters on one GPU before ZeRO: :attr:`params`,
+        or for a ``frozen`` layer its adapters' (shared, split like the layer's)."""
+        if not self.layer.frozen:
+            return self.params
+        t = self.strategy.tp if self.layer.tp_shardable else 1
+        return self.layer.adapter_params / t, 0.0
+
     @property
     def shared_params(self) -> float:
         """Non-expert parameters on one GPU before ZeRO."""
@@ -156,7 +168,7 @@ class LayerShard:
         """Parameters this GPU updates in the optimizer step: its parameters divided by
         the shard groups of :attr:`Strategy.zero_groups` (each group 1 without ZeRO)."""
         n_dense, n_expert = self.strategy.zero_groups
-        shared, expert = self.params
+        shared, expert = self.trainable
         return shared / n_dense + expert / n_expert
 
     def model_state(self, optimizer_bytes_per_param: float
@@ -170,14 +182,14 @@ class LayerShard:
         for expert parameters).  Gradients take :attr:`grad_dtype_bytes` per parameter
         (Megatron-LM's "float16 param, fp32 grads": 2 + 4 + 12 = 18 bytes with Adam,
         6 + 12 / d with its distributed optimizer, ``docs/source/distrib_optimizer.md`` at
-        commit f2e5db4).
+        commit f2e5db4).  Gradients and optimizer state cover :attr:`trainable`.
         """
         s = self.strategy
         out = []
-        for params, group in zip(self.params, s.zero_groups):
+        for params, trained, group in zip(self.params, self.trainable, s.zero_groups):
             dtype = self.layer.dtype_bytes
-            w, g = params * dtype, params * self.grad_dtype_bytes
-            o = params * optimizer_bytes_per_param
+            w, g = params * dtype, trained * self.grad_dtype_bytes
+            o = trained * optimizer_bytes_per_param
             if s.zero >= 1:
                 o /= group
             if s.zero >= 2:
@@ -198,31 +210,38 @@ class LayerShard:
         ``s``); expert GEMMs
         (shard ``en``/``ek``) gather ``ep`` ranks' tokens on ``experts / ep`` local
         experts; memory-bound operators are split by TP (``tp`` ones, and ``sp`` ones with
-        sequence parallelism) and CP.  Parameters are :attr:`params`' (experts folded in,
-        ``experts = 0``)."""
+        sequence parallelism) and CP; the adapters' GEMMs like the others.  Parameters are
+        :attr:`params`' (experts folded in, ``experts = 0``)."""
         layer, s = self.layer, self.strategy
         shared, expert = self.params
         T, ET = (s.tp, s.expert_tp) if layer.tp_shardable else (1, 1)
         t = T * s.cp
         E = s.ep if layer.experts else 1
-        # Expert GEMMs: split by the experts' own tensor parallelism ET, each GPU's
-        # experts gathering E ranks' tokens, which are 1 / T of a sample's with ET < T
-        # (the sequence-parallel split; ET = T: E x the tokens every TP rank holds).
-        gemms = tuple((m / s.cp * (E * ET / T if shard in ("en", "ek") else 1),
-                       n / (ET if shard == "en" else T) if shard in ("n", "en") else n,
-                       k / (ET if shard == "ek" else T) if shard in ("k", "ek") else k,
-                       c / T if shard == "count" else c / E if shard in ("en", "ek") else c,
-                       shard)
-                      for m, n, k, c, shard in layer.gemms) if t * E > 1 else layer.gemms
+
+        def split(gemms: tuple) -> tuple:
+            # Expert GEMMs: split by the experts' own tensor parallelism ET, each GPU's
+            # experts gathering E ranks' tokens, which are 1 / T of a sample's with
+            # ET < T (the sequence-parallel split; ET = T: E x the tokens every TP rank
+            # holds).
+            if t * E == 1:
+                return gemms
+            return tuple((m / s.cp * (E * ET / T if shard in ("en", "ek") else 1),
+                          n / (ET if shard == "en" else T) if shard in ("n", "en") else n,
+                          k / (ET if shard == "ek" else T) if shard in ("k", "ek") else k,
+                          c / T if shard == "count" else c / E if shard in ("en", "ek")
+                          else c, shard)
+                         for m, n, k, c, shard in gemms)
         ops = tuple((name, f / split, b / split, shard)
                     for name, f, b, shard in layer.memory_ops
                     for split in [s.cp * (T if shard == "tp" or (shard == "sp" and s.sp)
                                           else 1)])
         return replace(layer, params=int(round(shared + expert)), expert_params=0, experts=0,
                        top_k=0, expert_groups=0, group_top_k=0,
+                       adapter_params=int(self.trainable[0]) if layer.frozen else 0,
                        fwd_flops=layer.fwd_flops / t, bwd_flops=layer.bwd_flops / t,
                        io_bytes=layer.io_bytes / t,
-                       attn_core_fwd_flops=layer.attn_core_fwd_flops / t, gemms=gemms,
+                       attn_core_fwd_flops=layer.attn_core_fwd_flops / t,
+                       gemms=split(layer.gemms), adapter_gemms=split(layer.adapter_gemms),
                        memory_ops=ops,
                        attn_keys=layer.attn_keys / (s.cp if s.cp_comm == "ring" else 1))
 
