@@ -61,7 +61,9 @@ __all__ = ["LORA_MODULES", "DEFAULT_LORA_MODULES", "apply_lora", "lora_module"]
 #: Megatron-core's names of the linear modules LoRA adapters can target (module docstring).
 LORA_MODULES = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
 #: Adapted when ``lora_modules`` is not given: all four, the default ``target_modules`` of
-#: NeMo's ``LoRA`` transform (nemo/collections/llm/peft/lora.py).
+#: NeMo's ``LoRA`` transform (``nemo/collections/llm/peft/lora.py``, NVIDIA/NeMo v2.1.0 and
+#: commit 25ec4e98; its performance recipes narrow it to ``linear_qkv``, which
+#: ``experiments/validation/finetune_check.csv`` enters as ``lora_modules=linear_qkv``).
 DEFAULT_LORA_MODULES = LORA_MODULES
 
 

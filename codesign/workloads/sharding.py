@@ -148,14 +148,14 @@ class LayerShard:
 
     @property
     def shared_bytes(self) -> float:
-        """Bytes of the non-expert weights on one GPU, bytes (their gradient's:
-        :attr:`shared_params` x :attr:`grad_dtype_bytes`)."""
+        """Bytes of the non-expert weights on one GPU, bytes (their gradients:
+        the matching part of :attr:`trainable` x :attr:`grad_dtype_bytes`)."""
         return self.params[0] * self.layer.dtype_bytes
 
     @property
     def expert_bytes(self) -> float:
-        """Bytes of the expert weights on one GPU, bytes (their gradient's:
-        :attr:`expert_params` x :attr:`grad_dtype_bytes`)."""
+        """Bytes of the expert weights on one GPU, bytes (their gradients:
+        the matching part of :attr:`trainable` x :attr:`grad_dtype_bytes`)."""
         return self.params[1] * self.layer.dtype_bytes
 
     @property
