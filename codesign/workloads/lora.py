@@ -98,7 +98,8 @@ def _adapt(layer: Layer, rank: int, modules: tuple[str, ...]) -> Layer:
     params = fwd = saved = 0.0
     ops = []
     for m, n, k, c, shard in layer.gemms:
-        if lora_module(layer, shard) not in modules or shard == "count":
+        module = lora_module(layer, shard)      # "" (never in modules): no adapter
+        if module not in modules:
             continue
         row = shard == "k"
         # A x B: column-parallel splits B's columns, row-parallel A's rows (docstring).
@@ -108,7 +109,7 @@ def _adapt(layer: Layer, rank: int, modules: tuple[str, ...]) -> Layer:
         fwd += 2.0 * m * rank * (k + n) * c
         saved += m * rank * c * d
         # The add of the adapter's output into the module's: split like that output.
-        ops.append((f"lora_add_{lora_module(layer, shard)}", 3.0 * d * m * n * c,
+        ops.append((f"lora_add_{module}", 3.0 * d * m * n * c,
                     2.0 * d * m * n * c, "sp" if row else ("tp" if shard else "")))
     bwd = max(layer.bwd_flops - _weight_grad_flops(layer), 0.0) + 2.0 * fwd
     extra = sum(op[1] for op in ops)

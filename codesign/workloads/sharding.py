@@ -218,7 +218,7 @@ class LayerShard:
         t = T * s.cp
         E = s.ep if layer.experts else 1
 
-        def split(gemms: tuple) -> tuple:
+        def split_gemms(gemms: tuple) -> tuple:
             # Expert GEMMs: split by the experts' own tensor parallelism ET, each GPU's
             # experts gathering E ranks' tokens, which are 1 / T of a sample's with
             # ET < T (the sequence-parallel split; ET = T: E x the tokens every TP rank
@@ -241,7 +241,8 @@ class LayerShard:
                        fwd_flops=layer.fwd_flops / t, bwd_flops=layer.bwd_flops / t,
                        io_bytes=layer.io_bytes / t,
                        attn_core_fwd_flops=layer.attn_core_fwd_flops / t,
-                       gemms=split(layer.gemms), adapter_gemms=split(layer.adapter_gemms),
+                       gemms=split_gemms(layer.gemms),
+                       adapter_gemms=split_gemms(layer.adapter_gemms),
                        memory_ops=ops,
                        attn_keys=layer.attn_keys / (s.cp if s.cp_comm == "ring" else 1))
 
