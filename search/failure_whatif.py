@@ -127,7 +127,8 @@ class FailureResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"fabric": self.fabric, "failures": self.failures, "samples": self.samples,
-                "baseline_time_per_sample_s": self.baseline_time_per_sample_s, "slowdown_mean": self.mean,
+                "baseline_time_per_sample_s": self.baseline_time_per_sample_s,
+                "slowdown_mean": self.mean,
                 "slowdown_p50": self.p50, "slowdown_p99": self.p99,
                 "partitioned": self.partitioned, "cannot_fit": self.cannot_fit,
                 "partitioned_fraction": self.partitioned / self.samples,
@@ -323,7 +324,7 @@ def failure_whatif(point, outcome, study: FailureStudy, *, hardware,
     fabric is rebuilt (for ``topoopt``: TopologyFinder once more on the final
     strategies' demand, same seed -- the alternating loop's last round does the same)
     and every workload keeps its chosen strategy and placement order."""
-    from codesign.workloads import get_workload, parse_strategy
+    from codesign.workloads import parse_strategy
     from search.strategy.space import Candidate
     from search.sweeps.trial import cached_topology, plan_workloads
 
@@ -336,6 +337,6 @@ def failure_whatif(point, outcome, study: FailureStudy, *, hardware,
                               cands, hardware, point.seed)
     else:
         topo = cached_topology(outcome.metrics["topology_spec"])
-    mix = [(get_workload(w.name, w.config), w.weight, c)
+    mix = [(w.load(), w.weight, c)
            for w, c in zip(point.workloads, cands)]
     return fabric_failures(topo, mix, hardware, study, collective_method=collective_method)

@@ -41,8 +41,9 @@ A budget below every fabric's price gets no fabric but names the cheapest fabric
 would do and its cost.  Where the GPU has a calibrated compute profile, each answer
 lists the other affordable fabrics whose predicted time is within the model's validated
 error (``model_error``, ``within_model_error``, and a note): the model does not rank
-those against the answer (:func:`evaluators.iteration.uncertainty.compare`).  Progress (fabrics done / total) is reported through
-``progress(done, total)``; the CLI shows it with an ETA on stderr.
+those against the answer (:func:`evaluators.iteration.uncertainty.compare`).  Progress
+(fabrics done / total) is reported through ``progress(done, total)``; the CLI shows it
+with an ETA on stderr.
 
 Procurement answers (issue 20)
 ------------------------------
@@ -436,11 +437,10 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                               f"{gpu} (pruned: {reasons})")
     # The model's validated error for this GPU (issue 17): affordable fabrics within it of
     # the chosen one are listed, not ranked (search.budget.best_per_budget).
-    from codesign.workloads import get_workload
     from evaluators.iteration.uncertainty import outside_validation, validated_error
 
     # Not validated on mixture-of-experts runs (uncertainty.outside_validation).
-    models = [get_workload(w.name, w.config) for w in mix]
+    models = [w.load() for w in mix]
     moe = any(map(outside_validation, models))
     model_error = None if moe else validated_error(hardware)
     procured: dict = {}
@@ -593,7 +593,7 @@ def format_whatif(result: WhatIfResult) -> str:
     """A plain-text table of the result (what ``codesign whatif`` prints)."""
     from codesign.units import format_bandwidth, format_time
 
-    mix = ", ".join(f"{w.name} x{w.weight:g}" for w in result.workloads)
+    mix = ", ".join(f"{w.label} x{w.weight:g}" for w in result.workloads)
     lines = [f"{result.servers} servers of {result.gpu}; mix: {mix}; {result.timed} of "
              f"{result.evaluated} fabrics timed ({result.searched} with the strategy search, "
              f"{result.search_evaluations} evaluations per workload; collectives: "

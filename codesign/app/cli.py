@@ -745,6 +745,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_whatif(args: argparse.Namespace) -> int:
+    from search.sweeps.spec import with_options
     from search.whatif import format_whatif, parse_budgets, parse_mix, run_whatif
 
     if args.shared_cluster:
@@ -772,6 +773,11 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     check_memory("the procurement what-if", "--servers", servers, 64.0 * servers * servers,
                  "use fewer servers (a what-if per pod), or --shared-cluster")
     mix = parse_mix(args.mix) if args.mix else parse_mix(args.workload)
+    if args.option:
+        if args.mix:
+            raise invalid("whatif --option", args.option[0], "with --workload, not --mix (a "
+                          "mix of re-configured workloads: a sweep YAML's per-workload options)")
+        mix = (with_options(mix[0], _parse_options(args.option), "whatif --option"),)
     from search.per_fabric import SearchBudget
     from search.whatif import DEFAULT_SEARCH
 
@@ -1082,6 +1088,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus", type=int, help="number of GPUs instead of --servers")
     p.add_argument("--workload", default="resnet50", help="zoo workload (default resnet50)")
     p.add_argument("--mix", help="weighted mix NAME:WEIGHT,NAME:WEIGHT (replaces --workload)")
+    _option(p, "override a hyper-parameter or setting of --workload (seq_len=8192, "
+               "lora_rank=16, precision=fp8 ...; as evaluate's --option)")
     p.add_argument("--gpu", default="A100-80", help="GPU type (default A100-80)")
     p.add_argument("--catalog",
                    help="network parts catalog the budgets buy from: parts-2026 (2025-2026 "

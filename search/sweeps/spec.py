@@ -12,6 +12,7 @@ small sweep)::
     # workloads:
     #   - {name: resnet50, weight: 2}
     #   - {name: dlrm, weight: 1, config: simulation, strategy: "dp=128"}
+    #   - {name: llama3-70b, options: {seq_len: 8192, lora_rank: 16}}
     space:
       families: [fattree, leafspine, ideal, expander, torus, perms, topoopt]
       servers: 16                         # or a list of server counts
@@ -61,10 +62,11 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from codesign.errors import invalid
+from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_choice, check_int, check_keys, load_yaml
 from codesign.units import parse_bandwidth, parse_money
 from search.per_fabric import SearchBudget
@@ -74,6 +76,7 @@ __all__ = [
     "SWEEP_FAMILIES",
     "SAMPLERS",
     "WorkloadItem",
+    "with_options",
     "SweepSpace",
     "SweepSpec",
     "parse_sweep_spec",
@@ -111,7 +114,7 @@ _TOP_KEYS = ("study", "workloads", "space", "objectives", "constraints", "sample
 _SPACE_KEYS = ("families", "servers", "degree", "link_rate", "gpu", "gpus_per_server",
                "collective_method", "strategy_search", "leafspine_oversub", "hardware_file",
                "catalog")
-_WORKLOAD_KEYS = ("name", "weight", "config", "strategy")
+_WORKLOAD_KEYS = ("name", "weight", "config", "strategy", "options")
 
 
 def _number(value: Any, where: str, *, positive: bool = True) -> float:
@@ -172,12 +175,71 @@ class WorkloadItem:
         Parallelization strategy string: the strategy search's start (when it fits) or,
         with ``strategy_search: off``, the strategy timed; ``None``: the feasible start
         (:func:`search.strategy.feasible.feasible_start`).
+    options : tuple of (str, value)
+        Hyper-parameter and setting overrides, sorted by key: what ``--option`` gives
+        ``evaluate`` (``seq_len``, ``batch_size``, ``precision``, ``lora_rank`` ...;
+        :func:`codesign.workloads.get_workload`); ``()``: the zoo entry as it is.
     """
 
     name: str
     weight: float = 1.0
     config: str | None = None
     strategy: str | None = None
+    options: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def label(self) -> str:
+        """The name shown in results and reports: ``name``, with the options when there
+        are any (``llama3-70b[lora_rank=16,seq_len=8192]``), so two entries of one zoo
+        model stay apart."""
+        if not self.options:
+            return self.name
+        return f"{self.name}[{','.join(f'{k}={v}' for k, v in self.options)}]"
+
+    def load(self):
+        """The :class:`~codesign.workloads.Workload` (built once per process and item).
+
+        Raises
+        ------
+        InvalidSpecError
+            An option the model does not take, or a bad value (one line).
+        """
+        return _load_item(self.name, self.config, self.options)
+
+
+@lru_cache(maxsize=64)
+def _load_item(name: str, config: str | None, options: tuple[tuple[str, Any], ...]):
+    from codesign.workloads import get_workload
+
+    return get_workload(name, config, **dict(options))
+
+
+def with_options(item: WorkloadItem, options: Any, where: str) -> WorkloadItem:
+    """``item`` with the workload ``options`` (a mapping of hyper-parameters and settings to
+    scalars, as a sweep entry's ``options`` or ``--option`` give them; ``None``: none),
+    checked by building the workload, so an option the model does not take fails here and
+    not in every trial.
+
+    Raises
+    ------
+    InvalidSpecError
+        Not a mapping of names to numbers, strings or booleans, or an option or value
+        the model refuses (one line, prefixed with ``where``).
+    """
+    if options is None or options == {}:
+        return item
+    if not isinstance(options, dict) or not all(isinstance(k, str) and k for k in options):
+        raise invalid(where, options, "a mapping of workload settings to values, e.g. "
+                      "{seq_len: 8192, lora_rank: 16}")
+    for key, value in options.items():
+        if not isinstance(value, (int, float, str, bool)):
+            raise invalid(f"{where} {key}", value, "a number, a string or a boolean")
+    out = dataclasses.replace(item, options=tuple(sorted(options.items())))
+    try:
+        out.load()
+    except InvalidSpecError as exc:
+        raise InvalidSpecError(f"{where}: {exc}") from None
+    return out
 
 
 @dataclass(frozen=True)
@@ -314,11 +376,12 @@ def _workloads(value: Any) -> tuple[WorkloadItem, ...]:
             if not isinstance(strategy, str):
                 raise invalid(f"{where} strategy", strategy, "a strategy string dp=D,tp=T,pp=P")
             parse_strategy(strategy)  # raises a one-line InvalidSpecError
-        items.append(WorkloadItem(name, weight, config, strategy))
-    keys = [(w.name, w.config, w.strategy) for w in items]
+        items.append(with_options(WorkloadItem(name, weight, config, strategy),
+                                  raw.get("options"), f"{where} options"))
+    keys = [(w.name, w.config, w.strategy, w.options) for w in items]
     if len(set(keys)) != len(keys):
-        raise invalid("sweep workloads", [w.name for w in items],
-                      "distinct (name, config, strategy) entries")
+        raise invalid("sweep workloads", [w.label for w in items],
+                      "distinct (name, config, strategy, options) entries")
     return tuple(items)
 
 

@@ -176,13 +176,6 @@ class TrialOutcome:
     duration_s: float | None = None
 
 
-@lru_cache(maxsize=64)
-def _workload(name: str, config: str | None):
-    from codesign.workloads import get_workload
-
-    return get_workload(name, config)
-
-
 def plan_workloads(point: SweepPoint, hardware) -> list:
     """The mix as :class:`~search.per_fabric.WorkloadPlan` (workload and search start).
 
@@ -204,7 +197,7 @@ def plan_workloads(point: SweepPoint, hardware) -> list:
     gpus = point.servers * hardware.gpus_per_server
     plans = []
     for item in point.workloads:
-        workload = _workload(item.name, item.config)
+        workload = item.load()
         given = parse_strategy(item.strategy) if item.strategy is not None else None
         if given is not None and given.gpus != gpus:
             raise InfeasibleError(f"strategy {item.strategy} uses {given.gpus} GPUs, the design "
@@ -215,7 +208,8 @@ def plan_workloads(point: SweepPoint, hardware) -> list:
         else:
             start = feasible_start(workload, gpus, hardware, preferred=given)
             fixed = False
-        plans.append(WorkloadPlan(item.name, item.weight, item.config, workload, start, fixed))
+        plans.append(WorkloadPlan(item.label, item.weight, item.config, workload, start,
+                                  fixed))
     return plans
 
 
