@@ -74,7 +74,7 @@ from codesign.specs import check_choice
 from evaluators.shared_cluster import SharedClusterRow, format_shared_cluster
 from search.budget import best_per_budget
 from search.per_fabric import SearchBudget
-from search.sweeps.spec import WorkloadItem, parse_usd
+from search.sweeps.spec import WorkloadItem, model_file_item, parse_usd
 from search.sweeps.trial import (SweepPoint, TrialOutcome, cached_topology, evaluate_trial,
                                  network_cost, plan_workloads, time_model_name)
 
@@ -111,14 +111,17 @@ def parse_budgets(text: str | float | list) -> tuple[float, ...]:
 
 
 def parse_mix(text: str) -> tuple[WorkloadItem, ...]:
-    """Parse ``"resnet50:2,dlrm:1"`` (weights default to 1) into a workload mix.
+    """Parse ``"resnet50:2,dlrm:1"`` (weights default to 1) into a workload mix; a name
+    ending in ``.yaml`` / ``.yml`` or naming a file is a user model file
+    (``my-model.yaml:2``, :func:`codesign.workloads.is_model_file`).
 
     Raises
     ------
     InvalidSpecError
-        Unknown workload, a weight that is not a number > 0, or a repeated name.
+        Unknown workload, a bad model file, a weight that is not a number > 0, or a
+        repeated name.
     """
-    from codesign.workloads import workload_names
+    from codesign.workloads import is_model_file, workload_names
 
     names = workload_names()
     if not isinstance(text, str) or not text.strip():
@@ -126,15 +129,17 @@ def parse_mix(text: str) -> tuple[WorkloadItem, ...]:
     items = []
     for part in text.split(","):
         name, _, weight = part.strip().partition(":")
-        check_choice("workload", name, names)
+        if not is_model_file(name):
+            check_choice("workload", name, names)
         try:
             w = float(weight) if weight else 1.0
         except ValueError:
             raise invalid(f"workload {name} weight", weight, "a number > 0") from None
         if not math.isfinite(w) or w <= 0:
             raise invalid(f"workload {name} weight", weight, "a number > 0")
-        items.append(WorkloadItem(name, w))
-    if len({i.name for i in items}) != len(items):
+        items.append(model_file_item(name, "workload", w) if is_model_file(name)
+                     else WorkloadItem(name, w))
+    if len({(i.name, i.file) for i in items}) != len(items):
         raise invalid("workload mix", text, "each workload at most once")
     return tuple(items)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -444,10 +445,10 @@ def _workload_arg(name: str, config: str | None, options: Sequence[str] | None):
 
     The same rule for every command that takes a workload: a name ending in ``.yaml`` /
     ``.yml`` or naming an existing file is a model file (overrides go in the file)."""
-    from codesign.workloads import get_workload, load_workload
+    from codesign.workloads import get_workload, is_model_file, load_workload
 
     overrides = _parse_options(options)
-    if name.endswith((".yaml", ".yml")) or Path(name).is_file():
+    if is_model_file(name):
         if config or overrides:
             raise invalid("--config/--option", config or overrides,
                           "nothing with a model file (put overrides in the file)")
@@ -1086,8 +1087,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", help="network budget(s) in USD, e.g. 1e6,2e6")
     _add(p, "--servers", required=False, help="number of servers")
     p.add_argument("--gpus", type=int, help="number of GPUs instead of --servers")
-    p.add_argument("--workload", default="resnet50", help="zoo workload (default resnet50)")
-    p.add_argument("--mix", help="weighted mix NAME:WEIGHT,NAME:WEIGHT (replaces --workload)")
+    p.add_argument("--workload", default="resnet50",
+                   help="zoo workload or model YAML file (default resnet50)")
+    p.add_argument("--mix", help="weighted mix NAME:WEIGHT,NAME:WEIGHT of zoo names or model "
+                                 "files (replaces --workload)")
     _option(p, "override a hyper-parameter or setting of --workload (seq_len=8192, "
                "lora_rank=16, precision=fp8 ...; as evaluate's --option)")
     p.add_argument("--gpu", default="A100-80", help="GPU type (default A100-80)")
@@ -1215,7 +1218,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return _run(args)
+            code = _run(args)
+        sys.stdout.flush()  # a reader that went away (| head) fails here, handled below
+        return code
+    except BrokenPipeError:
+        # Stop quietly, as a tool killed by SIGPIPE would (exit 128 + 13); stdout goes to
+        # /dev/null so that the interpreter's final flush does not fail again.
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141
     except InvalidSpecError as exc:
         return _fail(args, "invalid", exc, 2, _error_field(str(exc)))
     except InfeasibleError as exc:

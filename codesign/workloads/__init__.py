@@ -39,15 +39,15 @@ from codesign.workloads.model import KINDS, Layer, MemorySummary, Workload
 from codesign.workloads.placement import Placement
 from codesign.workloads.profile import Profile, load_profile
 from codesign.workloads.registry import (
-    BUILDERS, get_workload, load_workload, workload_configs, workload_from_dict,
-    workload_names)
+    BUILDERS, get_workload, is_model_file, load_workload, workload_configs,
+    workload_from_dict, workload_names)
 from codesign.workloads.sharding import LayerShard, shard_layer
 from codesign.workloads.strategy import Strategy, as_strategy, parse_strategy
 
 __all__ = [
     "KINDS", "Layer", "Workload", "MemorySummary",
     "BUILDERS", "get_workload", "workload_names", "workload_configs", "load_workload",
-    "workload_from_dict",
+    "workload_from_dict", "is_model_file",
     "Hardware", "HardwareCatalog", "get_hardware", "hardware_names", "load_hardware_catalog",
     "DEFAULT_EFFICIENCY", "LayerTime", "layer_time", "layer_times", "ComputeProfile",
     "Profile", "load_profile",

@@ -648,10 +648,11 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             # full recomputation repeats the forward's communication too.
             rflops = shard.recompute_flops
             pass_b = b_s
-            # Full: the whole forward again; selective: the chosen modules' own kernels
+            # Full, or a dense MLP block under recompute_modules=mlp: the layer's forward
+            # again (its time as timed above); otherwise the chosen modules' own kernels
             # (compute.recompute_time: the attention core's, not its FLOP share; the
-            # norms' and activations' at HBM bandwidth; a dense MLP block's forward).
-            if ls.recompute == "full":
+            # norms' and activations' at HBM bandwidth).
+            if reruns_forward(layer, ls):
                 r_s = f_s if rflops else 0.0
             else:
                 r_s = recompute_time(sh, hw, b, ls.selective_modules,

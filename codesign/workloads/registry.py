@@ -53,7 +53,8 @@ from codesign.workloads.transformer import TRANSFORMER_PARAMS, build_transformer
 from codesign.workloads.vision import RESNET_PARAMS, VGG_PARAMS, build_resnet, build_vgg
 
 __all__ = ["Builder", "BUILDERS", "get_workload", "workload_names", "workload_configs",
-           "load_workload", "workload_from_dict", "build_workload", "SETTINGS"]
+           "load_workload", "workload_from_dict", "build_workload", "SETTINGS",
+           "is_model_file"]
 
 
 @dataclass(frozen=True)
@@ -257,6 +258,13 @@ _BYTE_FIELDS = {"activation_bytes", "io_bytes", "saved_bytes", "tp_allreduce_byt
                 "tp_bwd_allreduce_bytes", "ep_alltoall_bytes", "attn_core_saved_bytes",
                 "sp_saved_bytes", "checkpoint_bytes", "kv_bytes", "norm_saved_bytes",
                 "act_saved_bytes"}
+
+
+def is_model_file(name: str) -> bool:
+    """Whether a workload argument names a user model file rather than a zoo entry: it
+    ends in ``.yaml`` / ``.yml`` or names an existing file (the rule of every command
+    and of sweep and what-if mixes)."""
+    return name.endswith((".yaml", ".yml")) or Path(name).is_file()
 
 
 def load_workload(path: str | Path) -> Workload:

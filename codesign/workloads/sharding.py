@@ -65,13 +65,20 @@ from codesign.workloads.model import Layer
 from codesign.workloads.strategy import Strategy
 
 __all__ = ["LayerShard", "shard_layer", "layer_params_per_gpu", "activation_bytes_per_sample",
-           "reruns_forward"]
+           "reruns_forward", "tp_degrees"]
+
+
+def tp_degrees(layer: Any, strategy: Strategy) -> tuple[int, int]:
+    """``(tp, expert_tp)``: the tensor-parallel degrees that split ``layer``'s non-expert
+    and expert weights (and its activations); ``(1, 1)`` for a layer TP does not shard
+    (embeddings, convolutions)."""
+    return (strategy.tp, strategy.expert_tp) if layer.tp_shardable else (1, 1)
 
 
 def layer_params_per_gpu(layer: Any, strategy: Strategy) -> tuple[float, float]:
     """Parameters of ``layer`` one GPU holds before ZeRO: ``(shared, expert)`` (rule
     **Parameters** of the module docstring)."""
-    t, et = (strategy.tp, strategy.expert_tp) if layer.tp_shardable else (1, 1)
+    t, et = tp_degrees(layer, strategy)
     expert = float(layer.expert_params)
     shared = float(layer.params) - expert
     return shared / t, expert / (et * strategy.ep)
@@ -90,7 +97,7 @@ def activation_bytes_per_sample(layer: Any, strategy: Strategy) -> float:
     (Korthikanti et al. 2022, Eqs. 2, 4, 6; the rules per flag are in the docstring of
     :mod:`codesign.workloads.memory`)."""
     s = strategy
-    t = s.tp if layer.tp_shardable else 1
+    t = tp_degrees(layer, s)[0]
     tsp = t if s.sp else 1
     if reruns_forward(layer, s):
         return layer.checkpoint_size / tsp / s.cp
@@ -133,8 +140,7 @@ class LayerShard:
         or for a ``frozen`` layer its adapters' (shared, split like the layer's)."""
         if not self.layer.frozen:
             return self.params
-        t = self.strategy.tp if self.layer.tp_shardable else 1
-        return self.layer.adapter_params / t, 0.0
+        return self.layer.adapter_params / tp_degrees(self.layer, self.strategy)[0], 0.0
 
     @property
     def shared_params(self) -> float:
@@ -214,7 +220,7 @@ class LayerShard:
         :attr:`params`' (experts folded in, ``experts = 0``)."""
         layer, s = self.layer, self.strategy
         shared, expert = self.params
-        T, ET = (s.tp, s.expert_tp) if layer.tp_shardable else (1, 1)
+        T, ET = tp_degrees(layer, s)
         t = T * s.cp
         E = s.ep if layer.experts else 1
 

@@ -13,6 +13,7 @@ small sweep)::
     #   - {name: resnet50, weight: 2}
     #   - {name: dlrm, weight: 1, config: simulation, strategy: "dp=128"}
     #   - {name: llama3-70b, options: {seq_len: 8192, lora_rank: 16}}
+    #   - {file: my-model.yaml, weight: 1}   # a model YAML file (codesign workload show)
     space:
       families: [fattree, leafspine, ideal, expander, torus, perms, topoopt]
       servers: 16                         # or a list of server counts
@@ -77,6 +78,7 @@ __all__ = [
     "SAMPLERS",
     "WorkloadItem",
     "with_options",
+    "model_file_item",
     "SweepSpace",
     "SweepSpec",
     "parse_sweep_spec",
@@ -114,7 +116,7 @@ _TOP_KEYS = ("study", "workloads", "space", "objectives", "constraints", "sample
 _SPACE_KEYS = ("families", "servers", "degree", "link_rate", "gpu", "gpus_per_server",
                "collective_method", "strategy_search", "leafspine_oversub", "hardware_file",
                "catalog")
-_WORKLOAD_KEYS = ("name", "weight", "config", "strategy", "options")
+_WORKLOAD_KEYS = ("name", "file", "weight", "config", "strategy", "options")
 
 
 def _number(value: Any, where: str, *, positive: bool = True) -> float:
@@ -166,7 +168,8 @@ class WorkloadItem:
     Attributes
     ----------
     name : str
-        Zoo name (:func:`codesign.workloads.workload_names`).
+        Zoo name (:func:`codesign.workloads.workload_names`), or for a model file the
+        model's own ``name``.
     weight : float
         Relative weight (> 0); weights are normalised by their sum.
     config : str or None
@@ -179,6 +182,12 @@ class WorkloadItem:
         Hyper-parameter and setting overrides, sorted by key: what ``--option`` gives
         ``evaluate`` (``seq_len``, ``batch_size``, ``precision``, ``lora_rank`` ...;
         :func:`codesign.workloads.get_workload`); ``()``: the zoo entry as it is.
+    file : str or None
+        A user model file (:func:`codesign.workloads.load_workload`), absolute path;
+        ``None``: a zoo model.  Build such items with :func:`model_file_item`.
+    digest : str or None
+        SHA-256 (16 hex digits) of the file's bytes when it was read: part of the study's
+        identity, so a sweep resumed after the file changed is a different study.
     """
 
     name: str
@@ -186,12 +195,16 @@ class WorkloadItem:
     config: str | None = None
     strategy: str | None = None
     options: tuple[tuple[str, Any], ...] = ()
+    file: str | None = None
+    digest: str | None = None
 
     @property
     def label(self) -> str:
         """The name shown in results and reports: ``name``, with the options when there
         are any (``llama3-70b[lora_rank=16,seq_len=8192]``), so two entries of one zoo
         model stay apart."""
+        if self.file is not None:
+            return f"{self.name}({Path(self.file).name})"
         if not self.options:
             return self.name
         return f"{self.name}[{','.join(f'{k}={v}' for k, v in self.options)}]"
@@ -204,14 +217,44 @@ class WorkloadItem:
         InvalidSpecError
             An option the model does not take, or a bad value (one line).
         """
-        return _load_item(self.name, self.config, self.options)
+        return _load_item(self.name, self.config, self.options, self.file, self.digest)
 
 
 @lru_cache(maxsize=64)
-def _load_item(name: str, config: str | None, options: tuple[tuple[str, Any], ...]):
-    from codesign.workloads import get_workload
+def _load_item(name: str, config: str | None, options: tuple[tuple[str, Any], ...],
+               file: str | None, digest: str | None):
+    from codesign.workloads import get_workload, load_workload
 
+    if file is not None:
+        return load_workload(file)   # ``digest`` keys the cache: an edited file is reread
     return get_workload(name, config, **dict(options))
+
+
+def model_file_item(path: str, where: str, weight: float = 1.0,
+                    strategy: str | None = None) -> WorkloadItem:
+    """A mix entry for the user model file ``path`` (relative to the working directory),
+    read and checked now, named by the model's own ``name``.
+
+    Raises
+    ------
+    InvalidSpecError
+        A missing or unreadable file, or a model file with an error (one line, prefixed
+        with ``where``).
+    """
+    from codesign.workloads import load_workload
+
+    if not isinstance(path, str) or not path:
+        raise invalid(f"{where} file", path, "a model YAML file path")
+    resolved = Path(path).resolve()
+    try:
+        digest = hashlib.sha256(resolved.read_bytes()).hexdigest()[:16]
+        workload = load_workload(resolved)
+    except OSError:
+        raise invalid(f"{where} file", path, "a readable model YAML file") from None
+    except InvalidSpecError as exc:
+        raise InvalidSpecError(f"{where}: {exc}") from None
+    return WorkloadItem(workload.name, weight, None, strategy, file=str(resolved),
+                        digest=digest)
 
 
 def with_options(item: WorkloadItem, options: Any, where: str) -> WorkloadItem:
@@ -228,6 +271,8 @@ def with_options(item: WorkloadItem, options: Any, where: str) -> WorkloadItem:
     """
     if options is None or options == {}:
         return item
+    if item.file is not None:
+        raise invalid(where, options, "nothing with a model file (put overrides in the file)")
     if not isinstance(options, dict) or not all(isinstance(k, str) and k for k in options):
         raise invalid(where, options, "a mapping of workload settings to values, e.g. "
                       "{seq_len: 8192, lora_rank: 16}")
@@ -355,20 +400,17 @@ def _workloads(value: Any) -> tuple[WorkloadItem, ...]:
         value = [{"name": value}]
     if not isinstance(value, list) or not value:
         raise invalid("sweep workloads", value, "a zoo name or a non-empty list of "
-                      "{name, weight, config, strategy}")
+                      "{name or file, weight, config, strategy, options}")
     items = []
     for i, raw in enumerate(value):
         where = f"sweep workloads[{i}]"
         if isinstance(raw, str):
             raw = {"name": raw}
-        check_keys(raw, allowed=_WORKLOAD_KEYS, required=("name",), where=where)
-        name = raw["name"]
-        check_choice(f"{where} name", name, names)
+        check_keys(raw, allowed=_WORKLOAD_KEYS, where=where)
+        if ("name" in raw) == ("file" in raw):
+            raise invalid(where, sorted(raw), "exactly one of name (a zoo model) or file (a "
+                          "model YAML file)")
         weight = _number(raw.get("weight", 1.0), f"{where} weight")
-        config = raw.get("config")
-        if config is not None:
-            configs = workload_configs(name)
-            check_choice(f"{where} config", config, configs)
         strategy = raw.get("strategy")
         if strategy is not None:
             from codesign.workloads import parse_strategy
@@ -376,12 +418,25 @@ def _workloads(value: Any) -> tuple[WorkloadItem, ...]:
             if not isinstance(strategy, str):
                 raise invalid(f"{where} strategy", strategy, "a strategy string dp=D,tp=T,pp=P")
             parse_strategy(strategy)  # raises a one-line InvalidSpecError
+        if "file" in raw:
+            extra = [k for k in ("config", "options") if k in raw]
+            if extra:
+                raise invalid(f"{where} {extra[0]}", raw[extra[0]],
+                              "nothing with a model file (put overrides in the file)")
+            items.append(model_file_item(raw["file"], where, weight, strategy))
+            continue
+        name = raw["name"]
+        check_choice(f"{where} name", name, names)
+        config = raw.get("config")
+        if config is not None:
+            configs = workload_configs(name)
+            check_choice(f"{where} config", config, configs)
         items.append(with_options(WorkloadItem(name, weight, config, strategy),
                                   raw.get("options"), f"{where} options"))
-    keys = [(w.name, w.config, w.strategy, w.options) for w in items]
+    keys = [(w.name, w.config, w.strategy, w.options, w.file) for w in items]
     if len(set(keys)) != len(keys):
         raise invalid("sweep workloads", [w.label for w in items],
-                      "distinct (name, config, strategy, options) entries")
+                      "distinct (name or file, config, strategy, options) entries")
     return tuple(items)
 
 

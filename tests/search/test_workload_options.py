@@ -94,3 +94,72 @@ def test_whatif_option_on_the_command_line(capsys):
         assert main([*fast[:-1], *extra]) == 2
         err = capsys.readouterr().err
         assert "whatif --option" in err and err.count("\n") == 1
+
+
+MODEL = "name: my-llm\nbase: bert\nparams: {layers: 6, seq_len: 128}\n"
+
+
+def test_model_files_in_sweeps_and_whatif_mixes(tmp_path, monkeypatch, capsys):
+    """A user model file is a mix entry of its own (``file:`` in a sweep, a path in
+    ``--workload`` / ``--mix``), timed like ``evaluate --workload FILE``."""
+    from codesign.workloads import load_workload
+    from search.whatif import parse_mix
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.yaml").write_text(MODEL)
+    spec = parse_sweep_spec({**BASE, "workloads": [{"file": "m.yaml", "weight": 2},
+                                                   {"name": "bert"}]})
+    item = spec.workloads[0]
+    assert item.name == "my-llm" and item.label == "my-llm(m.yaml)" and item.weight == 2
+    assert item.file == str(tmp_path / "m.yaml") and item.load().layers == \
+        load_workload("m.yaml").layers
+    assert [w.label for w in parse_mix("m.yaml:3,bert")] == ["my-llm(m.yaml)", "bert"]
+    # An edited file is another study (its digest is part of the identity).
+    before = spec.config_hash()
+    (tmp_path / "m.yaml").write_text(MODEL.replace("layers: 6", "layers: 4"))
+    again = parse_sweep_spec({**BASE, "workloads": [{"file": "m.yaml", "weight": 2},
+                                                    {"name": "bert"}]})
+    assert again.config_hash() != before and len(again.workloads[0].load().layers) < \
+        len(item.load().layers)
+    # The what-if times the file's model: the same answer as the zoo model it re-sizes,
+    # given the same hyper-parameters as options.
+    fast = ["whatif", "--budget", "1e9", "--servers", "16", "--search-evaluations", "0",
+            "--collective-method", "auto", "--families", "ideal", "--json"]
+    assert main([*fast, "--workload", "m.yaml"]) == 0
+    from_file = json.loads(capsys.readouterr().out)["budgets"][0]
+    assert main([*fast, "--workload", "bert", "--option", "layers=4",
+                 "--option", "seq_len=128"]) == 0
+    from_options = json.loads(capsys.readouterr().out)["budgets"][0]
+    assert from_file["per_workload"][0]["workload"] == "my-llm(m.yaml)"
+    assert from_file["iteration_time_s"] == pytest.approx(from_options["iteration_time_s"],
+                                                          rel=1e-9)
+
+
+@pytest.mark.parametrize("entry,needle", [
+    ({"file": "missing.yaml"}, "sweep workloads[0] file 'missing.yaml'"),
+    ({"file": "bad.yaml"}, "sweep workloads[0]: "),
+    ({"file": "m.yaml", "options": {"seq_len": 64}}, "sweep workloads[0] options"),
+    ({"file": "m.yaml", "config": "x"}, "sweep workloads[0] config"),
+    ({"file": "m.yaml", "name": "bert"}, "exactly one of name"),
+    ({"weight": 2}, "exactly one of name"),
+])
+def test_bad_model_file_entries_raise_one_line(tmp_path, monkeypatch, entry, needle):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.yaml").write_text(MODEL)
+    (tmp_path / "bad.yaml").write_text("name: x\nbase: bert\nparams: {layerz: 2}\n")
+    with pytest.raises(InvalidSpecError) as info:
+        parse_sweep_spec({**BASE, "workloads": [entry]})
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_closed_pipe_ends_the_command_quietly():
+    """``codesign ... | head``: the reader going away is not a traceback."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "codesign", "workload", "show",
+                             "gpt3-175b", "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()   # before the command writes anything
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141 and "Traceback" not in err and "Exception" not in err
