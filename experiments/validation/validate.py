@@ -99,6 +99,53 @@ SOURCE_NOTES = {
                      "parallelism, SC'21's identical pipeline 102.63 s with 6-way data "
                      "parallelism",
 }
+#: NVIDIA's H100 publications by software release (run-id prefix -> release, as each
+#: row's reference names its table; README.md's source list): the same GPU, the same
+#: vendor and mostly the same models, measured in successive containers.
+RELEASES = (
+    ("nemo-h100-", "NeMo 24.07 (performance summary, Sep 2024)"),
+    ("dgxc-h100-llama31-", "NeMo 24.09 (DGX Cloud recipes v24.11.1)"),
+    ("dgxc-h100-nemotron4-", "NeMo 24.11 (DGX Cloud recipes v24.11.1)"),
+    ("dgxc-h100-gpt3-", "NeMo 24.11 (DGX Cloud recipes v24.11.1)"),
+    ("mbridge-h100-", "Megatron-Bridge 25.11 (Dec 2025)"),
+    ("mbridge2604-h100-", "Megatron-Bridge 26.04.01 (May 2026)"),
+)
+
+
+def release_table(rows) -> list[str]:
+    """Markdown lines: the fitted errors of NVIDIA's H100 runs grouped by software release
+    (:data:`RELEASES`) and precision -- how far one GPU's parameter set can follow one
+    vendor's software over time.  ``rows`` as :func:`main` builds them."""
+    groups: dict[tuple[str, str], list[float]] = {}
+    for _, r, p, *_ in rows:
+        release = next((name for prefix, name in RELEASES if r.id.startswith(prefix)), None)
+        if release is not None:
+            precision = resolve_precision(r.workload, get_hardware(r.hardware),
+                                          r.strategy.precision)
+            groups.setdefault((release, precision), []).append(p / r.measured_s - 1)
+    if not groups:
+        return []
+    out = ["\n## NVIDIA's H100 runs by software release (calibrated fit)\n",
+           "The same GPU and vendor, successive containers: a positive mean signed error "
+           "says the release ran that much faster than the one H100 parameter set "
+           "predicts, a negative one slower.  The spread between releases is the "
+           "software's (kernels, fusions, overlap), which one parameter set per GPU type "
+           "cannot follow -- `codesign calibrate` on a cluster's own runs fits its own "
+           "software; the spread between the BF16 and FP8 runs of one release is partly "
+           "the model's: its FP8 speed-up is larger than these recipes' (README step "
+           "36).\n",
+           "| release | precision | runs | mean signed error | mean / worst absolute |",
+           "|---|---|---|---|---|"]
+    order = [name for _, name in RELEASES]
+    for (release, precision), errors in sorted(groups.items(),
+                                               key=lambda kv: (order.index(kv[0][0]), kv[0][1])):
+        mean, worst = _stats(errors)
+        out.append(f"| {release} | {precision} | {len(errors)} | "
+                   f"{100 * float(np.mean(errors)):+.1f} % | "
+                   f"{100 * mean:.1f} % / {100 * worst:.1f} % |")
+    return out
+
+
 #: Literature priors (codesign/workloads/data/compute_profiles.yaml, header comments):
 #: cuBLAS GEMM sweeps, FlashAttention-2 (Dao 2023), STREAM-like HBM copies.
 PRIORS = {
@@ -183,20 +230,22 @@ FINETUNE_TEXT = ("Fine-tuning runs, full and LoRA (not fitted)",
                  "published against predicted (2/3 would be the weight GEMMs alone).")
 
 
-def _check_rows(runs, h100_parameters: dict) -> tuple[list[str], list[float], list[float]]:
-    """Table rows, predictions (s) and errors of ``runs`` at the H100 fit carried over to
-    their GPU's profile."""
-    lines, preds, errors = [], [], []
+def _check_rows(runs, h100_parameters: dict) -> tuple[list[str], list[float], list[float],
+                                                      list[str]]:
+    """Table rows, predictions (s), errors and number formats of ``runs`` at the H100 fit
+    carried over to their GPU's profile."""
+    lines, preds, errors, precisions = [], [], [], []
     for r in runs:
         hw = get_hardware(r.hardware).with_compute_parameters(**h100_parameters)
         p = predict_run(r, hw)
         preds.append(p)
         errors.append(p / r.measured_s - 1)
         precision = resolve_precision(r.workload, hw, r.strategy.precision)
+        precisions.append(precision)
         lines.append(f"| {r.id} | {r.gpus} {r.hardware} | {precision} | "
                      f"{_published(r)} | {r.measured_s:.3f} | {p:.3f} | "
                      f"{100 * errors[-1]:+.1f} % |")
-    return lines, preds, errors
+    return lines, preds, errors, precisions
 
 
 def transfer_check(runs, h100_parameters: dict, text: tuple[str, str] = TRANSFER_TEXT,
@@ -206,7 +255,7 @@ def transfer_check(runs, h100_parameters: dict, text: tuple[str, str] = TRANSFER
     measured), or a kind of workload kept out of the fit (``text``: title, intro);
     nothing is fitted on them.  ``checked``: their :func:`_check_rows`, if computed."""
     title, intro = text
-    lines, _, errors = checked or _check_rows(runs, h100_parameters)
+    lines, _, errors, _ = checked or _check_rows(runs, h100_parameters)
     mean, worst = _stats(errors)
     return [f"\n## {title}\n", intro + "\n",
             "| run | GPUs | precision | published | published s/iter | predicted s | error |",
@@ -222,10 +271,9 @@ def finetune_check(runs, h100_parameters: dict) -> list[str]:
     checked = _check_rows(runs, h100_parameters)
     out = transfer_check(runs, h100_parameters, FINETUNE_TEXT, checked)
     per_sample: dict[tuple, dict[str, tuple[float, float]]] = {}
-    for r, p in zip(runs, checked[1]):
+    for r, p, precision in zip(runs, checked[1], checked[3]):
         mode = "lora" if r.workload.lora_rank else "full"
-        key = (r.workload.name, resolve_precision(r.workload, get_hardware(r.hardware),
-                                                  r.strategy.precision))
+        key = (r.workload.name, precision)
         scale = r.gpus / r.workload.batch_size
         per_sample.setdefault(key, {}).setdefault(mode, (r.measured_s * scale, p * scale))
     out += ["\n| model | precision | LoRA / full, published | predicted | error |",
@@ -353,6 +401,7 @@ def main() -> None:
         lines.append(f"\nScaling Llama 3 405B from 8,192 to 16,384 H100 (Table 4): published "
                      f"speed-up {ra.measured_s / rb.measured_s:.2f}x, predicted "
                      f"{pa / pb:.2f}x.")
+    lines += release_table(rows)
     if "A100-80" in fits:
         check = layer_check({"fitted": fits["A100-80"][0].hardware,
                              "prior": at_priors["A100-80"]})
