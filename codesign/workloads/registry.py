@@ -263,8 +263,14 @@ _BYTE_FIELDS = {"activation_bytes", "io_bytes", "saved_bytes", "tp_allreduce_byt
 def is_model_file(name: str) -> bool:
     """Whether a workload argument names a user model file rather than a zoo entry: it
     ends in ``.yaml`` / ``.yml`` or names an existing file (the rule of every command
-    and of sweep and what-if mixes)."""
-    return name.endswith((".yaml", ".yml")) or Path(name).is_file()
+    and of sweep and what-if mixes).  A name no file system could hold (too long, a NUL
+    byte) is not a file: the zoo lookup then refuses it with one line."""
+    if name.endswith((".yaml", ".yml")):
+        return True
+    try:
+        return Path(name).is_file()
+    except (OSError, ValueError):
+        return False
 
 
 def load_workload(path: str | Path) -> Workload:

@@ -163,3 +163,14 @@ def test_a_closed_pipe_ends_the_command_quietly():
     proc.stdout.close()   # before the command writes anything
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141 and "Traceback" not in err and "Exception" not in err
+
+
+@pytest.mark.parametrize("name", ["x" * 5000, "a\x00b", "x" * 5000 + ".yaml"])
+def test_names_no_file_system_holds_are_refused_with_one_line(name, capsys):
+    from codesign.workloads import is_model_file
+
+    assert is_model_file(name) == name.endswith(".yaml")
+    assert main(["whatif", "--budget", "1e6", "--servers", "16", "--workload", name]) == 2
+    assert main(["evaluate", "--topology", "ideal:16", "--workload", name]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and "Traceback" not in err
