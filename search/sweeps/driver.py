@@ -218,7 +218,7 @@ class _Run:
 
         spec = self.spec
         mix = [asdict(w) for w in point.workloads]
-        workload = (point.workloads[0].name if len(point.workloads) == 1 else
+        workload = (point.workloads[0].label if len(point.workloads) == 1 else
                     "+".join(f"{w.label}*{w.weight:g}" for w in point.workloads))
         params = point.to_dict()
         params.pop("workloads")

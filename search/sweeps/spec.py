@@ -241,18 +241,27 @@ def model_file_item(path: str, where: str, weight: float = 1.0,
         A missing or unreadable file, or a model file with an error (one line, prefixed
         with ``where``).
     """
-    from codesign.workloads import load_workload
+    from codesign.files import load_yaml_text, read_text
+    from codesign.workloads import workload_from_dict
 
     if not isinstance(path, str) or not path:
         raise invalid(f"{where} file", path, "a model YAML file path")
-    resolved = Path(path).resolve()
     try:
-        digest = hashlib.sha256(resolved.read_bytes()).hexdigest()[:16]
-        workload = load_workload(resolved)
-    except OSError:
-        raise invalid(f"{where} file", path, "a readable model YAML file") from None
+        resolved = Path(path).resolve()
+        readable = resolved.is_file()
+    except (OSError, ValueError):
+        readable = False
+    if not readable:
+        raise invalid(f"{where} file", path, "a readable model YAML file")
+    try:
+        # One bounded read (what load_workload does) for both the model and its digest,
+        # so the digest is of the text the model was built from.
+        text = read_text(resolved, what="spec file")
+        workload = workload_from_dict(load_yaml_text(text, where=f"spec file {str(resolved)!r}"),
+                                      source=str(resolved))
     except InvalidSpecError as exc:
         raise InvalidSpecError(f"{where}: {exc}") from None
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
     return WorkloadItem(workload.name, weight, None, strategy, file=str(resolved),
                         digest=digest)
 
