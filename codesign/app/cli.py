@@ -999,7 +999,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workload", required=True, help=f"{_ZOO} or a model YAML file")
     _option(p, "override a workload hyper-parameter or setting (batch_size=512; transformers: "
             "layers, hidden, heads, kv_heads, head_dim, ffn, vocab, seq_len, experts, top_k, "
-            "capacity_factor, shared_experts, window, global_every, kv_lora_rank, "
+            "capacity_factor, shared_experts, window, global_every, doc_len, kv_lora_rank, "
             "q_lora_rank, rope_head_dim, v_head_dim, dense_layers, dense_ffn, precision; "
             "LoRA fine-tuning: lora_rank=16, lora_modules=linear_qkv+linear_proj+"
             "linear_fc1+linear_fc2)")

@@ -222,23 +222,34 @@ def _block(name: str, kind: str, params: int, fwd: float, out: float, d: int, io
                  tp_bwd_allreduce_bytes=out if tp else 0.0, **extra)
 
 
-def _window_span(seq: int, window: int) -> tuple[float, float]:
+def _window_span(seq: int, window: int, doc: int = 0) -> tuple[float, float]:
     """``(keys per query, s_eff)`` of causal attention over ``seq`` tokens with a
-    ``window`` (0 or at least ``seq``: full attention, ``(s, s)``): the fused kernel loops
-    over ``window`` keys, and the scores count ``s x s_eff`` with ``s_eff = 2 P / s`` for
-    the band's ``P = s w - w (w - 1) / 2`` pairs -- twice the pairs, the no-causal-halving
-    convention of full attention (:func:`attention`)."""
-    s = float(seq)
-    if not window or window >= seq:
-        return s, s
+    ``window`` (0 or at least the span: full attention) inside documents of ``doc``
+    tokens (0 or at least ``seq``: one document, the whole sequence).
+
+    The fused kernel loops over ``min(window, doc)`` keys, and the scores count
+    ``s x s_eff``: full attention over ``L = min(doc, seq)`` tokens counts ``s_eff = L``
+    (the no-causal-halving convention of :func:`attention`, ``s x s`` for one document),
+    a window ``w < L`` twice the band's ``P = L w - w (w - 1) / 2`` pairs per ``L``
+    tokens, ``s_eff = 2 P / L``.
+
+    ``doc`` is the token-weighted mean document length ``sum L_i^2 / sum L_i`` of the
+    documents packed into a sequence: causal attention within documents has
+    ``sum L_i (L_i + 1) / 2`` pairs, which with ``sum L_i = s`` is ``s (doc + 1) / 2``
+    exactly, whatever the spread of the lengths.
+    """
+    span = float(doc) if doc and doc < seq else float(seq)
+    if not window or window >= span:
+        return span, span
     w = float(window)
-    return w, 2.0 * (s * w - w * (w - 1.0) / 2.0) / s
+    return w, 2.0 * (span * w - w * (w - 1.0) / 2.0) / span
 
 
 def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
               dtype_bytes: int, bias: bool = True, norm: str = "layernorm",
               dropout: bool = True, flash: bool = False, tp: bool = True,
-              causal: bool = False, head_dim: int | None = None, window: int = 0) -> Layer:
+              causal: bool = False, head_dim: int | None = None, window: int = 0,
+              doc_len: int = 0) -> Layer:
     """Multi-head (or grouped-query) self-attention with its pre-norm, as one layer.
 
     Weights: ``Q`` ``hidden x heads*head_dim`` and the output projection back;
@@ -263,6 +274,17 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
     attention counts ``s^2`` (the same no-causal-halving convention), and the fused
     kernel loops over ``window`` keys per query (``attn_keys``).  Needs ``flash`` (an
     unfused kernel computes the full ``s x s`` scores and masks them) and ``causal``.
+
+    ``doc_len`` (tokens, 0 = one document per sequence): packed sequences whose
+    attention is masked to each document -- the block-diagonal causal mask of Llama 3's
+    pre-training (Grattafiori et al. 2024, Sec. 3.2: "an attention mask that prevents
+    self-attention between different documents within the same sequence") and of
+    packed fine-tuning data (NeMo's packed sequences, Transformer Engine's ``thd``
+    layout with per-document offsets).  The scores count ``s x doc_len`` and the fused
+    kernel loops over ``doc_len`` keys per query, paying its tile cost per document
+    (:func:`_window_span`; with a window, the band inside each document).  The GEMMs
+    and every per-token cost still see all ``s`` tokens.  Needs ``flash`` and
+    ``causal``, as a window does.
     """
     d = dtype_bytes
     head_dim = hidden // heads if head_dim is None else head_dim
@@ -276,7 +298,10 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
     if window and window < seq and not (flash and causal):
         raise invalid("attention window", window,
                       "0 unless the attention is causal and fused (flash_attention)")
-    keys, s_eff = _window_span(seq, window)
+    if doc_len and doc_len < seq and not (flash and causal):
+        raise invalid("attention doc_len", doc_len,
+                      "0 unless the attention is causal and fused (flash_attention)")
+    keys, s_eff = _window_span(seq, window, doc_len)
     score_macs = 2.0 * s * s_eff * q_dim  # Q K^T and softmax(.) V (no causal halving)
     fwd = 2.0 * (proj_macs * s + score_macs)
     sh = s * h
@@ -322,7 +347,7 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
 def latent_attention(name: str, *, hidden: int, heads: int, seq: int, dtype_bytes: int,
                      kv_rank: int, q_rank: int, head_dim: int, rope_dim: int,
                      v_head_dim: int, norm: str = "rmsnorm", causal: bool = True,
-                     window: int = 0) -> Layer:
+                     window: int = 0, doc_len: int = 0) -> Layer:
     """Multi-head latent attention (MLA; DeepSeek-V2, DeepSeek-AI 2024, Sec. 2.1; the
     DeepSeek-V3 technical report, Sec. 2.1.1), with its pre-norm, as one layer.
 
@@ -343,7 +368,7 @@ def latent_attention(name: str, *, hidden: int, heads: int, seq: int, dtype_byte
     are not counted again per rank).
     Saved for backward: the norm input, the down projections' input, the two latents
     (and their norms' inputs), Q, K, V and the output projection's input.  Always a
-    fused (flash) kernel; ``window`` as in :func:`attention`.
+    fused (flash) kernel; ``window`` and ``doc_len`` as in :func:`attention`.
     """
     d = dtype_bytes
     s, h, a = float(seq), float(hidden), float(heads)
@@ -358,7 +383,9 @@ def latent_attention(name: str, *, hidden: int, heads: int, seq: int, dtype_byte
         + (norm_params(norm, q_rank) if q_rank else 0)
     if window and window < seq and not causal:
         raise invalid("attention window", window, "0 unless the attention is causal")
-    keys, s_eff = _window_span(seq, window)
+    if doc_len and doc_len < seq and not causal:
+        raise invalid("attention doc_len", doc_len, "0 unless the attention is causal")
+    keys, s_eff = _window_span(seq, window, doc_len)
     core_macs = s * s_eff * (q_w + v_w)      # Q K^T over d_qk, softmax(.) V over v_head_dim
     fwd = 2.0 * (macs * s + core_macs)
     sh = s * h

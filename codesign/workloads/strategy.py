@@ -635,8 +635,9 @@ def check_applicable(workload: Any, strategy: Strategy) -> None:
         seq = workload.seq_len
         if isinstance(seq, int) and any(layer.kind == "attention" and layer.attn_keys < seq
                                         for layer in workload.layers):
-            raise invalid("strategy cp", s.cp, f"1: {workload.name} has sliding-window "
-                          "attention (context parallelism of a window is not modelled)")
+            raise invalid("strategy cp", s.cp, f"1: {workload.name} has sliding-window or "
+                          "document-masked attention (context parallelism of a window or of "
+                          "packed documents is not modelled)")
         if not isinstance(seq, int) or seq % (2 * s.cp):
             raise invalid("strategy cp", s.cp,
                           f"a value with 2*cp dividing the sequence length ({seq})")

@@ -10,7 +10,9 @@ One builder covers every transformer of the zoo through its hyper-parameters:
   positions (no position parameters), untied output layer.  ``head_dim`` decouples the
   attention width from ``hidden`` (Qwen3: 32 heads of 128 on a 2048-wide stream);
   ``window`` and ``global_every`` give sliding-window attention (Mistral 7B, Gemma,
-  GPT-OSS; :func:`codesign.workloads.layers.attention`).
+  GPT-OSS; :func:`codesign.workloads.layers.attention`); ``doc_len`` masks the
+  attention to the documents packed into a sequence (Llama 3, Sec. 3.2; packed
+  fine-tuning data).
 * DeepSeek-V3 (DeepSeek-AI 2024, technical report, Sec. 2.1 and Table 6 of its
   appendix; the released ``config.json``): multi-head latent attention
   (``kv_lora_rank``, ``q_lora_rank``, ``rope_head_dim``, ``v_head_dim``;
@@ -84,6 +86,10 @@ TRANSFORMER_PARAMS = {
                     doc="sliding-window attention span in tokens (0: full attention)"),
     "global_every": Param("int", 0, minimum=0, maximum=1000,
                           doc="with window: every k-th block attends globally (0: none)"),
+    "doc_len": Param("int", 0, minimum=0, maximum=10**7,
+                     doc="packed sequences: attention masked to documents of this many "
+                         "tokens, the token-weighted mean sum L^2 / sum L (0: one "
+                         "document per sequence)"),
     "kv_lora_rank": Param("int", 0, minimum=0, maximum=10**5,
                           doc="multi-head latent attention's key/value latent (0: no MLA)"),
     "q_lora_rank": Param("int", 0, minimum=0, maximum=10**5,
@@ -109,7 +115,8 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
                       gated: bool, experts: int, top_k: int, capacity_factor: float,
                       shared_experts: int, dropout: bool,
                       flash_attention: bool, head: str, dtype_bytes: int, window: int = 0,
-                      global_every: int = 0, kv_lora_rank: int = 0, q_lora_rank: int = 0,
+                      global_every: int = 0, doc_len: int = 0, kv_lora_rank: int = 0,
+                      q_lora_rank: int = 0,
                       rope_head_dim: int = 0, v_head_dim: int | None = None,
                       dense_layers: int = 0, dense_ffn: int | None = None,
                       expert_groups: int = 0, group_top_k: int = 0) -> list[Layer]:
@@ -144,6 +151,9 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
                       "head is lm (causal sliding-window attention in a fused kernel)")
     if global_every and not window:
         raise invalid("transformer global_every", global_every, "0 without a window")
+    if doc_len and not (flash_attention and head == "lm"):
+        raise invalid("transformer doc_len", doc_len, "0 unless flash_attention is true and "
+                      "the head is lm (document-masked causal attention in a fused kernel)")
     if not kv_lora_rank and (q_lora_rank or rope_head_dim or v_head_dim is not None):
         raise invalid("transformer q_lora_rank/rope_head_dim/v_head_dim",
                       (q_lora_rank, rope_head_dim, v_head_dim),
@@ -176,14 +186,14 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
                 f"block{i}.attn", hidden=hidden, heads=heads, seq=seq_len, dtype_bytes=d,
                 kv_rank=kv_lora_rank, q_rank=q_lora_rank, head_dim=hd,
                 rope_dim=rope_head_dim, v_head_dim=hd if v_head_dim is None else v_head_dim,
-                norm=norm, window=window if local else 0))
+                norm=norm, window=window if local else 0, doc_len=doc_len))
         else:
             out.append(attention(f"block{i}.attn", hidden=hidden, heads=heads,
                                  kv_heads=kv_heads, head_dim=head_dim, seq=seq_len,
                                  dtype_bytes=d, bias=bias, norm=norm, dropout=dropout,
                                  flash=flash_attention,
                                  causal=head == "lm",  # decoders (lm head) mask causally
-                                 window=window if local else 0))
+                                 window=window if local else 0, doc_len=doc_len))
         if i < dense_layers:
             block_mlp = mlp(f"block{i}.mlp", hidden=hidden,
                             ffn=ffn if dense_ffn is None else dense_ffn, seq=seq_len,

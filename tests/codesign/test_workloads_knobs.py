@@ -646,14 +646,11 @@ def test_tp_comm_overlap_rejects_other_values() -> None:
                    tp_comm_overlap="forward")
 
 
-def test_sliding_window_attention_time_and_context_parallelism() -> None:
-    # The fused kernel's time follows the band: at s = 8192 a 1024-token window is
-    # about 2 x 1024 / 8192 of the causal kernel's work, plus its per-tile costs;
-    # context parallelism over a window is refused, naming cp.
+def _attention_core_fwd_ratio(variant: dict) -> float:
+    """Forward seconds of one llama3-8b block's fused attention kernel (s = 8192) with
+    the hyper-parameters ``variant``, over those of full causal attention."""
     from codesign.workloads.compute import layer_time
     kw = dict(layers=1, seq_len=8192, batch_size=8)
-    full = get_workload("llama3-8b", **kw)
-    band = get_workload("llama3-8b", window=1024, **kw)
     hw = get_hardware("H100")
 
     def core(w) -> float:
@@ -662,8 +659,33 @@ def test_sliding_window_attention_time_and_context_parallelism() -> None:
         proj = layer_time(replace(attn, attn_core_fwd_flops=0.0), hw, 1)
         return t.fwd_s - proj.fwd_s
 
-    ratio = core(band) / core(full)
+    return core(get_workload("llama3-8b", **variant, **kw)) / core(
+        get_workload("llama3-8b", **kw))
+
+
+def test_sliding_window_attention_time_and_context_parallelism() -> None:
+    # The fused kernel's time follows the band: at s = 8192 a 1024-token window is
+    # about 2 x 1024 / 8192 of the causal kernel's work, plus its per-tile costs;
+    # context parallelism over a window is refused, naming cp.
+    ratio = _attention_core_fwd_ratio(dict(window=1024))
     pairs = (8192 * 1024 - 1024 * 1023 / 2) / (8192 * 8193 / 2)
     assert pairs < ratio < 1.5 * pairs
     with pytest.raises(InvalidSpecError, match="strategy cp"):
-        memory_per_gpu(band, "dp=2,cp=2", "H100")
+        memory_per_gpu(get_workload("llama3-8b", window=1024), "dp=2,cp=2", "H100")
+
+
+def test_packed_documents_attention_time_and_context_parallelism() -> None:
+    # Packed documents of 256 tokens in an 8192-token sequence: the fused kernel does
+    # (256 + 1) / (8192 + 1) of the causal work, plus a tile cost per document (two
+    # blocks of 128 keys each: the diagonal blocks weigh more); context parallelism
+    # over packed documents is refused, naming cp.
+    ratio = _attention_core_fwd_ratio(dict(doc_len=256))
+    pairs = 257 / 8193
+    # The scores count s x 256 against s x 8192 (the full-attention convention), and
+    # efficiency.flash_attention_time stretches a causal forward by (n + 1 + 2) / n for
+    # n blocks of 128 keys: 2 per document, 64 for the whole sequence.
+    tiles = ((2 + 3) / 2) / ((64 + 3) / 64)
+    assert ratio == pytest.approx(256 / 8192 * tiles, rel=1e-9)
+    assert pairs < ratio < 3 * pairs
+    with pytest.raises(InvalidSpecError, match="strategy cp.*packed documents"):
+        memory_per_gpu(get_workload("llama3-8b", doc_len=256), "dp=2,cp=2", "H100")

@@ -202,6 +202,54 @@ def test_sliding_window_attention_counts_the_band():
             get_workload("gpt3-175b", **{**kw, **bad})
 
 
+def _masked_pairs(lengths, window=0):
+    """Brute force: (query, key) pairs of causal attention inside each document."""
+    return sum(1 for n in lengths for i in range(n) for j in range(i + 1)
+               if not window or i - j < window)
+
+
+def test_packed_documents_count_the_block_diagonal_mask():
+    # Documents of 8, 8 and 48 tokens packed into s = 64: their token-weighted mean
+    # sum L^2 / sum L is 38, and causal attention inside the documents has
+    # sum L (L + 1) / 2 pairs (brute force), whatever the spread of the lengths.  The
+    # scores count them as full attention does: 2 P - s for a causal mask (s^2 for
+    # one document), twice the pairs with a window.
+    s, h = 64, 256
+    kw = dict(layers=1, hidden=h, heads=4, ffn=4 * h, vocab=100, seq_len=s, positions=s,
+              flash_attention=True)
+    lengths = (8, 8, 48)
+    doc = sum(n * n for n in lengths) // s
+    assert doc * s == sum(n * n for n in lengths)
+    full = get_workload("gpt3-175b", **kw).layer("block0.attn")
+    packed = get_workload("gpt3-175b", doc_len=doc, **kw).layer("block0.attn")
+    assert full.attn_core_fwd_flops == pytest.approx(4 * h * (2 * _masked_pairs([s]) - s))
+    assert packed.attn_core_fwd_flops == pytest.approx(
+        4 * h * (2 * _masked_pairs(lengths) - s))
+    assert full.fwd_flops - packed.fwd_flops == pytest.approx(
+        full.attn_core_fwd_flops - packed.attn_core_fwd_flops)
+    assert (packed.attn_keys, full.attn_keys) == (doc, s)
+    # A window inside documents of 16: the band of each document.
+    band = get_workload("gpt3-175b", doc_len=16, window=5, **kw).layer("block0.attn")
+    assert band.attn_core_fwd_flops == pytest.approx(
+        4 * h * 2 * _masked_pairs([16] * 4, window=5))
+    assert band.attn_keys == 5
+    # One document of at least the sequence is no mask; the GEMMs never change.
+    assert get_workload("gpt3-175b", doc_len=s, **kw).layer("block0.attn") == full
+    assert packed.gemms == full.gemms and packed.params == full.params
+    for bad in (dict(flash_attention=False), dict(head="none", tied=False)):
+        with pytest.raises(InvalidSpecError, match="doc_len"):
+            get_workload("gpt3-175b", **{**kw, "doc_len": 16, **bad})
+
+
+def test_packed_documents_in_latent_attention():
+    # MLA (DeepSeek-V3 shape, two blocks): the same block-diagonal count.
+    kw = {**DEEPSEEK_V3, "layers": 2, "dense_layers": 1, "seq_len": 512}
+    full = get_workload("mixtral-8x7b", **kw).layer("block0.attn")
+    packed = get_workload("mixtral-8x7b", doc_len=64, **kw).layer("block0.attn")
+    assert packed.attn_core_fwd_flops == pytest.approx(full.attn_core_fwd_flops * 64 / 512)
+    assert packed.attn_keys == 64
+
+
 DEEPSEEK_V3 = dict(layers=61, hidden=7168, heads=128, kv_heads=128, head_dim=128, ffn=2048,
                    experts=256, top_k=8, shared_experts=1, vocab=129280, seq_len=4096,
                    kv_lora_rank=512, q_lora_rank=1536, rope_head_dim=64, v_head_dim=128,

@@ -172,6 +172,18 @@ def test_validation_set_is_well_formed():
         assert r.reference and r.measured_s > 0
 
 
+@pytest.mark.parametrize("name", ["finetune_check.csv", "moe_check.csv",
+                                  "transfer_blackwell.csv"])
+def test_check_sets_are_well_formed(name):
+    # The runs validate.py predicts outside the fit load as runs.csv does, each cited.
+    runs = load_runs(VALIDATION.parent / name)
+    for r in runs:
+        assert r.reference and r.notes and r.measured_s > 0
+    if name == "finetune_check.csv":
+        # SQuAD packed into 4,096 tokens, each example attending to itself (README step 41).
+        assert {r.workload.layers[1].attn_keys for r in runs} == {220}
+
+
 @pytest.mark.parametrize("field, value, needle", [
     ("gpus", "eight", "row 1 gpus"), ("gpus", "16", "row 1 strategy"),
     ("measured", "speed", "row 1 measured"), ("value", "-3", "row 1 value"),
