@@ -84,7 +84,7 @@ from codesign.collective_kinds import RING_KINDS, ring_bytes_per_member
 from codesign.errors import invalid
 from codesign.specs import check_number
 from codesign.workloads.compute import layer_time, recompute_time, resolve_precision
-from codesign.workloads.dispatch import check_dispatch, dispatch_legs
+from codesign.workloads.dispatch import check_dispatch, dispatch_legs, overlap_sm_share
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.memory import MemoryBreakdown, check_memory, memory_per_gpu
 from codesign.workloads.model import Layer, Workload
@@ -129,7 +129,11 @@ class CollectiveOp:
     ``embedding``; ``bucket`` numbers gradient buckets per stage and purpose;
     ``ready_after`` names the layer whose backward completes the bucket;
     ``hidden_s`` is compute time the collective runs under (context parallelism's ring
-    exchange overlaps the attention blocks it feeds), so only its excess is exposed.
+    exchange overlaps the attention blocks it feeds), so only its excess is exposed;
+    ``sm_share`` is the fraction of the GPU's SMs the collective's kernels take from that
+    compute while they run (DeepEP's all-to-alls:
+    :func:`codesign.workloads.dispatch.overlap_sm_share`), so a hidden collective still
+    costs that share of its time.
     """
 
     kind: str
@@ -144,6 +148,7 @@ class CollectiveOp:
     stage: int = 0
     repeat: int = 1
     hidden_s: float = 0.0
+    sm_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -470,8 +475,10 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         communication can be fully hidden") and Megatron-core's
         ``overlap_moe_expert_parallel_comm``.  Each of a layer's four all-to-alls
         (dispatch and combine, forward and backward) gets a quarter of the layer's
-        forward + backward compute as ``hidden_s``, so only the excess is exposed.
-        Ignored with one micro-batch (nothing to pair with).
+        forward + backward compute as ``hidden_s``, so only the excess is exposed --
+        and, with the hierarchical dispatchers (DeepEP's kernels on 20 SMs), at least
+        ``sm_share`` of the exchange, the compute it hides under having lost those SMs
+        meanwhile.  Ignored with one micro-batch (nothing to pair with).
     ep_dispatch : str, optional
         How expert layers send tokens to their experts (:mod:`codesign.workloads.dispatch`):
         ``"alltoall"`` (default; Megatron-core's all-to-all dispatcher, every routed copy
@@ -543,6 +550,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         raise invalid("ep_comm_overlap", ep_comm_overlap, "true or false")
     check_dispatch(ep_dispatch, precision)
     ep_hide = ep_comm_overlap and m > 1
+    ep_share = overlap_sm_share(ep_dispatch, hw.compute.sms if hw.compute else None)
     # Pipeline sends overlap one model chunk's pass (interleaved schedule only).
     chunk_share = 1.0 / s.vpp if pp_comm_overlap and s.vpp > 1 else 0.0
 
@@ -699,7 +707,8 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                 # Before the experts, the dispatch direction (forward: the tokens;
                 # backward: their output gradients); after, the combine direction.
                 into, back = ([replace(op, phase=phase,
-                                       hidden_s=(f_s + b_s) / 4.0 if ep_hide else 0.0)
+                                       hidden_s=(f_s + b_s) / 4.0 if ep_hide else 0.0,
+                                       sm_share=ep_share if ep_hide else 0.0)
                                for op in ops] for ops in (ep_ops, ep_back))
                 target += into + cps
                 target.append(Compute(layer.name, phase, ranks_p, sec, b * flops, p, m))

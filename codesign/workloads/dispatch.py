@@ -37,6 +37,16 @@ Group-limited routing
     ``D`` by the servers those groups span, so it only changes the hierarchical
     dispatch's network bytes: the all-to-all dispatcher sends ``top_k`` copies anyway.
 
+SMs under overlap
+    DeepEP's kernels move the tokens on the GPU's own SMs: DeepSeek-V3 "partition[s] 20
+    SMs into 10 communication channels" for the dispatch and combine (report Sec.
+    3.2.2, on the H800's 132 SMs), which Megatron-core's flex dispatcher runs likewise.
+    When an all-to-all hides under another micro-batch's compute (``ep_comm_overlap``),
+    that compute runs on the remaining SMs for as long as the exchange lasts, so a
+    hidden exchange still costs ``20 / SMs`` of its time (:func:`overlap_sm_share`;
+    ``evaluators.iteration.model`` times the pair).  The ``alltoall`` dispatcher's NCCL
+    kernels hold SMs too, but no count for them is published: taken as none.
+
 Balance
     ``D`` is an expectation under balanced routing, the assumption the rest of the
     expert model makes (every expert gets ``top_k / experts`` of the tokens): the groups
@@ -54,8 +64,8 @@ from math import comb
 from codesign.errors import invalid
 from codesign.workloads.compute import FP8_FORMATS
 
-__all__ = ["DISPATCHERS", "FP8_DISPATCH_FACTOR", "expected_servers", "dispatch_legs",
-           "check_dispatch"]
+__all__ = ["DISPATCHERS", "FP8_DISPATCH_FACTOR", "DEEPEP_SMS", "expected_servers",
+           "dispatch_legs", "check_dispatch", "overlap_sm_share"]
 
 #: Values of the ``ep_dispatch`` execution option.
 DISPATCHERS = ("alltoall", "hierarchical", "hierarchical-fp8")
@@ -63,6 +73,28 @@ DISPATCHERS = ("alltoall", "hierarchical", "hierarchical-fp8")
 #: Bytes of an FP8 dispatch relative to 16-bit values: one byte per value and one fp32
 #: scale per 1 x 128 tile (DeepSeek-V3 report Sec. 3.3.2), over two bytes.
 FP8_DISPATCH_FACTOR = (1.0 + 4.0 / 128.0) / 2.0
+
+#: SMs the hierarchical dispatcher's kernels occupy while they run (DeepSeek-V3 report
+#: Sec. 3.2.2: 20 SMs partitioned into 10 communication channels).
+DEEPEP_SMS = 20
+
+
+def overlap_sm_share(dispatcher: str, sms: int | None) -> float:
+    """Fraction of a GPU's ``sms`` streaming multiprocessors that ``dispatcher``'s
+    kernels take from the compute an all-to-all hides under (module docstring, "SMs
+    under overlap"): ``DEEPEP_SMS / sms`` for the hierarchical dispatchers, 0 for
+    ``alltoall`` (no published count) or without an SM count (roofline hardware).
+
+    Examples
+    --------
+    >>> round(overlap_sm_share("hierarchical", 132), 4)
+    0.1515
+    >>> overlap_sm_share("alltoall", 132)
+    0.0
+    """
+    if not dispatcher.startswith("hierarchical") or not sms:
+        return 0.0
+    return min(DEEPEP_SMS / sms, 1.0)
 
 
 def check_dispatch(ep_dispatch: str, precision: str) -> None:

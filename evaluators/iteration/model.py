@@ -214,6 +214,24 @@ class _Pass:
         self.by_purpose: dict[str, float] = {}
 
 
+def _exposed(seconds: float, hidden_s: float, sm_share: float) -> float:
+    """Critical seconds of a communication of ``seconds`` that runs under ``hidden_s``
+    seconds of compute while its kernels hold ``sm_share`` of the GPU's SMs.
+
+    That compute runs at ``1 - sm_share`` of its speed while the communication lasts, so
+    the pair takes ``max(hidden_s + sm_share * seconds, seconds)``: exposed
+    ``max(sm_share * seconds, seconds - hidden_s)``, and all of it without overlap.
+
+    Examples
+    --------
+    >>> _exposed(1.0, 4.0, 0.25), _exposed(3.0, 1.0, 0.25), _exposed(2.0, 0.0, 0.25)
+    (0.25, 2.0, 2.0)
+    """
+    if hidden_s <= 0.0:
+        return seconds
+    return max(sm_share * seconds, seconds - hidden_s, 0.0)
+
+
 def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
            marks: dict[str, float] | None = None) -> _Pass:
     """Walk one stage's ops of one pass (module docstring).
@@ -239,6 +257,8 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
     mp_factor = [1.0]
     mp_hidden: list[float] = []    # compute each MP op runs under (the phase: the least)
 
+    mp_share: list[float] = []     # SM share of each MP op's kernels (the phase: the most)
+
     def critical(seconds: float, purpose: str) -> None:
         out.critical += seconds
         out.by_purpose[purpose] = out.by_purpose.get(purpose, 0.0) + seconds
@@ -253,20 +273,21 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
                               np.concatenate([c for _, _, c in parts]))
         purpose = max(mp_purpose, key=mp_purpose.get)
         steps.append(_Step(cost, mp_factor[0], purpose))
-        critical(max(0.0, cost.time_s - min(mp_hidden, default=0.0)) * mp_factor[0], purpose)
+        critical(_exposed(cost.time_s, min(mp_hidden, default=0.0),
+                          max(mp_share, default=0.0)) * mp_factor[0], purpose)
         mp_src.clear(), mp_dst.clear(), mp_size.clear(), mp_arrays.clear(), mp_purpose.clear()
-        mp_hidden.clear()
+        mp_hidden.clear(), mp_share.clear()
 
     def flush_ring(group: list) -> None:
         op = group[0]
         cost = timer.collective_set(op.kind, [o.members for o in group], op.bytes)
         f = _occurrence_factor(op, m)
         steps.append(_Step(cost, f, _purpose(op.purpose)))
-        critical(max(0.0, cost.time_s - op.hidden_s) * f, _purpose(op.purpose))
+        critical(_exposed(cost.time_s, op.hidden_s, op.sm_share) * f, _purpose(op.purpose))
 
     def ring_key(op) -> tuple:
         return (op.kind, op.bytes, op.layer, op.purpose, op.phase, op.repeat, op.bucket,
-                op.hidden_s)
+                op.hidden_s, op.sm_share)
 
     # A *block* is the communication between two compute ops.  All its transfers and
     # all-to-alls form one MP phase; its ring collectives form concurrent sets (same
@@ -302,6 +323,7 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
             mp_purpose[pp] = mp_purpose.get(pp, 0) + 1
             mp_factor[0] = op.repeat / m
             mp_hidden.append(op.hidden_s)
+            mp_share.append(0.0)
         elif isinstance(op, CollectiveOp):   # alltoall: size / n to every other member
             mem = np.asarray(op.members, dtype=np.int64)
             n = mem.size
@@ -313,6 +335,7 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
                 mp_purpose[pp] = mp_purpose.get(pp, 0) + int(off.sum())
                 mp_factor[0] = _occurrence_factor(op, m)
                 mp_hidden.append(op.hidden_s)
+                mp_share.append(op.sm_share)
         elif isinstance(op, Compute):
             flush_block()
             f = _occurrence_factor(op, m)

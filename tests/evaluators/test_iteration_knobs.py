@@ -323,3 +323,27 @@ def test_expert_all_to_all_overlap_hides_under_the_layer_compute() -> None:
         evaluate(slow, w.with_batch(8), one, **kw).breakdown
     with pytest.raises(InvalidSpecError, match="ep_comm_overlap"):
         evaluate(slow, w, st, ep_comm_overlap="yes", **kw)
+
+
+def test_hidden_deepep_all_to_all_still_costs_its_sms() -> None:
+    # DeepEP's kernels run on 20 SMs (DeepSeek-V3 report Sec. 3.2.2): an exchange hidden
+    # under another micro-batch's compute slows that compute by 20 / 132 of the H100's
+    # SMs for as long as it runs, so on a fabric fast enough to hide everything the
+    # exposed expert time is that share of the exchanges' time, not zero; the
+    # all-to-all dispatcher (no published SM count) stays fully hidden.
+    from codesign.workloads.dispatch import overlap_sm_share
+    w = get_workload("mixtral-8x7b", layers=2, hidden=512, heads=8, kv_heads=8, ffn=1024,
+                     vocab=1000, seq_len=512, experts=8, top_k=2, batch_size=16)
+    kw = dict(placement=Placement(servers=4, gpus_per_server=2), hardware="H100",
+              ep_comm_overlap=True)
+    fast, st = "ideal:4,degree=8,bw=3200Gbps", "dp=8,ep=8,microbatches=2"
+    share = overlap_sm_share("hierarchical", get_hardware("H100").compute.sms)
+    assert share == pytest.approx(20 / 132)
+    hier = evaluate(fast, w, st, ep_dispatch="hierarchical", **kw)
+    assert hier.ep_s > 0
+    assert hier.breakdown["ep_s"] == pytest.approx(share * hier.ep_s, rel=1e-9)
+    assert evaluate(fast, w, st, **kw).breakdown["ep_s"] == pytest.approx(0.0, abs=1e-12)
+    # Without overlap the exchange is exposed whole, whatever its kernels hold.
+    plain = evaluate(fast, w, st, **{**kw, "ep_comm_overlap": False},
+                     ep_dispatch="hierarchical")
+    assert plain.breakdown["ep_s"] == pytest.approx(plain.ep_s, rel=1e-9)
