@@ -550,7 +550,8 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         raise invalid("ep_comm_overlap", ep_comm_overlap, "true or false")
     check_dispatch(ep_dispatch, precision)
     ep_hide = ep_comm_overlap and m > 1
-    ep_share = overlap_sm_share(ep_dispatch, hw.compute.sms if hw.compute else None)
+    ep_share = overlap_sm_share(ep_dispatch, hw.compute.sms if hw.compute else None) \
+        if ep_hide else 0.0
     # Pipeline sends overlap one model chunk's pass (interleaved schedule only).
     chunk_share = 1.0 / s.vpp if pp_comm_overlap and s.vpp > 1 else 0.0
 
@@ -708,7 +709,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                 # backward: their output gradients); after, the combine direction.
                 into, back = ([replace(op, phase=phase,
                                        hidden_s=(f_s + b_s) / 4.0 if ep_hide else 0.0,
-                                       sm_share=ep_share if ep_hide else 0.0)
+                                       sm_share=ep_share)
                                for op in ops] for ops in (ep_ops, ep_back))
                 target += into + cps
                 target.append(Compute(layer.name, phase, ranks_p, sec, b * flops, p, m))

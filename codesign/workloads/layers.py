@@ -222,7 +222,8 @@ def _block(name: str, kind: str, params: int, fwd: float, out: float, d: int, io
                  tp_bwd_allreduce_bytes=out if tp else 0.0, **extra)
 
 
-def _window_span(seq: int, window: int, doc: int = 0) -> tuple[float, float]:
+def _attention_span(seq: int, window: int, doc: int, *, maskable: bool,
+                    rule: str) -> tuple[float, float]:
     """``(keys per query, s_eff)`` of causal attention over ``seq`` tokens with a
     ``window`` (0 or at least the span: full attention) inside documents of ``doc``
     tokens (0 or at least ``seq``: one document, the whole sequence).
@@ -237,7 +238,13 @@ def _window_span(seq: int, window: int, doc: int = 0) -> tuple[float, float]:
     documents packed into a sequence: causal attention within documents has
     ``sum L_i (L_i + 1) / 2`` pairs, which with ``sum L_i = s`` is ``s (doc + 1) / 2``
     exactly, whatever the spread of the lengths.
+
+    A window or documents shorter than ``seq`` need an attention that can be ``maskable``
+    (else ``InvalidSpecError`` naming the field, with ``rule``).
     """
+    for key, value in (("window", window), ("doc_len", doc)):
+        if value and value < seq and not maskable:
+            raise invalid(f"attention {key}", value, rule)
     span = float(doc) if doc and doc < seq else float(seq)
     if not window or window >= span:
         return span, span
@@ -282,7 +289,7 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
     packed fine-tuning data (NeMo's packed sequences, Transformer Engine's ``thd``
     layout with per-document offsets).  The scores count ``s x doc_len`` and the fused
     kernel loops over ``doc_len`` keys per query, paying its tile cost per document
-    (:func:`_window_span`; with a window, the band inside each document).  The GEMMs
+    (:func:`_attention_span`; with a window, the band inside each document).  The GEMMs
     and every per-token cost still see all ``s`` tokens.  Needs ``flash`` and
     ``causal``, as a window does.
     """
@@ -295,13 +302,9 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
     if bias:
         params += q_dim + hidden + kv_dim * 2
     s, h, a = float(seq), float(hidden), float(heads)
-    if window and window < seq and not (flash and causal):
-        raise invalid("attention window", window,
-                      "0 unless the attention is causal and fused (flash_attention)")
-    if doc_len and doc_len < seq and not (flash and causal):
-        raise invalid("attention doc_len", doc_len,
-                      "0 unless the attention is causal and fused (flash_attention)")
-    keys, s_eff = _window_span(seq, window, doc_len)
+    keys, s_eff = _attention_span(
+        seq, window, doc_len, maskable=flash and causal,
+        rule="0 unless the attention is causal and fused (flash_attention)")
     score_macs = 2.0 * s * s_eff * q_dim  # Q K^T and softmax(.) V (no causal halving)
     fwd = 2.0 * (proj_macs * s + score_macs)
     sh = s * h
@@ -381,11 +384,8 @@ def latent_attention(name: str, *, hidden: int, heads: int, seq: int, dtype_byte
     macs = q_proj + kv_down + kv_up + out_proj
     params = int(macs) + norm_params(norm, hidden) + norm_params(norm, kv_rank) \
         + (norm_params(norm, q_rank) if q_rank else 0)
-    if window and window < seq and not causal:
-        raise invalid("attention window", window, "0 unless the attention is causal")
-    if doc_len and doc_len < seq and not causal:
-        raise invalid("attention doc_len", doc_len, "0 unless the attention is causal")
-    keys, s_eff = _window_span(seq, window, doc_len)
+    keys, s_eff = _attention_span(seq, window, doc_len, maskable=causal,
+                                  rule="0 unless the attention is causal")
     core_macs = s * s_eff * (q_w + v_w)      # Q K^T over d_qk, softmax(.) V over v_head_dim
     fwd = 2.0 * (macs * s + core_macs)
     sh = s * h

@@ -146,14 +146,13 @@ def build_transformer(*, layers: int, hidden: int, heads: int, kv_heads: int | N
         raise invalid("transformer tied", tied, "false unless head is lm and vocab > 0")
     if head == "lm" and not vocab:
         raise invalid("transformer vocab", vocab, "an integer >= 1 for an lm head")
-    if window and not (flash_attention and head == "lm"):
-        raise invalid("transformer window", window, "0 unless flash_attention is true and the "
-                      "head is lm (causal sliding-window attention in a fused kernel)")
+    for key, value, masked in (("window", window, "causal sliding-window"),
+                               ("doc_len", doc_len, "document-masked causal")):
+        if value and not (flash_attention and head == "lm"):
+            raise invalid(f"transformer {key}", value, "0 unless flash_attention is true and "
+                          f"the head is lm ({masked} attention in a fused kernel)")
     if global_every and not window:
         raise invalid("transformer global_every", global_every, "0 without a window")
-    if doc_len and not (flash_attention and head == "lm"):
-        raise invalid("transformer doc_len", doc_len, "0 unless flash_attention is true and "
-                      "the head is lm (document-masked causal attention in a fused kernel)")
     if not kv_lora_rank and (q_lora_rank or rope_head_dim or v_head_dim is not None):
         raise invalid("transformer q_lora_rank/rope_head_dim/v_head_dim",
                       (q_lora_rank, rope_head_dim, v_head_dim),
