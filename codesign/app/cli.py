@@ -642,7 +642,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                               param_gather_overlap=args.param_gather_overlap,
                               pp_comm_overlap=args.pp_comm_overlap,
                               ep_comm_overlap=args.ep_comm_overlap,
-                              ep_dispatch=args.ep_dispatch)
+                              ep_dispatch=args.ep_dispatch,
+                              attention_kernel=args.attention_kernel)
         payload = evaluate(Cluster(topo, hw), workload, execution,
                            network_model=args.network_model).to_dict()
     if args.fail is not None:
@@ -891,6 +892,7 @@ def build_parser() -> argparse.ArgumentParser:
     from codesign import __version__
     from codesign.collective_kinds import KINDS
     from codesign.workloads.dispatch import DISPATCHERS
+    from codesign.workloads.efficiency import ATTENTION_KERNELS
 
     parser = _Parser(prog="codesign", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"codesign {__version__}")
@@ -1045,6 +1047,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="pipeline sends of the interleaved schedule run under one model "
                         "chunk's compute (Megatron-LM's overlap_p2p_comm; ignored without "
                         "schedule=interleaved)")
+    p.add_argument("--attention-kernel", choices=ATTENTION_KERNELS,
+                   help="the fused attention kernel the framework runs: cudnn (Transformer "
+                        "Engine's choice on Hopper and later) or flash2 (FlashAttention-2: "
+                        "PyTorch SDPA, stacks without Transformer Engine); default the "
+                        "GPU's (its compute profile's attention_kernel)")
     p.add_argument("--fail", help=f"failure what-if: {_FAIL}: slowdown distribution of this "
                    "strategy's job")
     p.add_argument("--closed-form", action="store_true",

@@ -68,7 +68,9 @@ Fused (flash) attention
         t_fwd = FLOPs (x 1/2 causal) / (peak x attention_efficiency) x stretch(c_fwd)
         t_bwd = 2.5 x FLOPs (x 1/2 causal) / (peak x attention_efficiency) x stretch(c_bwd)
 
-    ``attention_efficiency`` is the long-sequence efficiency.  ``c_fwd = 1`` and
+    ``attention_efficiency`` is the long-sequence efficiency of the GPU's default kernel
+    (``ComputeProfile.attention_kernel``; other kernels run at their measured speed
+    relative to it, :meth:`ComputeProfile.with_attention_kernel`).  ``c_fwd = 1`` and
     ``c_bwd = 2`` (:data:`ATTENTION_TILE_OVERHEAD`) reproduce FlashAttention-2's
     measured speeds on an H100 SXM5 at head dim 128 (Shah et al. 2024, FlashAttention-3,
     Fig. 5 and 6): causal forward 191 / 260 / 298 / 319 / 333 / 335 TFLOP/s at 512 ...
@@ -76,7 +78,16 @@ Fused (flash) attention
     310 / 318 / 322 is ``327 n / (n + 2)`` within 2 % -- the rise with sequence length
     is the per-tile cost, not a different efficiency (the unmasked forward, 309 ... 370,
     runs up to 10 % faster than this causal fit).  The tile costs are properties of the
-    kernel's loop, used on every GPU.
+    kernel's loop, used on every GPU.  cuDNN's fused attention, which Transformer Engine
+    selects on Hopper and later GPUs (NVIDIA TransformerEngine, ``DotProductAttention``
+    backend selection: "Select FusedAttention on sm90 ... for performance", since v1.2,
+    commit 32db392 of Dec 2023), has the same loop and runs 1.6 x faster on the same
+    benchmark: causal forward 315 / 410 / 484 / 518 / 529 / 539 TFLOP/s is
+    ``552 n / (n + 3)`` within 4 %, backward 408 ... 516 from 1k tokens is
+    ``525 n / (n + 2)`` within 3 % (FlashAttention-3 Fig. 5 and 6, head dim 128); the
+    H100 profile's default kernel is cuDNN's (``attention_efficiency`` 552 / 989 =
+    0.558), FlashAttention-2 runs at 345 / 552 = 0.625 of it (PyTorch SDPA, MosaicML's
+    llm-foundry and other stacks without Transformer Engine).
 
 Memory-bound work
     Normalisation, activation, dropout, residual adds, (unfused) softmax, batch norm and
@@ -120,7 +131,7 @@ from codesign.specs import check_choice, check_int, check_number
 
 __all__ = ["ComputeProfile", "FIT_PARAMETERS", "profile_from_dict", "gemm_time",
            "gemm_backward_shapes", "flash_attention_time", "PROFILE_FORMATS",
-           "ATTENTION_BLOCK", "ATTENTION_TILE_OVERHEAD"]
+           "ATTENTION_BLOCK", "ATTENTION_TILE_OVERHEAD", "ATTENTION_KERNELS"]
 
 #: Parameters ``codesign calibrate`` fits (the rest come from datasheets).
 FIT_PARAMETERS = ("gemm_efficiency", "attention_efficiency", "memory_efficiency")
@@ -133,6 +144,10 @@ ATTENTION_BLOCK = 128
 #: Fixed cost of one attention tile in blocks of :data:`ATTENTION_BLOCK` (forward,
 #: backward), from FlashAttention-2's H100 benchmarks (module docstring).
 ATTENTION_TILE_OVERHEAD = (1.0, 2.0)
+#: Fused attention kernels a profile can name (module docstring, "Fused attention"):
+#: FlashAttention-2 (Dao 2023) and cuDNN's fused flash attention (Transformer Engine's
+#: ``FusedAttention``, its choice on Hopper and later).
+ATTENTION_KERNELS = ("flash2", "cudnn")
 
 
 @dataclass(frozen=True)
@@ -150,7 +165,15 @@ class ComputeProfile:
     gemm_efficiency : float
         Fraction of dense peak that large GEMMs reach, in (0, 1].
     attention_efficiency : float
-        Fraction of dense peak that fused attention kernels reach, in (0, 1].
+        Fraction of dense peak that the default fused attention kernel reaches, in (0, 1].
+    attention_kernel : str
+        Which kernel that is (:data:`ATTENTION_KERNELS`): the one frameworks run by
+        default on this GPU (Transformer Engine: cuDNN's on Hopper and later,
+        FlashAttention-2 before).
+    other_attention_kernels : tuple of (str, float)
+        Other kernels measured on this GPU, each with its speed relative to the default
+        one (measured side by side, so a calibrated ``attention_efficiency`` carries them
+        along); YAML: a mapping ``{flash2: 0.625}``.
     memory_efficiency : float
         Fraction of HBM bandwidth that element-wise kernels reach, in (0, 1].
     epilogue_overlap : bool
@@ -175,6 +198,8 @@ class ComputeProfile:
     k_overhead: float = 128.0
     gemm_efficiency: float = 0.8
     attention_efficiency: float = 0.5
+    attention_kernel: str = "flash2"
+    other_attention_kernels: tuple[tuple[str, float], ...] = ()
     memory_efficiency: float = 0.8
     epilogue_overlap: bool = False
     fp8_transpose: bool = True
@@ -192,6 +217,22 @@ class ComputeProfile:
                 raise invalid(f"compute {name}", getattr(self, name), "true or false")
         if not isinstance(self.source, str):
             raise invalid("compute source", self.source, "a string")
+        check_choice("compute attention_kernel", self.attention_kernel, ATTENTION_KERNELS)
+        others = self.other_attention_kernels
+        if isinstance(others, Mapping):
+            others = tuple(sorted(others.items()))
+        if not isinstance(others, tuple) or not all(
+                isinstance(p, tuple) and len(p) == 2 for p in others):
+            raise invalid("compute other_attention_kernels", self.other_attention_kernels,
+                          "a mapping of kernel name to its speed relative to the default")
+        for name, speed in others:
+            check_choice("compute other_attention_kernels kernel", name, ATTENTION_KERNELS)
+            if name == self.attention_kernel:
+                raise invalid("compute other_attention_kernels kernel", name,
+                              "a kernel other than the default attention_kernel")
+            check_number(f"compute other_attention_kernels {name}", speed)
+        object.__setattr__(self, "other_attention_kernels",
+                           tuple((n, float(v)) for n, v in others))
         v = self.validated_error
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
                               or not math.isfinite(v) or not 0 <= v < 1):
@@ -203,11 +244,44 @@ class ComputeProfile:
             check_choice("compute parameter", k, FIT_PARAMETERS)
         return replace(self, **{k: float(v) for k, v in values.items()})
 
+    def with_attention_kernel(self, kernel: str) -> ComputeProfile:
+        """A copy whose default attention kernel is ``kernel``: its efficiency is the
+        default's times the measured relative speed (``other_attention_kernels``).
+
+        Raises
+        ------
+        InvalidSpecError
+            ``kernel`` is not a known kernel, or has no measured speed on this GPU.
+
+        Examples
+        --------
+        >>> from codesign.workloads.hardware import get_hardware
+        >>> h100 = get_hardware("H100").compute
+        >>> round(h100.with_attention_kernel("flash2").attention_efficiency, 3)
+        0.349
+        """
+        check_choice("attention_kernel", kernel, ATTENTION_KERNELS)
+        if kernel == self.attention_kernel:
+            return self
+        speeds = dict(self.other_attention_kernels)
+        if kernel not in speeds:
+            measured = ", ".join([self.attention_kernel, *speeds])
+            raise invalid("attention_kernel", kernel,
+                          f"a kernel with a measured speed on this GPU ({measured})")
+        rest = {self.attention_kernel: 1.0 / speeds[kernel],
+                **{k: v / speeds[kernel] for k, v in speeds.items() if k != kernel}}
+        return replace(self, attention_kernel=kernel,
+                       attention_efficiency=self.attention_efficiency * speeds[kernel],
+                       other_attention_kernels=tuple(sorted(rest.items())))
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out["other_attention_kernels"] = dict(self.other_attention_kernels)
+        return out
 
 
 _PROFILE_KEYS = ("sms", "tile_m", "tile_n", "k_overhead", *FIT_PARAMETERS,
+                 "attention_kernel", "other_attention_kernels",
                  "epilogue_overlap", "fp8_transpose", "source", "validated_error")
 
 

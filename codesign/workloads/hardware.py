@@ -140,6 +140,23 @@ class Hardware:
             raise invalid(f"{self.name} compute", None, "a compute profile (sms, efficiencies)")
         return replace(self, compute=self.compute.with_parameters(**values))
 
+    def with_attention_kernel(self, kernel: str | None) -> Hardware:
+        """A copy whose fused attention runs ``kernel`` (``None``: this GPU's default,
+        :meth:`ComputeProfile.with_attention_kernel`).
+
+        Raises
+        ------
+        InvalidSpecError
+            An unknown kernel, one without a measured speed on this GPU, or a GPU
+            without a compute profile.
+        """
+        if kernel is None:
+            return self
+        if self.compute is None:
+            raise invalid("attention_kernel", kernel,
+                          f"none for {self.name}: it has no compute profile (roofline)")
+        return replace(self, compute=self.compute.with_attention_kernel(kernel))
+
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description,
                 "peak_flops": dict(self.peak), "memory_bytes": self.memory_bytes,

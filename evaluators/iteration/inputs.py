@@ -33,6 +33,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from codesign.errors import invalid
+from codesign.specs import check_choice
 
 __all__ = ["Cluster", "Execution", "as_cluster", "as_execution", "EXECUTION_KEYS",
            "DEFAULT_HARDWARE"]
@@ -118,6 +119,11 @@ class Execution:
         all-to-all dispatcher), ``hierarchical`` (DeepSeek-V3 / DeepEP: once per
         destination server over the network, then NVLink) or ``hierarchical-fp8``
         (:mod:`codesign.workloads.dispatch`).
+    attention_kernel : str, optional
+        The fused attention kernel the framework runs: ``cudnn`` (Transformer Engine's
+        choice on Hopper and later) or ``flash2`` (FlashAttention-2: PyTorch SDPA, stacks
+        without Transformer Engine); default the GPU's
+        (:attr:`~codesign.workloads.efficiency.ComputeProfile.attention_kernel`).
     """
 
     strategy: Any
@@ -131,6 +137,7 @@ class Execution:
     pp_comm_overlap: bool = False
     ep_comm_overlap: bool = False
     ep_dispatch: str = "alltoall"
+    attention_kernel: str | None = None
 
     def __post_init__(self) -> None:
         from codesign.workloads.placement import Placement
@@ -144,6 +151,11 @@ class Execution:
             value = getattr(self, name)
             if not isinstance(value, str):
                 raise invalid(f"execution {name}", value, "a name (string)")
+        if self.attention_kernel is not None:
+            from codesign.workloads.efficiency import ATTENTION_KERNELS
+
+            check_choice("execution attention_kernel", self.attention_kernel,
+                         ATTENTION_KERNELS)
 
 
 #: Fields of :class:`Execution` that :func:`evaluate` also takes as keywords (old form).

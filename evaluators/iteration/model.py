@@ -365,7 +365,8 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
              param_gather_overlap: bool | None = None,
              pp_comm_overlap: bool | None = None,
              ep_comm_overlap: bool | None = None,
-             ep_dispatch: str | None = None) -> IterationResult:
+             ep_dispatch: str | None = None,
+             attention_kernel: str | None = None) -> IterationResult:
     """Time one training iteration of ``workload`` run as ``execution`` on ``system``.
 
     The three inputs are Calculon's (:mod:`evaluators.iteration.inputs`): what is built,
@@ -433,6 +434,9 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     ep_dispatch : str, optional
         ``alltoall`` (default), ``hierarchical`` or ``hierarchical-fp8``: how expert
         layers reach their experts (:mod:`codesign.workloads.dispatch`).
+    attention_kernel : str, optional
+        ``cudnn`` or ``flash2``: the fused attention kernel the framework runs (default
+        the GPU's: :meth:`~codesign.workloads.hardware.Hardware.with_attention_kernel`).
     check_memory : bool, optional
         Raise :class:`~codesign.errors.InfeasibleError` when the strategy does not fit
         in GPU memory (default); ``False`` times it anyway (validation against published
@@ -467,8 +471,9 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
                        tp_comm_overlap=tp_comm_overlap,
                        param_gather_overlap=param_gather_overlap,
                        pp_comm_overlap=pp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
-                       ep_dispatch=ep_dispatch)
-    topo, hw, s = cluster.topology, cluster.hardware, run.strategy
+                       ep_dispatch=ep_dispatch, attention_kernel=attention_kernel)
+    topo, s = cluster.topology, run.strategy
+    hw = cluster.hardware.with_attention_kernel(run.attention_kernel)
     placement, collective_method, routing = run.placement, run.collective_method, run.routing
     overlap, bucket_bytes = run.overlap, run.bucket_bytes
     tp_comm_overlap, param_gather_overlap = run.tp_comm_overlap, run.param_gather_overlap

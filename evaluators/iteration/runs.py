@@ -45,7 +45,7 @@ _BOOLEAN_KEYS = ("overlap", "tp_comm_overlap", "param_gather_overlap", "pp_comm_
                  "ep_comm_overlap")
 _INTEGER_KEYS = ("gpus_per_server",)
 EVALUATE_KEYS = _BOOLEAN_KEYS + ("collective_method", "network_model", "routing",
-                                 "ep_dispatch") \
+                                 "ep_dispatch", "attention_kernel") \
     + _INTEGER_KEYS
 #: FLOP counts publications use to report TFLOP/s per GPU.
 FLOPS_FORMULAS = ("megatron-recompute", "megatron")

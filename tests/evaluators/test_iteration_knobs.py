@@ -347,3 +347,39 @@ def test_hidden_deepep_all_to_all_still_costs_its_sms() -> None:
     plain = evaluate(fast, w, st, **{**kw, "ep_comm_overlap": False},
                      ep_dispatch="hierarchical")
     assert plain.breakdown["ep_s"] == pytest.approx(plain.ep_s, rel=1e-9)
+
+
+def test_attention_kernel_is_an_execution_choice() -> None:
+    # On H100 the default is cuDNN's kernel; FlashAttention-2 (stacks without Transformer
+    # Engine) only slows the attention; an unknown or unmeasured kernel is refused.
+    from evaluators.iteration import Cluster, Execution
+
+    w = get_workload("gpt3-175b", layers=2, hidden=1024, heads=8, ffn=4096, vocab=1000,
+                     seq_len=2048, positions=2048, batch_size=16, flash_attention=True)
+    kw = dict(hardware="H100", placement=Placement(servers=1, gpus_per_server=8))
+    default = evaluate("ideal:1,bw=100Gbps", w, "dp=8", **kw)
+    cudnn = evaluate("ideal:1,bw=100Gbps", w, "dp=8", attention_kernel="cudnn", **kw)
+    fa2 = evaluate("ideal:1,bw=100Gbps", w, "dp=8", attention_kernel="flash2", **kw)
+    assert cudnn.iteration_time_s == default.iteration_time_s
+    assert fa2.compute_time_s > default.compute_time_s
+    with pytest.raises(InvalidSpecError, match="attention_kernel 'flash9'"):
+        Execution("dp=8", attention_kernel="flash9")
+    # FlashAttention-2 is A100's default; no cuDNN kernel speed is measured there
+    with pytest.raises(InvalidSpecError, match="attention_kernel 'cudnn'"):
+        evaluate(Cluster("ideal:1,bw=100Gbps", "A100-80"), w,
+                 Execution("dp=8", placement=kw["placement"], attention_kernel="cudnn"))
+
+
+def test_cli_attention_kernel(capsys) -> None:
+    args = ["evaluate", "--hardware", "H100", "--topology", "ideal:1,degree=8,bw=400Gbps",
+            "--workload", "llama3-8b", "--option", "batch_size=16", "--strategy",
+            "dp=8,microbatches=2,zero=1", "--json"]
+    assert main(args) == 0
+    default = json.loads(capsys.readouterr().out)["iteration_time_s"]
+    assert main(args + ["--attention-kernel", "flash2"]) == 0
+    assert json.loads(capsys.readouterr().out)["iteration_time_s"] > default
+    code = main(["evaluate", "--hardware", "A100-80", "--topology",
+                 "ideal:1,degree=8,bw=400Gbps", "--workload", "llama3-8b", "--strategy",
+                 "dp=8", "--attention-kernel", "cudnn"])  # refused before the memory check
+    err = capsys.readouterr().err
+    assert code == 2 and "attention_kernel 'cudnn'" in err and err.count("\n") == 1
