@@ -154,7 +154,8 @@ class Hardware:
             return self
         if self.compute is None:
             raise invalid("attention_kernel", kernel,
-                          f"none for {self.name}: it has no compute profile (roofline)")
+                          f"no kernel choice for {self.name}: it has no compute profile "
+                          "(the roofline times its attention)")
         return replace(self, compute=self.compute.with_attention_kernel(kernel))
 
     def to_dict(self) -> dict[str, Any]:

@@ -246,6 +246,9 @@ def test_attention_kernel_refusals_name_the_field():
     with pytest.raises(InvalidSpecError, match="other_attention_kernels flash2"):
         ComputeProfile(sms=10, attention_kernel="cudnn", other_attention_kernels={"flash2": 0})
     assert get_hardware("H100").with_attention_kernel(None) is get_hardware("H100")
+    roofline = replace(get_hardware("H100"), compute=None)
+    with pytest.raises(InvalidSpecError, match="no compute profile"):
+        roofline.with_attention_kernel("flash2")
 
 
 def test_attention_kernels_round_trip_through_a_hardware_file(tmp_path):
