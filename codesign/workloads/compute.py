@@ -49,6 +49,9 @@ train in FP8 with Transformer Engine (TE):
   it as its own ``tensor_parallel.ColumnParallelLinear``, not a TE module
   (``megatron/core/models/gpt/gpt_model.py``, 2024 and later; only an MXFP8 recipe with
   an FP8 output projection changes that).
+* Those GEMMs reach a little less of the fp8 peak than 16-bit ones of the 16-bit
+  peak (``ComputeProfile.fp8_gemm_speed`` / ``mxfp8_gemm_speed``, measured by
+  Transformer Engine's GEMM profiling guide; :mod:`codesign.workloads.efficiency`).
 * Each fp8 weight GEMM pays its conversions, memory-bound kernels at HBM bandwidth:
   forward, of the GEMM's input (``M x K``); backward, of the gradient of its output
   (``M x N``); :func:`fp8_cast_bytes` per element, by recipe (the ``precision``):
@@ -226,7 +229,7 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
             mm, cc = m, count * b
         else:
             mm, cc = m * b, count
-        kw = {"peak_flops": weight_peak if eight else attn_peak,
+        kw = {"peak_flops": weight_peak * prof.gemm_speed(dtype) if eight else attn_peak,
               "bandwidth_Bps": bw, "dtype_bytes": d, "profile": prof, "count": cc}
         fwd += gemm_time(mm, n, k, **kw)
         # A frozen weight's backward is the data gradient alone (the first product).

@@ -48,7 +48,17 @@ GEMMs (tile and wave quantisation)
         t_gemm    = max(t_compute, t_memory)
 
     ``gemm_efficiency`` is the fraction of the datasheet peak that large, well-shaped
-    GEMMs reach.  A batch of ``count`` identical GEMMs (per-head attention products)
+    16-bit GEMMs reach.  The 8-bit kernels reach a slightly smaller fraction of the
+    8-bit peak at the same shapes (``fp8_gemm_speed``, ``mxfp8_gemm_speed``: their
+    efficiency over the 16-bit kernels'; a ratio, so a calibrated ``gemm_efficiency``
+    carries it).  Transformer Engine's GEMM profiling guide measured it with every
+    input already quantized, per transformer layer of a 5B model (hidden 4096, MLP
+    16384, 15,872 tokens: 12 GEMMs forward and backward): on an H200 NVL the
+    per-tensor-scaled FP8 kernels took 16.785 ms against BF16's 31.968 ms, 1.90 x for
+    twice the peak (0.952); on a B300 (Blackwell) 6.812 against 13.102 ms (0.962) and
+    the MXFP8 kernels 7.161 ms (0.915) (NVIDIA TransformerEngine,
+    ``docs/examples/gemm_profiling/gemm_profiling.rst``, commit 1609c890e, June 2026).
+    A batch of ``count`` identical GEMMs (per-head attention products)
     shares the waves: ``tiles = count x ceil(M/tile_m) x ceil(N/tile_n)``.  Backward runs
     the two products of each forward GEMM: the input gradient ``(M, K, N)`` and the
     weight gradient ``(K, N, M)``.
@@ -179,6 +189,11 @@ class ComputeProfile:
     epilogue_overlap : bool
         The GEMM kernels overlap a tile's epilogue with the next tile's main loop
         (Hopper's persistent warp-specialised kernels): no epilogue term.
+    fp8_gemm_speed, mxfp8_gemm_speed : float
+        Efficiency of the 8-bit GEMM kernels -- per-tensor-scaled FP8 (recipes ``fp8``,
+        ``fp8-cs``) and 1 x 32 block-scaled MXFP8 -- relative to ``gemm_efficiency``:
+        their fraction of the 8-bit peak over the 16-bit kernels' fraction of the
+        16-bit peak at the same shapes (module docstring).  1: the same fraction.
     fp8_transpose : bool
         Per-tensor-scaled fp8 GEMMs take only the "TN" layout, so training keeps a
         transposed copy of each fp8 operand for the backward pass (Hopper and Ada,
@@ -201,6 +216,8 @@ class ComputeProfile:
     attention_kernel: str = "flash2"
     other_attention_kernels: tuple[tuple[str, float], ...] = ()
     memory_efficiency: float = 0.8
+    fp8_gemm_speed: float = 1.0
+    mxfp8_gemm_speed: float = 1.0
     epilogue_overlap: bool = False
     fp8_transpose: bool = True
     source: str = ""
@@ -212,6 +229,8 @@ class ComputeProfile:
         check_number("compute k_overhead", self.k_overhead, inclusive=True)
         for name in FIT_PARAMETERS:
             check_number(f"compute {name}", getattr(self, name), maximum=1)
+        for name in ("fp8_gemm_speed", "mxfp8_gemm_speed"):
+            check_number(f"compute {name}", getattr(self, name), maximum=1.5)
         for name in ("epilogue_overlap", "fp8_transpose"):
             if not isinstance(getattr(self, name), bool):
                 raise invalid(f"compute {name}", getattr(self, name), "true or false")
@@ -274,6 +293,18 @@ class ComputeProfile:
                        attention_efficiency=self.attention_efficiency * speeds[kernel],
                        other_attention_kernels=tuple(sorted(rest.items())))
 
+    def gemm_speed(self, dtype: str) -> float:
+        """Efficiency of the GEMM kernels of format ``dtype`` relative to
+        ``gemm_efficiency`` (``fp8_gemm_speed`` for the per-tensor FP8 recipes,
+        ``mxfp8_gemm_speed`` for MXFP8, 1 for 16-bit formats).
+
+        >>> ComputeProfile(sms=132, fp8_gemm_speed=0.95).gemm_speed("fp8-cs")
+        0.95
+        """
+        if dtype == "mxfp8":
+            return self.mxfp8_gemm_speed
+        return self.fp8_gemm_speed if dtype in ("fp8", "fp8-cs") else 1.0
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["other_attention_kernels"] = dict(self.other_attention_kernels)
@@ -282,7 +313,8 @@ class ComputeProfile:
 
 _PROFILE_KEYS = ("sms", "tile_m", "tile_n", "k_overhead", *FIT_PARAMETERS,
                  "attention_kernel", "other_attention_kernels",
-                 "epilogue_overlap", "fp8_transpose", "source", "validated_error")
+                 "fp8_gemm_speed", "mxfp8_gemm_speed", "epilogue_overlap", "fp8_transpose",
+                 "source", "validated_error")
 
 
 def profile_from_dict(spec: Any, *, where: str = "compute") -> ComputeProfile:
