@@ -134,6 +134,47 @@ def test_per_source_fits_recover_each_publications_own_parameter(tmp_path):
     assert max(f[4] for f in fits.values()) < 0.01
 
 
+
+def _fp8_pair(tmp_path: Path, hw_bf16, hw_fp8, extra_s: float = 0.0) -> list:
+    """One synthetic configuration (SYNTH "f", TP 8 on one H100 server) in BF16 and FP8,
+    "measured" as the model times it on ``hw_bf16`` / ``hw_fp8``, plus ``extra_s``."""
+    _, opts, strat = SYNTH[-1]
+    rows = [{"id": f"f-{p}", "source": "pairs", "gpu": "H100", "gpus": 8,
+             "workload": "gpt3-175b", "options": opts, "strategy": f"{strat},precision={p}",
+             "measured": "iteration_s", "value": "1"} for p in ("bf16", "fp8")]
+    runs = load_runs(_write(tmp_path / "pair.csv", rows))
+    for row, run, hw in zip(rows, runs, (hw_bf16, hw_fp8)):
+        row["value"] = repr(predict_run(run, hw) + extra_s)
+    return load_runs(_write(tmp_path / "pair.csv", rows))
+
+
+def test_fp8_pairs_recover_a_gemm_scale_and_a_missing_time(tmp_path):
+    # experiments/validation/fp8_pairs.py on a pair timed by the model with GEMMs 25 %
+    # faster (gemm_efficiency e / 0.8) and 50 ms more per iteration: a = 0.8 and X come
+    # back; with only the FP8 kernels slower (fp8_gemm_speed 0.8) the implied speed does.
+    import importlib.util
+
+    script = VALIDATION.parent / "fp8_pairs.py"
+    spec = importlib.util.spec_from_file_location("fp8_pairs", script)
+    fp8_pairs = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fp8_pairs)
+    h100 = get_hardware("H100")
+    fast = h100.with_compute_parameters(gemm_efficiency=h100.compute.gemm_efficiency / 0.8)
+    [(cfg, pub, pred, a, x, _)] = fp8_pairs.pair_rows(
+        _fp8_pair(tmp_path, fast, fast, extra_s=0.05), h100)
+    assert cfg == "f" and pred > pub > 1
+    p16 = load_runs(tmp_path / "pair.csv")[0].measured_s
+    # (the split is linear in 1 / gemm_efficiency; the model's GEMMs are nearly so)
+    assert a == pytest.approx(0.8, rel=0.01)
+    assert x * p16 == pytest.approx(0.05, rel=0.1)
+    slow8 = replace(h100, compute=replace(h100.compute, fp8_gemm_speed=0.8))
+    [(_, pub, pred, a, x, implied)] = fp8_pairs.pair_rows(
+        _fp8_pair(tmp_path, h100, slow8), h100)
+    assert implied == pytest.approx(0.8, rel=0.01) and pred > pub
+    # ... which the other reading explains as faster GEMMs plus a missing time: one
+    # pair cannot tell the two apart (the script reports both).
+    assert a < 1 and x > 0
+
 def test_published_flop_counts_reproduce_published_numbers():
     # MT-NLG 530B (Smith et al. 2022 Sec. 2.4): 126 TFLOP/s per GPU at 60.1 s on 2240
     # GPUs, batch 1920; the SC'21 count with recomputation reproduces it.
