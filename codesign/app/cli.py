@@ -1067,7 +1067,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="write the calibrated hardware profile (YAML) here")
     p.add_argument("--parameters", default=",".join(("gemm_efficiency",
                    "attention_efficiency", "memory_efficiency")),
-                   help="comma-separated efficiencies to fit (default: all three)")
+                   help="comma-separated efficiencies to fit (default: all three; also "
+                        "fp8_gemm_speed, mxfp8_gemm_speed, given 16- and 8-bit runs of "
+                        "comparable configurations)")
     p.add_argument("--prior-weight", type=float, default=0.01,
                    help="pull toward the starting values, per parameter (default 0.01)")
     p.add_argument("--holdout", default="run", choices=("run", "source", "none"),

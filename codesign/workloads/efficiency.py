@@ -121,12 +121,13 @@ Convolutions and mixture-of-experts
 
 Parameters are per GPU in ``codesign/workloads/data/compute_profiles.yaml`` with their
 sources; ``codesign calibrate`` fits any of ``gemm_efficiency``, ``attention_efficiency``
-and ``memory_efficiency`` to measured runs (the built-in profiles fit the GEMM efficiency
-only; the other two are the kernels' measured figures).  The model applies to 2-byte and 1-byte formats
-(bf16, fp16 and the fp8 recipes fp8, fp8-cs, mxfp8: the tensor-core formats the profiles
-were measured in); other formats,
-layers without GEMM shapes (embeddings, pooling, LSTM cells) and GPUs without a profile
-keep the constant roofline.
+and ``memory_efficiency`` to measured runs, and, asked for, ``fp8_gemm_speed`` /
+``mxfp8_gemm_speed`` (runs of one configuration in 16 and 8 bit constrain them); the
+built-in profiles fit the GEMM efficiency only, the others are the kernels' measured
+figures.  The model applies to 2-byte and 1-byte formats (bf16, fp16 and the fp8
+recipes fp8, fp8-cs, mxfp8: the tensor-core formats the profiles were measured in);
+other formats, layers without GEMM shapes (embeddings, pooling, LSTM cells) and GPUs
+without a profile keep the constant roofline.
 """
 
 from __future__ import annotations
@@ -139,12 +140,20 @@ from typing import Any
 from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_choice, check_int, check_number
 
-__all__ = ["ComputeProfile", "FIT_PARAMETERS", "profile_from_dict", "gemm_time",
+__all__ = ["ComputeProfile", "FIT_PARAMETERS", "SPEED_PARAMETERS", "CALIBRATION_PARAMETERS",
+           "MAX_GEMM_SPEED", "profile_from_dict", "gemm_time",
            "gemm_backward_shapes", "flash_attention_time", "PROFILE_FORMATS",
            "ATTENTION_BLOCK", "ATTENTION_TILE_OVERHEAD", "ATTENTION_KERNELS"]
 
-#: Parameters ``codesign calibrate`` fits (the rest come from datasheets).
+#: Parameters ``codesign calibrate`` fits by default (the rest come from datasheets).
 FIT_PARAMETERS = ("gemm_efficiency", "attention_efficiency", "memory_efficiency")
+#: The 8-bit GEMM kernels' speed relative to ``gemm_efficiency`` (measured; a cluster's
+#: own BF16 and FP8 runs of one configuration can calibrate it).
+SPEED_PARAMETERS = ("fp8_gemm_speed", "mxfp8_gemm_speed")
+#: Every parameter ``codesign calibrate --parameters`` accepts.
+CALIBRATION_PARAMETERS = FIT_PARAMETERS + SPEED_PARAMETERS
+#: Largest value of a :data:`SPEED_PARAMETERS` entry.
+MAX_GEMM_SPEED = 1.5
 #: Number formats whose kernels the profiles describe: 16-bit and the 8-bit training
 #: recipes (codesign.workloads.compute, "FP8").
 PROFILE_FORMATS = ("fp16", "bf16", "fp8", "fp8-cs", "mxfp8")
@@ -229,8 +238,8 @@ class ComputeProfile:
         check_number("compute k_overhead", self.k_overhead, inclusive=True)
         for name in FIT_PARAMETERS:
             check_number(f"compute {name}", getattr(self, name), maximum=1)
-        for name in ("fp8_gemm_speed", "mxfp8_gemm_speed"):
-            check_number(f"compute {name}", getattr(self, name), maximum=1.5)
+        for name in SPEED_PARAMETERS:
+            check_number(f"compute {name}", getattr(self, name), maximum=MAX_GEMM_SPEED)
         for name in ("epilogue_overlap", "fp8_transpose"):
             if not isinstance(getattr(self, name), bool):
                 raise invalid(f"compute {name}", getattr(self, name), "true or false")
@@ -258,9 +267,9 @@ class ComputeProfile:
             raise invalid("compute validated_error", v, "a fraction in [0, 1) or null")
 
     def with_parameters(self, **values: float) -> ComputeProfile:
-        """A copy with some of :data:`FIT_PARAMETERS` replaced."""
+        """A copy with some of :data:`CALIBRATION_PARAMETERS` replaced."""
         for k in values:
-            check_choice("compute parameter", k, FIT_PARAMETERS)
+            check_choice("compute parameter", k, CALIBRATION_PARAMETERS)
         return replace(self, **{k: float(v) for k, v in values.items()})
 
     def with_attention_kernel(self, kernel: str) -> ComputeProfile:
@@ -311,10 +320,9 @@ class ComputeProfile:
         return out
 
 
-_PROFILE_KEYS = ("sms", "tile_m", "tile_n", "k_overhead", *FIT_PARAMETERS,
-                 "attention_kernel", "other_attention_kernels",
-                 "fp8_gemm_speed", "mxfp8_gemm_speed", "epilogue_overlap", "fp8_transpose",
-                 "source", "validated_error")
+_PROFILE_KEYS = ("sms", "tile_m", "tile_n", "k_overhead", *CALIBRATION_PARAMETERS,
+                 "attention_kernel", "other_attention_kernels", "epilogue_overlap",
+                 "fp8_transpose", "source", "validated_error")
 
 
 def profile_from_dict(spec: Any, *, where: str = "compute") -> ComputeProfile:

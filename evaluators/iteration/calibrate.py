@@ -39,12 +39,13 @@ import numpy as np
 
 from codesign.errors import invalid
 from codesign.specs import check_choice
-from codesign.workloads.efficiency import FIT_PARAMETERS
+from codesign.workloads.efficiency import (CALIBRATION_PARAMETERS, FIT_PARAMETERS,
+                                          MAX_GEMM_SPEED, SPEED_PARAMETERS)
 from evaluators.iteration.runs import Run, predict_run
 
 __all__ = ["Calibration", "calibrate", "relative_errors"]
 
-_LO, _HI = 0.02, 1.0     # bounds of every efficiency
+_LO, _HI = 0.02, 1.0     # bounds of every efficiency (a kernel speed: up to MAX_GEMM_SPEED)
 _STEP = 1.25             # u_j multiplier for the slopes
 
 
@@ -113,8 +114,14 @@ def _hw_at(hw, names: Sequence[str], theta: np.ndarray):
     return hw.with_compute_parameters(**{n: float(v) for n, v in zip(names, theta)})
 
 
+def _upper(names: Sequence[str]) -> np.ndarray:
+    """Upper bound of each parameter: 1 for an efficiency, MAX_GEMM_SPEED for a speed."""
+    return np.array([MAX_GEMM_SPEED if n in SPEED_PARAMETERS else _HI for n in names])
+
+
 def _solve(lin: _Linear, measured: np.ndarray, rows: np.ndarray, start: np.ndarray,
-           prior: np.ndarray, weight: float, run_weights: np.ndarray) -> np.ndarray:
+           prior: np.ndarray, weight: float, run_weights: np.ndarray,
+           upper: np.ndarray) -> np.ndarray:
     from scipy.optimize import least_squares
 
     logm = np.log(measured[rows])
@@ -128,8 +135,9 @@ def _solve(lin: _Linear, measured: np.ndarray, rows: np.ndarray, start: np.ndarr
         r = rw * (np.log(t) - logm)
         return np.concatenate([r, sw * (x - np.log(prior))]) if weight > 0 else r
 
-    x0 = np.clip(np.log(start), math.log(_LO), math.log(_HI))
-    sol = least_squares(resid, x0, bounds=(math.log(_LO), math.log(_HI)), xtol=1e-10,
+    hi = np.log(upper)
+    x0 = np.clip(np.log(start), math.log(_LO), hi)
+    sol = least_squares(resid, x0, bounds=(math.log(_LO), hi), xtol=1e-10,
                         ftol=1e-12, gtol=1e-12)
     return np.exp(sol.x)
 
@@ -148,7 +156,9 @@ def calibrate(runs: Sequence[Run], hardware, *, parameters: Sequence[str] = FIT_
     hardware : Hardware
         The GPU; its compute profile is the starting point and the prior.
     parameters : sequence of str
-        Which of :data:`FIT_PARAMETERS` to fit (the rest stay).
+        Which of :data:`~codesign.workloads.efficiency.CALIBRATION_PARAMETERS` to fit
+        (default the three efficiencies; the rest stay).  ``fp8_gemm_speed`` needs runs
+        in 16 and 8 bit of comparable configurations to be constrained.
     prior_weight : float
         ``w`` of the module docstring (>= 0).
     holdout : {"run", "source", None}
@@ -186,7 +196,7 @@ def calibrate(runs: Sequence[Run], hardware, *, parameters: Sequence[str] = FIT_
                       "(add a compute: mapping with its sms to the hardware file)")
     names = list(parameters)
     for n in names:
-        check_choice("calibrate parameter", n, FIT_PARAMETERS)
+        check_choice("calibrate parameter", n, CALIBRATION_PARAMETERS)
     if isinstance(prior_weight, bool) or not isinstance(prior_weight, (int, float)) \
             or not prior_weight >= 0:
         raise invalid("prior_weight", prior_weight, "a number >= 0")
@@ -221,12 +231,13 @@ def calibrate(runs: Sequence[Run], hardware, *, parameters: Sequence[str] = FIT_
             C[:, j] = (predict_all(t2, f"slope {n}") - base) / (u[j] * (_STEP - 1))
         return _Linear(base - C @ u, C)
 
+    upper = _upper(names)
     theta = prior.copy()
     base = predict_all(theta, "start")
     every = np.arange(len(runs))
     lin = linearise(theta, base)
     for _ in range(max_rounds):
-        new = _solve(lin, measured, every, theta, prior, prior_weight, run_weights)
+        new = _solve(lin, measured, every, theta, prior, prior_weight, run_weights, upper)
         moved = float(np.max(np.abs(new / theta - 1)))
         theta = new
         base = predict_all(theta, "refit")
@@ -247,7 +258,7 @@ def calibrate(runs: Sequence[Run], hardware, *, parameters: Sequence[str] = FIT_
             if out.all():      # a single group: nothing to hold out against
                 continue
             th = _solve(lin, measured, every[~out], theta, prior, prior_weight,
-                        run_weights)
+                        run_weights, upper)
             h = _hw_at(hw, names, th)
             for i in every[out]:
                 held[i] = predict_run(runs[i], h, **evaluate_kwargs)

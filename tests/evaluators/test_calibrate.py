@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from codesign.app.cli import main
 from codesign.errors import InvalidSpecError
 from codesign.workloads import get_hardware, get_workload
+from codesign.workloads.hardware import load_hardware_catalog
 from evaluators.iteration.calibrate import calibrate
 from evaluators.iteration.runs import block_time, load_runs, predict_run, published_flops
 
@@ -76,6 +77,39 @@ def test_round_trip_recovers_known_parameters(tmp_path):
     assert len(result.holdout_s) == len(runs)
     assert max(abs(result.holdout_errors)) < 0.05
 
+
+
+def test_round_trip_recovers_the_fp8_kernels_speed(tmp_path, capsys):
+    # Three configurations each "measured" in bf16 and fp8 by the model at a known GEMM
+    # efficiency and FP8 kernel speed: fitting both recovers them; the CLI writes the
+    # speed into the hardware file, which evaluate then uses.
+    h100 = get_hardware("H100")
+    truth = replace(h100, compute=replace(h100.compute, gemm_efficiency=0.6,
+                                          fp8_gemm_speed=0.8))
+    rows = [{"id": f"{i}-{p}", "source": "pairs", "gpu": "H100", "gpus": 8,
+             "workload": "gpt3-175b", "options": opts, "strategy": f"{strat},precision={p}",
+             "measured": "iteration_s", "value": "1"}
+            for i, opts, strat in SYNTH if i in "acf" for p in ("bf16", "fp8")]
+    path = _write(tmp_path / "pairs.csv", rows)
+    for row, run in zip(rows, load_runs(path), strict=True):
+        row["value"] = repr(predict_run(run, truth))
+    path = _write(path, rows)
+    result = calibrate(load_runs(path), h100, parameters=("gemm_efficiency", "fp8_gemm_speed"),
+                       prior_weight=0.0, holdout=None)
+    assert result.parameters["gemm_efficiency"] == pytest.approx(0.6, rel=0.01)
+    assert result.parameters["fp8_gemm_speed"] == pytest.approx(0.8, rel=0.01)
+    out = tmp_path / "h100.yaml"
+    assert main(["calibrate", str(path), "--hardware", "H100", "--prior-weight", "0",
+                 "--holdout", "none", "--parameters", "gemm_efficiency,fp8_gemm_speed",
+                 "--out", str(out)]) == 0
+    fitted = load_hardware_catalog(out).get("H100").compute
+    assert fitted.fp8_gemm_speed == pytest.approx(0.8, rel=0.01)
+    # A speed above 1 is allowed up to its bound; an unknown parameter is refused.
+    assert h100.with_compute_parameters(fp8_gemm_speed=1.2).compute.fp8_gemm_speed == 1.2
+    capsys.readouterr()
+    assert main(["calibrate", str(path), "--hardware", "H100",
+                 "--parameters", "fp8_speed"]) == 2
+    assert "calibrate parameter" in capsys.readouterr().err
 
 def test_prior_keeps_unconstrained_parameters(tmp_path):
     # Without fused-attention runs the attention efficiency stays at the prior.
