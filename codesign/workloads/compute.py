@@ -211,7 +211,8 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
     eight_bit = dtype in FP8_FORMATS
     attn_peak = hw.peak_flops("bf16") if eight_bit else peak
     fp8 = eight_bit and layer.fp8_gemms
-    weight_peak = attn_peak if eight_bit and not fp8 else peak
+    # The 8-bit weight GEMMs at their kernels' measured speed (ComputeProfile.gemm_speed).
+    fp8_peak = peak * prof.gemm_speed(dtype)
     bw = hw.memory_bandwidth_Bps
     hbm = bw * prof.memory_efficiency
     d = layer.dtype_bytes
@@ -229,7 +230,7 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
             mm, cc = m, count * b
         else:
             mm, cc = m * b, count
-        kw = {"peak_flops": weight_peak * prof.gemm_speed(dtype) if eight else attn_peak,
+        kw = {"peak_flops": fp8_peak if eight else attn_peak,
               "bandwidth_Bps": bw, "dtype_bytes": d, "profile": prof, "count": cc}
         fwd += gemm_time(mm, n, k, **kw)
         # A frozen weight's backward is the data gradient alone (the first product).

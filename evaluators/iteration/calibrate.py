@@ -3,8 +3,9 @@
 The fitted quantities are the efficiencies of
 :data:`~codesign.workloads.efficiency.FIT_PARAMETERS` (large GEMMs, fused attention,
 element-wise HBM traffic), and on request the 8-bit GEMM kernels' speeds
-(:data:`~codesign.workloads.efficiency.SPEED_PARAMETERS`), of ONE GPU type; everything else (SM counts, tiles, the
-network, the schedule) stays as modelled.  The objective is least squares on log time::
+(:data:`~codesign.workloads.efficiency.SPEED_PARAMETERS`), of ONE GPU type; everything
+else (SM counts, tiles, the network, the schedule) stays as modelled.  The objective is
+least squares on log time::
 
     min_theta  sum_i (log T_i(theta) - log T_i^measured)^2
                + w sum_j (log theta_j - log theta_j^prior)^2

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -46,23 +45,28 @@ HERE = Path(__file__).parent
 PAIR_FILES = ("runs.csv", "finetune_check.csv")
 
 
-def split_time(run, hw) -> tuple[float, float]:
-    """``(G, O)``: seconds of ``run``'s predicted iteration that scale with the GEMM
-    efficiency, and the rest (module docstring)."""
-    e = hw.compute.gemm_efficiency
+def scaled_part(run, hw, name: str, value: float, base_s: float) -> float:
+    """Seconds of ``run``'s predicted iteration (``base_s`` on ``hw``) inversely
+    proportional to the compute parameter ``name``, from one more evaluation with it at
+    ``value``: ``T - T' = S (1 - p / p')``."""
+    p = getattr(hw.compute, name)
+    other = predict_run(run, hw.with_compute_parameters(**{name: value}))
+    return (base_s - other) / (1.0 - p / value)
+
+
+def split_time(run, hw) -> tuple[float, float, float]:
+    """``(T, G, O)``: ``run``'s predicted iteration, its seconds that scale with the GEMM
+    efficiency (at 1) and the rest (module docstring)."""
     t = predict_run(run, hw)
-    t1 = predict_run(run, hw.with_compute_parameters(gemm_efficiency=1.0))
-    g = (t - t1) / (1.0 - e)
-    return g, t - g
+    g = scaled_part(run, hw, "gemm_efficiency", 1.0, t)
+    return t, g, t - g
 
 
-def fp8_gemm_part(run, hw) -> float:
-    """Seconds of ``run``'s predicted iteration that scale with ``fp8_gemm_speed``: its
-    8-bit GEMMs (the output layer's and the attention's stay 16-bit), from the times at
-    the profile's speed and at 1.5 times it."""
-    c = hw.compute
-    fast = replace(hw, compute=replace(c, fp8_gemm_speed=1.5 * c.fp8_gemm_speed))
-    return 3.0 * (predict_run(run, hw) - predict_run(run, fast))
+def fp8_gemm_part(run, hw, base_s: float) -> float:
+    """Seconds of ``run``'s predicted iteration (``base_s``) in 8-bit GEMMs, which scale
+    with ``fp8_gemm_speed`` (the output layer's and the attention's stay 16-bit): at 1.5
+    times the profile's speed."""
+    return scaled_part(run, hw, "fp8_gemm_speed", 1.5 * hw.compute.fp8_gemm_speed, base_s)
 
 
 def pair_rows(runs, hw) -> list[tuple[str, float, float, float, float, float]]:
@@ -75,11 +79,11 @@ def pair_rows(runs, hw) -> list[tuple[str, float, float, float, float, float]]:
         if not rid.endswith("-bf16") or rid[:-5] + "-fp8" not in by_id:
             continue
         r16, r8 = by_id[rid], by_id[rid[:-5] + "-fp8"]
-        (g16, o16), (g8, o8) = split_time(r16, hw), split_time(r8, hw)
+        (_, g16, o16), (t8, g8, o8) = split_time(r16, hw), split_time(r8, hw)
         p16, p8 = r16.measured_s, r8.measured_s
         a, x = np.linalg.solve([[g16, 1.0], [g8, 1.0]], [p16 - o16, p8 - o8])
         a16 = (p16 - o16) / g16
-        f8 = fp8_gemm_part(r8, hw)
+        f8 = fp8_gemm_part(r8, hw, t8)
         implied = speed * a16 * f8 / (p8 - o8 - a16 * (g8 - f8))
         out.append((rid[:-5], p16 / p8, (g16 + o16) / (g8 + o8), float(a), float(x) / p16,
                     implied))

@@ -84,8 +84,7 @@ def test_round_trip_recovers_the_fp8_kernels_speed(tmp_path, capsys):
     # efficiency and FP8 kernel speed: fitting both recovers them; the CLI writes the
     # speed into the hardware file, which evaluate then uses.
     h100 = get_hardware("H100")
-    truth = replace(h100, compute=replace(h100.compute, gemm_efficiency=0.6,
-                                          fp8_gemm_speed=0.8))
+    truth = h100.with_compute_parameters(gemm_efficiency=0.6, fp8_gemm_speed=0.8)
     rows = [{"id": f"{i}-{p}", "source": "pairs", "gpu": "H100", "gpus": 8,
              "workload": "gpt3-175b", "options": opts, "strategy": f"{strat},precision={p}",
              "measured": "iteration_s", "value": "1"}
@@ -201,7 +200,7 @@ def test_fp8_pairs_recover_a_gemm_scale_and_a_missing_time(tmp_path):
     # (the split is linear in 1 / gemm_efficiency; the model's GEMMs are nearly so)
     assert a == pytest.approx(0.8, rel=0.01)
     assert x * p16 == pytest.approx(0.05, rel=0.1)
-    slow8 = replace(h100, compute=replace(h100.compute, fp8_gemm_speed=0.8))
+    slow8 = h100.with_compute_parameters(fp8_gemm_speed=0.8)
     [(_, pub, pred, a, x, implied)] = fp8_pairs.pair_rows(
         _fp8_pair(tmp_path, h100, slow8), h100)
     assert implied == pytest.approx(0.8, rel=0.01) and pred > pub
