@@ -146,13 +146,15 @@ def _split(values: Mapping[str, Any], builder: Builder, where: str
         elif key in builder.params:
             params[key] = value
         else:
+            # A configuration is not a parameter: say where it goes (--config in the CLI).
+            hint = " (a zoo configuration is chosen by --config)" if key == "config" else ""
             raise InvalidSpecError(
-                f"unknown parameter {key!r} in {where}: allowed parameters are "
+                f"unknown parameter {key!r} in {where}{hint}: allowed parameters are "
                 f"{', '.join([*builder.params, *SETTINGS])}")
     return params, settings
 
 
-def get_workload(name: str, config: str | None = None, **overrides: Any) -> Workload:
+def get_workload(name: str, config: str | None = None, /, **overrides: Any) -> Workload:
     """A zoo model.
 
     Parameters
@@ -181,7 +183,7 @@ def get_workload(name: str, config: str | None = None, **overrides: Any) -> Work
 
     Examples
     --------
-    >>> get_workload("dlrm", config="testbed").batch_size
+    >>> get_workload("dlrm", "testbed").batch_size
     6144
     """
     entry = _entry(name)

@@ -38,6 +38,17 @@ def test_bad_specs_exit_2_with_one_line(capsys, spec, needle):
     assert err.count("\n") == 1 and needle in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("option", ["config=large", "name=gpt"])
+def test_workload_option_naming_an_argument_exits_2(capsys, option):
+    # 'config' and 'name' are get_workload's own arguments: an --option of that name
+    # once collided with them (TypeError traceback) instead of being refused.
+    code, out, err = run(capsys, "workload", "show", "bert", "--option", option)
+    assert code == 2 and out == ""
+    key = option.split("=")[0]
+    assert err.count("\n") == 1 and f"unknown parameter '{key}'" in err
+    assert ("--config" in err) == (key == "config")
+
+
 def test_usage_errors_are_one_line_exit_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["topology", "show"])
