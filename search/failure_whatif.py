@@ -162,23 +162,26 @@ def check_failure_work(topology, study: FailureStudy, workloads: int) -> None:
                 "use fewer --samples or a smaller fabric", maximum=MAX_FAILURE_WORK)
 
 
-def _time(topology, workload, cand, hardware, method: str) -> float:
+def _time(topology, workload, cand, timing: Timing) -> float:
     """Iteration time (s) of ``cand`` on ``topology``, timed as the strategy search times
     its candidates (:class:`search.strategy.chains.Timing`); raises where it cannot run."""
-    return float(Timing(hardware, method).evaluate(topology, workload, cand).iteration_time_s)
+    return float(timing.evaluate(topology, workload, cand).iteration_time_s)
 
 
-def _search(topology, workload, weight: float, hardware, study: FailureStudy, method: str,
+def _search(topology, workload, weight: float, timing: Timing, study: FailureStudy,
             seed: int):
     """The study's strategy search for ``workload`` on ``topology`` from its feasible start
     (the baseline's and a re-planned job's, so neither is compared with a weaker one)."""
     from search.strategy.feasible import feasible_start
 
+    hardware = timing.hardware
     gpus = topology.npus * hardware.gpus_per_server
     plan = WorkloadPlan(workload.name, weight, None, workload,
                         feasible_start(workload, gpus, hardware))
-    return best_strategies(topology, [plan], hardware, collective_method=method,
-                           budget=study.search, seed=seed)[0]
+    return best_strategies(topology, [plan], hardware,
+                           collective_method=timing.collective_method,
+                           budget=study.search, seed=seed,
+                           comm_overlap=timing.comm_overlap)[0]
 
 
 def _cut_off(topology) -> list[int] | None:
@@ -204,7 +207,7 @@ def _same_shape(cand, gpus: int):
     return dataclasses.replace(cand, strategy=dataclasses.replace(st, dp=gpus // mp))
 
 
-def _replan(left, mix, hardware, study: FailureStudy, method: str, *, seed: int) -> float:
+def _replan(left, mix, timing: Timing, study: FailureStudy, *, seed: int) -> float:
     """Weighted time per sample of the mix re-planned on the surviving servers, seconds.
 
     A strategy's data parallelism must divide the global batch (Megatron-LM and
@@ -216,7 +219,7 @@ def _replan(left, mix, hardware, study: FailureStudy, method: str, *, seed: int)
     search and seed as the baseline's) is kept; time per sample = iteration time /
     batch.
     """
-    gpus = left.npus * hardware.gpus_per_server
+    gpus = left.npus * timing.hardware.gpus_per_server
     total = 0.0
     for i, (wl, w, cand) in enumerate(mix):
         batch = (wl.batch_size // gpus) * gpus
@@ -226,11 +229,11 @@ def _replan(left, mix, hardware, study: FailureStudy, method: str, *, seed: int)
         resized = _same_shape(cand, gpus)
         if resized is not None:
             try:
-                best = _time(left, wl, resized, hardware, method)
+                best = _time(left, wl, resized, timing)
             except CodesignError:
                 pass
         try:
-            best = min(best, _search(left, wl, w, hardware, study, method, seed + i).time_s)
+            best = min(best, _search(left, wl, w, timing, study, seed + i).time_s)
         except InfeasibleError:
             if not math.isfinite(best):
                 raise
@@ -240,7 +243,7 @@ def _replan(left, mix, hardware, study: FailureStudy, method: str, *, seed: int)
 
 def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
                     study: FailureStudy, *, collective_method: str = "auto",
-                    seed_offset: int = 0) -> FailureResult:
+                    seed_offset: int = 0, comm_overlap: str = "framework") -> FailureResult:
     """Slowdown distribution of ``topology`` under ``study`` (module docstring).
 
     Parameters
@@ -256,6 +259,9 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
         Collective method of every timing (``auto`` by default: the cheap one; the
         slowdown is a ratio of two timings with the same method).  ``best`` is timed as
         ``auto``: its tournament per sample would dominate the time.
+    comm_overlap : str
+        ``framework`` (default) or ``none``, as the strategy search that chose ``mix``
+        (:func:`evaluators.iteration.comm_overlap_options`).
     seed_offset : int
         Added to the study seed (independent draws per fabric when wanted).
 
@@ -268,7 +274,8 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
     from topologies.failures import Failures, degrade, sample_failures
 
     t0 = time.perf_counter()
-    collective_method = "auto" if collective_method == "best" else collective_method
+    timing = Timing(hardware, "auto" if collective_method == "best" else collective_method,
+                    comm_overlap=comm_overlap)
     for wl, _, c in mix:
         if c.strategy.gpus != topology.npus * hardware.gpus_per_server:
             raise invalid(f"failure what-if of {wl.name} strategy", str(c.strategy),
@@ -279,10 +286,9 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
     # Seconds per sample (the global batch may shrink when servers are lost).  The
     # baseline gets the same search a re-planned job gets (from the feasible start), so a
     # re-planned job is not compared against a weaker strategy than that search finds.
-    given = [_time(topology, wl, c, hardware, collective_method) for wl, _, c in mix]
+    given = [_time(topology, wl, c, timing) for wl, _, c in mix]
     if study.search is not None:
-        given = [min(t, _search(topology, wl, w, hardware, study, collective_method,
-                                study.spec.seed + i).time_s)
+        given = [min(t, _search(topology, wl, w, timing, study, study.spec.seed + i).time_s)
                  for i, ((wl, w, _), t) in enumerate(zip(mix, given))]
     base = sum(w * t / wl.batch_size for (wl, w, _), t in zip(mix, given)) / total_w
     slow, parted, unfit, replanned = [], 0, 0, 0
@@ -304,12 +310,11 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
             left = degrade(topology, failed)
         try:
             if left.npus == topology.npus:
-                t = sum(w * _time(left, wl, c, hardware, collective_method) / wl.batch_size
+                t = sum(w * _time(left, wl, c, timing) / wl.batch_size
                         for wl, w, c in mix) / total_w
             else:
                 replanned += 1
-                t = _replan(left, mix, hardware, study, collective_method,
-                            seed=study.spec.seed) / total_w
+                t = _replan(left, mix, timing, study, seed=study.spec.seed) / total_w
         except InfeasibleError:
             unfit += 1
             continue
@@ -323,7 +328,8 @@ def failure_whatif(point, outcome, study: FailureStudy, *, hardware,
     """:func:`fabric_failures` of a what-if answer (a sweep point and its outcome): the
     fabric is rebuilt (for ``topoopt``: TopologyFinder once more on the final
     strategies' demand, same seed -- the alternating loop's last round does the same)
-    and every workload keeps its chosen strategy and placement order."""
+    and every workload keeps its chosen strategy and placement order, timed with the
+    point's communication overlap."""
     from codesign.workloads import parse_strategy
     from search.strategy.space import Candidate
     from search.sweeps.trial import cached_topology, plan_workloads
@@ -339,4 +345,5 @@ def failure_whatif(point, outcome, study: FailureStudy, *, hardware,
         topo = cached_topology(outcome.metrics["topology_spec"])
     mix = [(w.load(), w.weight, c)
            for w, c in zip(point.workloads, cands)]
-    return fabric_failures(topo, mix, hardware, study, collective_method=collective_method)
+    return fabric_failures(topo, mix, hardware, study, collective_method=collective_method,
+                           comm_overlap=point.comm_overlap)

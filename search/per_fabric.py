@@ -137,7 +137,7 @@ def _metrics(result) -> dict[str, Any]:
 
 def best_strategies(topology, plans: Sequence[WorkloadPlan], hardware, *,
                     collective_method: str = "best", budget: SearchBudget | None = None,
-                    seed: int = 0) -> list[WorkloadChoice]:
+                    seed: int = 0, comm_overlap: str = "framework") -> list[WorkloadChoice]:
     """Search the strategy of every workload of the mix on ``topology`` (module docstring).
 
     The searches of all workloads are independent chains
@@ -159,6 +159,9 @@ def best_strategies(topology, plans: Sequence[WorkloadPlan], hardware, *,
         ``None``: no search, each workload keeps its start (a fixed-strategy sweep).
     seed : int
         Seed of the chains (chain ``c`` of workload ``i`` uses ``(seed, i, c)``).
+    comm_overlap : str
+        ``framework`` (default) or ``none``: how every candidate's communication
+        overlaps its compute (:func:`evaluators.iteration.comm_overlap_options`).
 
     Returns
     -------
@@ -173,7 +176,7 @@ def best_strategies(topology, plans: Sequence[WorkloadPlan], hardware, *,
     """
     from search.strategy.chains import Timing, chain_jobs, merge, run_chains
 
-    timing = Timing(hardware, collective_method)
+    timing = Timing(hardware, collective_method, comm_overlap=comm_overlap)
     jobs: list[list] = []
     for i, plan in enumerate(plans):
         if budget is None or plan.fixed:
@@ -246,8 +249,8 @@ def topoopt_fabric(servers: int, degree: int, bandwidth_Bps: float, plans, cands
 def alternate_topoopt(servers: int, degree: int, bandwidth_Bps: float,
                       plans: Sequence[WorkloadPlan], hardware, *,
                       collective_method: str = "best", budget: SearchBudget | None = None,
-                      rounds: int = 2, tolerance: float = 0.01, seed: int = 0
-                      ) -> tuple[Any, list[WorkloadChoice]]:
+                      rounds: int = 2, tolerance: float = 0.01, seed: int = 0,
+                      comm_overlap: str = "framework") -> tuple[Any, list[WorkloadChoice]]:
     """TopoOpt's alternating loop (Sec. 4.1) for a mix on ``servers`` of degree ``degree``.
 
     Round 0: the strategy search of every workload on the current TopologyFinder
@@ -256,7 +259,8 @@ def alternate_topoopt(servers: int, degree: int, bandwidth_Bps: float,
     (same strategies) is lower, and the strategies are searched again on it.  Stops when
     a round gains less than ``tolerance``
     (relative) or after ``rounds`` rounds.  With ``budget=None`` it is one TopologyFinder
-    call on the starts' demand (a fixed-strategy trial).
+    call on the starts' demand (a fixed-strategy trial).  ``comm_overlap`` as in
+    :func:`best_strategies`.
 
     Returns
     -------
@@ -268,7 +272,7 @@ def alternate_topoopt(servers: int, degree: int, bandwidth_Bps: float,
     cands = [p.start for p in plans]
     topo = topoopt_fabric(servers, degree, bandwidth_Bps, plans, cands, hardware, seed)
     choices = best_strategies(topo, plans, hardware, collective_method=collective_method,
-                              budget=budget, seed=seed)
+                              budget=budget, seed=seed, comm_overlap=comm_overlap)
     first = choices
     evaluations = [c.evaluations for c in choices]
     for r in range(1, rounds if budget is not None else 1):
@@ -278,7 +282,8 @@ def alternate_topoopt(servers: int, degree: int, bandwidth_Bps: float,
                  for p, c in zip(plans, cands)]
         try:
             on_new = best_strategies(new_topo, fixed, hardware,
-                                     collective_method=collective_method, budget=None)
+                                     collective_method=collective_method, budget=None,
+                                     comm_overlap=comm_overlap)
         except InfeasibleError:
             break
         if weighted_time(on_new) >= weighted_time(choices) * (1 - tolerance):
@@ -287,7 +292,7 @@ def alternate_topoopt(servers: int, degree: int, bandwidth_Bps: float,
         again = [WorkloadPlan(p.name, p.weight, p.config, p.workload, c, p.fixed)
                  for p, c in zip(plans, cands)]
         choices = best_strategies(topo, again, hardware, collective_method=collective_method,
-                                  budget=budget, seed=seed + r)
+                                  budget=budget, seed=seed + r, comm_overlap=comm_overlap)
         evaluations = [e + c.evaluations + 1 for e, c in zip(evaluations, choices)]
     # The baseline stays the start on the starts' fabric (what a fixed-strategy trial has).
     choices = [WorkloadChoice(c.name, c.config, c.weight, c.candidate, c.time_s, f.start,

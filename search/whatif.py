@@ -202,6 +202,7 @@ class WhatIfResult:
     catalog: str = "table2"
     objective: str = "iteration_time_s"
     goal: dict[str, Any] | None = None
+    comm_overlap: str = "framework"
 
     def to_dict(self) -> dict[str, Any]:
         choices = [c.to_dict() for c in self.choices]
@@ -212,6 +213,7 @@ class WhatIfResult:
                 "timed": self.timed, "searched": self.searched, "complete": self.complete,
                 "pruned_reasons": dict(self.pruned_reasons), "time_model": self.time_model,
                 "collective_method": self.collective_method,
+                "comm_overlap": self.comm_overlap,
                 "search_evaluations": self.search_evaluations, "seconds": self.seconds,
                 "catalog": self.catalog}
 
@@ -238,7 +240,8 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                seed: int = 0, progress: Callable[[int, int], Any] | None = None,
                workers: int = 1, hardware_file: str | None = None,
                catalog: str | None = None, goal=None, objective: str = "iteration_time_s",
-               tco_params=None, prices: str | None = None, failures=None) -> WhatIfResult:
+               tco_params=None, prices: str | None = None, failures=None,
+               comm_overlap: str = "framework") -> WhatIfResult:
     """Best co-designed fabric per budget (see the module docstring).
 
     Parameters
@@ -262,6 +265,9 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         The fabric grid (link rates in bytes/s).
     collective_method : str
         ``best`` (default), ``auto`` or an algorithm name.
+    comm_overlap : str
+        ``framework`` (default: the overlap today's training stacks switch on) or
+        ``none`` (:func:`evaluators.iteration.comm_overlap_options`).
     leafspine_oversub, seed
         As in :class:`search.sweeps.driver.SweepPoint`.
     search : SearchBudget or None
@@ -327,6 +333,9 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     budgets = parse_budgets(list(budgets))
     mix = parse_mix(workloads) if isinstance(workloads, str) else tuple(workloads)
     check_choice("whatif objective", objective, WHATIF_OBJECTIVES)
+    from evaluators.iteration.inputs import COMM_OVERLAPS
+
+    check_choice("whatif comm_overlap", comm_overlap, COMM_OVERLAPS)
     if goal is not None and len(mix) != 1:
         raise invalid("training goal with a workload mix", len(mix),
                       "one workload (days to train are per model)")
@@ -343,7 +352,8 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                           workloads=mix,
                           search_evaluations=evals if searched else 0,
                           search_restarts=restarts, seed=seed, oversub=leafspine_oversub,
-                          hardware_file=hardware_file, catalog=catalog)
+                          hardware_file=hardware_file, catalog=catalog,
+                          comm_overlap=comm_overlap)
 
     # 1. Feasibility (memory does not depend on the fabric).
     plan_workloads(point(families[0], 1, 1.0, True), hardware)
@@ -521,7 +531,7 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     return WhatIfResult(servers, gpu, mix, tuple(choices), evaluated, len(results), reasons,
                         time_model_name(), len(order), len(searched), collective_method, evals,
                         time.perf_counter() - t0, catalog or "table2", objective,
-                        goal.to_dict() if goal is not None else None)
+                        goal.to_dict() if goal is not None else None, comm_overlap)
 
 
 def _finalists(screen: dict, searched: dict, cost: dict, budgets, least: int) -> set:
@@ -602,7 +612,8 @@ def format_whatif(result: WhatIfResult) -> str:
     lines = [f"{result.servers} servers of {result.gpu}; mix: {mix}; {result.timed} of "
              f"{result.evaluated} fabrics timed ({result.searched} with the strategy search, "
              f"{result.search_evaluations} evaluations per workload; collectives: "
-             f"{result.collective_method}; network prices: {result.catalog} catalog) in "
+             f"{result.collective_method}; communication overlap: {result.comm_overlap}; "
+             f"network prices: {result.catalog} catalog) in "
              f"{result.seconds:.1f} s",
              f"{'budget':>14}  {'fabric':<28} {'cost':>12} {'iteration':>10} {'MFU':>6} "
              f"{'USD per it/s':>13}  strategy"]

@@ -516,7 +516,8 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
                         batch_size=args.batch_size, rounds=args.rounds, budget=args.budget,
                         initial_strategy=args.strategy, baselines=baselines, seed=args.seed,
                         hardware_file=args.hardware_file,
-                        collective_method=args.collective_method)
+                        collective_method=args.collective_method,
+                        comm_overlap=args.comm_overlap)
     result = optimize(spec, workers=args.workers, ray_address=args.ray_address)
     payload = result.to_dict()
     if args.out:
@@ -632,15 +633,19 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                    "topology": topo.name, "hardware": hw.name, "model": "topoopt-eq1",
                    **closed_form_estimate(topo, demand).to_dict()}
     else:
-        from evaluators.iteration import Cluster, Execution, evaluate
+        from evaluators.iteration import Cluster, Execution, comm_overlap_options, evaluate
 
-        tp_overlap = {"false": False, "true": True}.get(args.tp_comm_overlap,
-                                                        args.tp_comm_overlap)
+        # The policy's knobs, each overridden by its own flag where given.
+        knobs = comm_overlap_options(args.comm_overlap, strategy)
+        if args.tp_comm_overlap is not None:
+            knobs["tp_comm_overlap"] = {"false": False, "true": True}.get(
+                args.tp_comm_overlap, args.tp_comm_overlap)
+        for name in ("param_gather_overlap", "pp_comm_overlap"):
+            if getattr(args, name) is not None:
+                knobs[name] = getattr(args, name)
         execution = Execution(strategy, placement=placement,
                               collective_method=args.collective_method, routing=args.routing,
-                              overlap=not args.no_overlap, tp_comm_overlap=tp_overlap,
-                              param_gather_overlap=args.param_gather_overlap,
-                              pp_comm_overlap=args.pp_comm_overlap,
+                              overlap=not args.no_overlap, **knobs,
                               ep_comm_overlap=args.ep_comm_overlap,
                               ep_dispatch=args.ep_dispatch,
                               attention_kernel=args.attention_kernel)
@@ -655,7 +660,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         fhw = dataclasses.replace(hw, gpus_per_server=per_server)
         payload["failures"] = fabric_failures(
             topo, [(workload, 1.0, Candidate(strategy))], fhw, _failure_study(args.fail),
-            collective_method=args.collective_method).to_dict()
+            collective_method=args.collective_method, comm_overlap=args.comm_overlap).to_dict()
 
     def human() -> None:
         print(f"{payload['workload']} {payload['strategy']} on {payload['topology']} "
@@ -803,7 +808,8 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
                             gpu=args.gpu, collective_method=args.collective_method,
                             search=search, finalists=args.finalists, workers=args.workers,
                             progress=update, hardware_file=args.hardware_file,
-                            catalog=args.catalog, **families, **procurement)
+                            catalog=args.catalog, comm_overlap=args.comm_overlap,
+                            **families, **procurement)
     if args.report:
         from codesign.app.procurement_report import write_whatif_report
 
@@ -868,6 +874,12 @@ _COMMON: dict[str, dict[str, Any]] = {
         "fastest valid synthesizer per collective, chosen with the strategy, as in sweeps "
         "and whatif), auto (multiring on direct-connect fabrics as TopoOpt's NCCL, ring on "
         "switched ones) or a name (ring, multiring, tacos, ...)"),
+    "--comm-overlap": dict(
+        default="framework", choices=("framework", "none"),
+        help="communication overlap every strategy is timed with: framework (default: what "
+        "Megatron-core stacks switch on -- ZeRO-1/2's parameter all-gather under the next "
+        "forward, interleaved pipeline sends under a model chunk, TP collectives under "
+        "the GEMMs with sequence parallelism) or none (gradient buckets only)"),
     "--servers": dict(type=int, required=True, help="servers of the job"),
     "--degree": dict(type=int, required=True, help="interfaces (links) per server, d"),
     "--bandwidth": dict(required=True, help="rate of one interface (link), e.g. 100Gbps"),
@@ -980,7 +992,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = add(sub, "optimize", _cmd_optimize, "TopoOpt: alternate strategy search and "
             "TopologyFinder, compare with baselines", "--config", "--servers", "--degree",
             "--bandwidth", "--hardware", "--hardware-file", "--collective-method",
-            "--ray-address", "--seed")
+            "--comm-overlap", "--ray-address", "--seed")
     p.add_argument("--workload", required=True, help=_ZOO)
     p.add_argument("--gpus-per-server", type=int, default=4, help="default 4 (TopoOpt Sec. 5.1)")
     p.add_argument("--batch-size", type=int, help="global batch override")
@@ -995,7 +1007,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = add(sub, "evaluate", _cmd_evaluate, "time one training iteration of a workload and "
             "strategy on a topology", "--config", "--hardware", "--hardware-file",
-            "--collective-method")
+            "--collective-method", "--comm-overlap")
     p.add_argument("--topology", required=True,
                    help="spec string or YAML file; NPUs are the job's servers or its GPUs")
     p.add_argument("--workload", required=True, help=f"{_ZOO} or a model YAML file")
@@ -1027,13 +1039,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "collectives too)")
     p.add_argument("--no-overlap", action="store_true",
                    help="do not overlap gradient buckets with the backward pass")
-    p.add_argument("--tp-comm-overlap", default="false", choices=("false", "true", "backward"),
+    p.add_argument("--tp-comm-overlap", choices=("false", "true", "backward"),
                    help="TP collectives hide under their layer's GEMMs (true: Megatron-LM's "
                         "--tp-comm-overlap; backward: only the backward pass's, its "
-                        "asynchronous TP all-reduce; default false)")
-    p.add_argument("--param-gather-overlap", action="store_true",
+                        "asynchronous TP all-reduce; default: --comm-overlap's)")
+    p.add_argument("--param-gather-overlap", action="store_true", default=None,
                    help="ZeRO-1/2's weight all-gather overlaps the next forward "
-                        "(Megatron-LM's --overlap-param-gather)")
+                        "(Megatron-LM's --overlap-param-gather; on by default with "
+                        "--comm-overlap framework)")
     p.add_argument("--ep-comm-overlap", action="store_true",
                    help="a micro-batch's expert all-to-alls run under another micro-batch's "
                         "compute of the same layer (DeepSeek-V3's DualPipe, Megatron-core's "
@@ -1043,10 +1056,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "Megatron-core's all-to-all dispatcher), hierarchical (DeepSeek-V3 / "
                         "DeepEP: once per destination server over the network, then "
                         "NVLink) or hierarchical-fp8 (the same, dispatch in FP8)")
-    p.add_argument("--pp-comm-overlap", action="store_true",
+    p.add_argument("--pp-comm-overlap", action="store_true", default=None,
                    help="pipeline sends of the interleaved schedule run under one model "
                         "chunk's compute (Megatron-LM's overlap_p2p_comm; ignored without "
-                        "schedule=interleaved)")
+                        "schedule=interleaved; on by default with --comm-overlap framework)")
     p.add_argument("--attention-kernel", choices=ATTENTION_KERNELS,
                    help="the fused attention kernel the framework runs: cudnn (Transformer "
                         "Engine's choice on Hopper and later) or flash2 (FlashAttention-2: "
@@ -1092,7 +1105,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue an interrupted sweep up to its planned trials")
 
     p = add(sub, "whatif", _cmd_whatif, "procurement what-if: best fabric per budget for a "
-            "server count and workload mix", "--hardware-file", "--collective-method", "--quiet")
+            "server count and workload mix", "--hardware-file", "--collective-method",
+            "--comm-overlap", "--quiet")
     p.add_argument("--budget", help="network budget(s) in USD, e.g. 1e6,2e6")
     _add(p, "--servers", required=False, help="number of servers")
     p.add_argument("--gpus", type=int, help="number of GPUs instead of --servers")

@@ -18,8 +18,9 @@
 """
 
 from evaluators.iteration.closed_form import ClosedFormEstimate, closed_form_estimate
-from evaluators.iteration.inputs import Cluster, Execution
+from evaluators.iteration.inputs import COMM_OVERLAPS, Cluster, Execution, comm_overlap_options
 from evaluators.iteration.model import PURPOSES, IterationResult, evaluate
 
 __all__ = ["evaluate", "IterationResult", "PURPOSES", "closed_form_estimate",
-           "ClosedFormEstimate", "Cluster", "Execution"]
+           "ClosedFormEstimate", "Cluster", "Execution", "COMM_OVERLAPS",
+           "comm_overlap_options"]

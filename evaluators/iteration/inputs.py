@@ -36,7 +36,7 @@ from codesign.errors import invalid
 from codesign.specs import check_choice
 
 __all__ = ["Cluster", "Execution", "as_cluster", "as_execution", "EXECUTION_KEYS",
-           "DEFAULT_HARDWARE"]
+           "DEFAULT_HARDWARE", "COMM_OVERLAPS", "comm_overlap_options"]
 
 #: GPU type of a system given without one.
 DEFAULT_HARDWARE = "A100-80"
@@ -160,6 +160,55 @@ class Execution:
 
 #: Fields of :class:`Execution` that :func:`evaluate` also takes as keywords (old form).
 EXECUTION_KEYS = tuple(f.name for f in fields(Execution) if f.name != "strategy")
+
+
+#: Communication-overlap policies of the co-design commands (:func:`comm_overlap_options`).
+COMM_OVERLAPS = ("framework", "none")
+
+
+def comm_overlap_options(policy: str, strategy: Any) -> dict[str, Any]:
+    """The :class:`Execution` overlap knobs a co-design command times ``strategy`` with.
+
+    ``optimize``, ``whatif`` and sweeps choose strategies, not frameworks' flags, so they
+    assume one policy for every candidate:
+
+    * ``"framework"`` (their default): the overlap today's Megatron-core training stacks
+      switch on for the strategy's features, as Megatron-Bridge's ``CommOverlapConfig``
+      sets it (``src/megatron/bridge/training/comm_overlap.py``, commit 067f987df, and
+      its ``docs/training/communication-overlap.md``): with data parallelism the
+      distributed optimizer's parameter all-gather overlaps the next forward
+      (``overlap_param_gather``; the model applies it to ZeRO-1/2); the interleaved
+      schedule's pipeline sends overlap a model chunk (``overlap_p2p_comm``, chosen when
+      ``VPP > 1``; the model ignores it otherwise); tensor-parallel collectives hide
+      under the layer's GEMMs where the framework can do it -- ``TP >= 2`` with
+      sequence parallelism ("TP overlap silently disables itself when sequence
+      parallelism is off or TP < 2"), as the dense H100 recipes (GPT-3 175B, Llama 3)
+      enable it.  Expert all-to-all overlap stays off: the same document measures it
+      flat or slower on small expert-parallel runs.
+    * ``"none"``: no overlap beyond the gradient buckets' (the knobs' own defaults,
+      Megatron-LM's command-line defaults): the first phase's behaviour.
+
+    Parameters
+    ----------
+    policy : str
+        One of :data:`COMM_OVERLAPS`.
+    strategy : Strategy or str
+
+    Returns
+    -------
+    dict
+        ``tp_comm_overlap``, ``param_gather_overlap`` and ``pp_comm_overlap`` for
+        :func:`evaluators.iteration.evaluate`.
+    """
+    from codesign.workloads.strategy import as_strategy
+
+    check_choice("comm_overlap", policy, COMM_OVERLAPS)
+    if policy == "none":
+        return {"tp_comm_overlap": False, "param_gather_overlap": False,
+                "pp_comm_overlap": False}
+    s = as_strategy(strategy)
+    return {"tp_comm_overlap": bool(s.sp and s.tp > 1), "param_gather_overlap": True,
+            "pp_comm_overlap": True}
 
 
 def as_cluster(system: Any, hardware: Any = None) -> Cluster:

@@ -89,6 +89,8 @@ def run_one(model: str, d: int, gbps: float, *, rounds: int, budget: int, seed: 
     extra = ("ocs-reconfig",) if ocs else ()
     spec = OptimizeSpec(model, 128, d, f"{gbps:g}Gbps", config="simulation", rounds=rounds,
                         budget=budget, seed=seed, collective_method="auto",   # the paper's
+                        # FlexFlow's execution: no Megatron-style communication overlap
+                        comm_overlap="none",
                         baselines=(STATIC + extra) if search_baselines else ())
     t0 = time.perf_counter()
     res = optimize(spec, workers=0)

@@ -63,7 +63,8 @@ def _spec(d: int, batch_per_gpu: int):
                         batch_size=batch_per_gpu * SERVERS * GPUS_PER_SERVER,
                         gpus_per_server=GPUS_PER_SERVER, initial_strategy=STRATEGY,
                         baselines=("fattree", "ideal"),
-                        collective_method="auto")   # TopoOpt's NCCL (multiring), Sec. 6
+                        collective_method="auto",   # TopoOpt's NCCL (multiring), Sec. 6
+                        comm_overlap="none")        # FlexFlow's execution
 
 
 def hop_matrix(topology) -> np.ndarray:

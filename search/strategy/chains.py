@@ -72,6 +72,10 @@ class Timing:
         ``auto`` or one of :data:`evaluators.iteration.comm.ROUTINGS`.
     gpus_per_server : int or None
         GPUs per server of the placement (``None``: the hardware's).
+    comm_overlap : str
+        ``framework`` (default: the overlap today's training stacks switch on for each
+        candidate's features) or ``none``
+        (:func:`evaluators.iteration.comm_overlap_options`).
     """
 
     hardware: Any
@@ -79,6 +83,7 @@ class Timing:
     network_model: str = "flow"
     routing: str = "auto"
     gpus_per_server: int | None = None
+    comm_overlap: str = "framework"
 
     @property
     def per_server(self) -> int:
@@ -87,12 +92,13 @@ class Timing:
 
     def evaluate(self, topology, workload, candidate: Candidate):
         """The candidate's :class:`~evaluators.iteration.IterationResult` on ``topology``."""
-        from evaluators.iteration import evaluate
+        from evaluators.iteration import comm_overlap_options, evaluate
 
         return evaluate(topology, workload, candidate.strategy, hardware=self.hardware,
                         placement=candidate.placement(self.per_server),
                         collective_method=self.collective_method,
-                        network_model=self.network_model, routing=self.routing)
+                        network_model=self.network_model, routing=self.routing,
+                        **comm_overlap_options(self.comm_overlap, candidate.strategy))
 
     def times(self, topology, workload, candidates: Sequence[Candidate],
               results: dict | None = None) -> list[float]:

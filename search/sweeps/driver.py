@@ -208,7 +208,7 @@ class _Run:
             seed=self.spec.seed, oversub=sp.leafspine_oversub,
             budget_usd=self.spec.budget_usd, gpus_per_server=sp.gpus_per_server,
             hardware_file=sp.hardware_file, catalog=sp.catalog,
-            procurement=self.spec.procurement)
+            procurement=self.spec.procurement, comm_overlap=sp.comm_overlap)
 
     def record(self, number: int, point: SweepPoint, outcome: TrialOutcome | None, *,
                status: str | None = None, reason: str = "") -> dict[str, Any]:

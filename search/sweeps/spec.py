@@ -29,6 +29,8 @@ small sweep)::
                                           # per collective; auto: multiring without
                                           # switches, ring with; or an algorithm name
       strategy_search: {evaluations: 16, restarts: 1}   # default; off: fixed strategies
+      comm_overlap: framework             # default: the overlap today's training stacks
+                                          # switch on (none: gradient buckets only)
       leafspine_oversub: 2
     objectives: [iteration_time_s, cost_usd]
     constraints: {budget_usd: 2M, max_degree: 8}   # money as in the CLI: 2e6, 500k, $2M
@@ -115,7 +117,7 @@ _TOP_KEYS = ("study", "workloads", "space", "objectives", "constraints", "sample
              "trial_timeout_s", "procurement")
 _SPACE_KEYS = ("families", "servers", "degree", "link_rate", "gpu", "gpus_per_server",
                "collective_method", "strategy_search", "leafspine_oversub", "hardware_file",
-               "catalog")
+               "catalog", "comm_overlap")
 _WORKLOAD_KEYS = ("name", "file", "weight", "config", "strategy", "options")
 
 
@@ -317,6 +319,7 @@ class SweepSpace:
     gpus_per_server: int | None = None
     hardware_file: str | None = None
     catalog: str | None = None
+    comm_overlap: str = "framework"
 
 
 @dataclass(frozen=True)
@@ -495,6 +498,7 @@ def _rates(value: Any) -> tuple[float, ...]:
 
 def _space(value: Any) -> SweepSpace:
     from codesign.workloads import hardware_names
+    from evaluators.iteration.inputs import COMM_OVERLAPS
     from evaluators.registry import algorithm_names
     where = "sweep space"
     check_keys(value, allowed=_SPACE_KEYS, required=("families", "servers", "degree",
@@ -529,8 +533,10 @@ def _space(value: Any) -> SweepSpace:
         from topologies.cost import check_catalog
 
         catalog = check_catalog(catalog, f"{where} catalog")
+    overlap = check_choice(f"{where} comm_overlap", value.get("comm_overlap", "framework"),
+                           COMM_OVERLAPS)
     return SweepSpace(families, servers, degrees, is_range, rates, gpus, methods, search,
-                      oversub, per_server, hardware_file, catalog)
+                      oversub, per_server, hardware_file, catalog, overlap)
 
 
 def parse_sweep_spec(spec: Any, *, where: str = "sweep spec") -> SweepSpec:

@@ -103,6 +103,9 @@ class SweepPoint:
         Training goal and TCO assumptions (the sweep spec's ``procurement``): the
         outcome then carries ``tco_usd`` and, with a goal, ``days_to_train`` and
         ``usd_per_run`` (:func:`search.time_to_train.procurement`).
+    comm_overlap : str
+        How candidate strategies' communication overlaps their compute: ``framework``
+        (default) or ``none`` (:func:`evaluators.iteration.comm_overlap_options`).
     """
 
     family: str
@@ -121,6 +124,7 @@ class SweepPoint:
     hardware_file: str | None = None
     catalog: str | None = None
     procurement: tuple[tuple[str, Any], ...] = ()
+    comm_overlap: str = "framework"
 
     def hardware(self):
         """The :class:`~codesign.workloads.hardware.Hardware` of ``gpu`` (and
@@ -379,11 +383,13 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
         if point.family == "topoopt":
             topo, choices = alternate_topoopt(
                 point.servers, point.degree, point.link_bandwidth_Bps, plans, hardware,
-                collective_method=point.collective_method, budget=point.search, seed=point.seed)
+                collective_method=point.collective_method, budget=point.search, seed=point.seed,
+                comm_overlap=point.comm_overlap)
         else:
             choices = best_strategies(topo, plans, hardware,
                                       collective_method=point.collective_method,
-                                      budget=point.search, seed=point.seed)
+                                      budget=point.search, seed=point.seed,
+                                      comm_overlap=point.comm_overlap)
     except InfeasibleError as exc:
         return done("pruned", f"{_infeasible_kind(exc)}: {_one_line(exc)}", **summary)
     except InvalidSpecError as exc:

@@ -56,11 +56,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from codesign.errors import CodesignError, invalid
+from codesign.specs import check_choice
 from codesign.units import parse_bandwidth
 from codesign.workloads import get_workload
 from codesign.workloads.demand import demand_for
 from codesign.workloads.hardware import get_hardware, load_hardware_catalog
 from codesign.workloads.model import Workload
+from evaluators.iteration.inputs import COMM_OVERLAPS
 from search.strategy.chains import (ChainJob, Timing, chain_jobs, local_topology, merge,
                                     on_ray, run_chains)
 from search.strategy.mcmc import SearchResult
@@ -118,6 +120,9 @@ class OptimizeSpec:
         all-to-alls use ECMP on switched fabrics and host forwarding on direct-connect ones.
     network_model : str
         Network model of the iteration model.
+    comm_overlap : str
+        ``framework`` (default: the overlap today's training stacks switch on for each
+        candidate) or ``none`` (:func:`evaluators.iteration.comm_overlap_options`).
     baselines : tuple of str
         Subset of :data:`BASELINES`.
     seed : int
@@ -143,6 +148,7 @@ class OptimizeSpec:
     reconfig_delay_s: float = 0.01
     seed: int = 0
     hardware_file: str | None = None
+    comm_overlap: str = "framework"
 
     def __post_init__(self) -> None:
         for name, low in (("servers", 2), ("degree", 1), ("gpus_per_server", 1), ("rounds", 1),
@@ -166,6 +172,7 @@ class OptimizeSpec:
             raise invalid("baselines", list(self.baselines) if not isinstance(
                 self.baselines, str) else self.baselines, f"a subset of {', '.join(BASELINES)}")
         object.__setattr__(self, "baselines", tuple(self.baselines))
+        check_choice("comm_overlap", self.comm_overlap, COMM_OVERLAPS)
         self.hw  # raises with the catalog's names
 
     @property
@@ -245,7 +252,7 @@ class OptimizeResult:
 # ---------------------------------------------------------------------- evaluation
 def _timing(spec: OptimizeSpec) -> Timing:
     return Timing(spec.hw, spec.collective_method, spec.network_model,
-                  gpus_per_server=spec.gpus_per_server)
+                  gpus_per_server=spec.gpus_per_server, comm_overlap=spec.comm_overlap)
 
 
 def evaluate_candidates(spec: OptimizeSpec, workload: Workload, topology,

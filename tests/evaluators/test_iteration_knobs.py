@@ -166,11 +166,19 @@ def test_cli_evaluate_json_reports_knobs_and_accepts_a_model_file(tmp_path, caps
     assert json.loads(capsys.readouterr().out)["gpus"] == 16
 
 
+_ALL = {"tp_comm_overlap": True, "param_gather_overlap": True, "pp_comm_overlap": True}
+
+
 @pytest.mark.parametrize("flags, knobs", [
-    ([], {}),
-    (["--tp-comm-overlap", "backward"], {"tp_comm_overlap": "backward"}),
-    (["--tp-comm-overlap", "true", "--param-gather-overlap", "--pp-comm-overlap"],
-     {"tp_comm_overlap": True, "param_gather_overlap": True, "pp_comm_overlap": True}),
+    # default --comm-overlap framework: this strategy has TP 2 with sequence parallelism,
+    # ZeRO-1 and the interleaved schedule, so every knob is on
+    ([], _ALL),
+    (["--tp-comm-overlap", "false"], {**_ALL, "tp_comm_overlap": False}),
+    (["--comm-overlap", "none"], {}),
+    (["--comm-overlap", "none", "--tp-comm-overlap", "backward"],
+     {"tp_comm_overlap": "backward"}),
+    (["--comm-overlap", "none", "--tp-comm-overlap", "true", "--param-gather-overlap",
+      "--pp-comm-overlap"], _ALL),
 ])
 def test_cli_evaluate_takes_the_execution_knobs(flags, knobs, capsys) -> None:
     # What a validation row's `evaluate` column sets, from the command line.

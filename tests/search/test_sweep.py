@@ -65,10 +65,12 @@ def test_infeasible_designs_are_pruned_with_reasons():
 
 
 def test_weighted_mix_is_the_weighted_mean_of_single_workloads():
+    # Fixed strategies (the feasible starts): a searched workload's chains are seeded by
+    # its place in the mix, so its search alone may end elsewhere than in the mix.
     one = {n: evaluate_trial(SweepPoint("ideal", 16, 2, RATE, workloads=(WorkloadItem(n),),
-                                        search_evaluations=4))
+                                        search_evaluations=0))
            for n in ("resnet50", "bert")}
-    mix = evaluate_trial(SweepPoint("ideal", 16, 2, RATE, search_evaluations=4, workloads=(
+    mix = evaluate_trial(SweepPoint("ideal", 16, 2, RATE, search_evaluations=0, workloads=(
         WorkloadItem("resnet50", 3.0), WorkloadItem("bert", 1.0))))
     t = {n: o.metrics["iteration_time_s"] for n, o in one.items()}
     assert mix.metrics["iteration_time_s"] == pytest.approx(

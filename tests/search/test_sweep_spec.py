@@ -55,6 +55,8 @@ def test_defaults_ranges_mix_and_constraints():
 
     assert spec.space.strategy_search == SearchBudget() and spec.space.collective_methods == (
         "best",)
+    assert spec.space.comm_overlap == "framework"
+    assert parse_sweep_spec(_with(("space", "comm_overlap"), "none")).space.comm_overlap == "none"
     on = parse_sweep_spec(_with(("space", "strategy_search"), "on"))
     assert on.space.strategy_search == SearchBudget()
     assert parse_sweep_spec(_with(("space", "strategy_search"), False)).space.strategy_search \
@@ -92,6 +94,8 @@ def test_defaults_ranges_mix_and_constraints():
     (("space", "gpus_per_server"), 0, "gpus_per_server"),
     (("space", "catalog"), "parts-1999", "catalog"),
     (("space", "catalog"), 7, "catalog"),
+    (("space", "comm_overlap"), "always", "comm_overlap"),
+    (("space", "comm_overlap"), True, "comm_overlap"),
     (("space", "bandwith"), 1, "unknown key 'bandwith'"),
     (("objectives",), ["speed"], "objectives"),
     (("constraints",), {"budget_usd": 0}, "budget_usd"),
