@@ -149,7 +149,9 @@ def _assumptions(result: dict[str, Any]) -> list[str]:
         goal = ", ".join(f"{v:.4g} {k}" for k, v in result["goal"].items())
         out.append(f"Training goal: {goal}; days = iterations x iteration time / 86400; a "
                    f"run costs its hours at TCO / (years x 8760) per hour.")
-    out.append(f"Answer per budget chosen by {result.get('objective', 'iteration_time_s')}.")
+    out.append(f"Answer per budget chosen by {result.get('objective', 'iteration_time_s')}; "
+               f"strategies timed with collectives {result.get('collective_method', 'best')} "
+               f"and communication overlap {result.get('comm_overlap', 'framework')}.")
     return out
 
 
