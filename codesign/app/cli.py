@@ -874,6 +874,8 @@ _COMMON: dict[str, dict[str, Any]] = {
         "fastest valid synthesizer per collective, chosen with the strategy, as in sweeps "
         "and whatif), auto (multiring on direct-connect fabrics as TopoOpt's NCCL, ring on "
         "switched ones) or a name (ring, multiring, tacos, ...)"),
+    # evaluators.iteration.COMM_OVERLAPS spelled out: importing it here would load the
+    # iteration model for every command (~0.25 s); a test keeps the two equal.
     "--comm-overlap": dict(
         default="framework", choices=("framework", "none"),
         help="communication overlap every strategy is timed with: framework (default: what "

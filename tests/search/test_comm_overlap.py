@@ -39,6 +39,14 @@ def test_an_unknown_policy_is_refused_everywhere():
         run_whatif([1e6], servers=16, comm_overlap="sometimes")
 
 
+def test_cli_offers_exactly_the_policies():
+    from codesign.app.cli import _COMMON
+    from evaluators.iteration import COMM_OVERLAPS
+
+    assert tuple(_COMMON["--comm-overlap"]["choices"]) == COMM_OVERLAPS
+    assert _COMMON["--comm-overlap"]["default"] == COMM_OVERLAPS[0]
+
+
 def test_cli_refuses_an_unknown_policy_with_exit_2(capsys):
     with pytest.raises(SystemExit) as exc:
         main(["whatif", "--servers", "16", "--budget", "1e6", "--comm-overlap", "all"])
