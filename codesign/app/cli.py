@@ -578,8 +578,13 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             f"calibrated by codesign calibrate on {len(runs)} runs of {args.runs} "
             f"(fit mean |error| {payload['fit_mean_abs_error']:.1%}, worst "
             f"{payload['fit_worst_abs_error']:.1%})")
-        # The held-out error of this fit is what results timed with it should carry.
+        # The held-out error of this fit is what results timed with it should carry; the
+        # held-out error of the ratios of comparable runs (one source, model and format),
+        # when the runs have such pairs, is what comparisons of two designs use.
         gpu["compute"]["validated_error"] = payload[held[0]] if held else None
+        pair_key = held[0].replace("_mean_abs_error", "_comparison_mean_error") if held \
+            else None
+        gpu["compute"]["validated_comparison_error"] = payload.get(pair_key)
         header = (f"# Hardware profile of {result.hardware.name} written by "
                   f"`codesign calibrate {args.runs} --hardware {args.hardware}`.\n"
                   "# Use it with: codesign evaluate --hardware-file THIS_FILE "
@@ -598,6 +603,17 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
             worst = payload[key.replace("mean", "worst")]
             label = key.removesuffix("_mean_abs_error").replace("_", "-")
             print(f"  {label} error: mean |e| {payload[key]:.1%}, worst {worst:.1%}")
+        if payload["comparison_pairs"]:
+            print(f"  ratios of {payload['comparison_pairs']} pairs of comparable runs "
+                  f"(one source, model and format): mean error "
+                  f"{payload['fit_comparison_mean_error']:.1%}, worst "
+                  f"{payload['fit_comparison_worst_error']:.1%}")
+            for key in held:
+                ckey = key.replace("_mean_abs_error", "_comparison_mean_error")
+                if ckey in payload:
+                    label = key.removesuffix("_mean_abs_error").replace("_", "-")
+                    print(f"  {label}: mean {payload[ckey]:.1%}, worst "
+                          f"{payload[ckey.replace('mean', 'worst')]:.1%}")
         print(f"  {'run':<30}{'measured s':>12}{'predicted s':>13}{'error':>9}")
         for r in payload["per_run"]:
             print(f"  {r['id']:<30}{r['measured_s']:>12.4g}{r['predicted_s']:>13.4g}"

@@ -214,6 +214,14 @@ class ComputeProfile:
         Mean absolute relative error of predicted iteration times on published runs
         held out of the fit (``experiments/validation/validation.md``, leave one source
         out); ``None``: not validated.  Iteration results carry it as ``model_error``.
+    validated_comparison_error : float or None
+        Mean relative error of the predicted ratio of two published runs of one source,
+        model and number format that differ in GPUs, strategy or batch, held out of the
+        fit the same way (:func:`evaluators.iteration.runs.comparison_errors`): how well
+        the model tells two designs apart, which is what
+        :func:`evaluators.iteration.uncertainty.compare` tests.  ``None``: not
+        measured (comparisons then use ``validated_error``).  Results carry it as
+        ``comparison_error``.
     """
 
     sms: int
@@ -231,6 +239,7 @@ class ComputeProfile:
     fp8_transpose: bool = True
     source: str = ""
     validated_error: float | None = None
+    validated_comparison_error: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("sms", "tile_m", "tile_n"):
@@ -261,10 +270,11 @@ class ComputeProfile:
             check_number(f"compute other_attention_kernels {name}", speed)
         object.__setattr__(self, "other_attention_kernels",
                            tuple((n, float(v)) for n, v in others))
-        v = self.validated_error
-        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
-                              or not math.isfinite(v) or not 0 <= v < 1):
-            raise invalid("compute validated_error", v, "a fraction in [0, 1) or null")
+        for name in ("validated_error", "validated_comparison_error"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                  or not math.isfinite(v) or not 0 <= v < 1):
+                raise invalid(f"compute {name}", v, "a fraction in [0, 1) or null")
 
     def with_parameters(self, **values: float) -> ComputeProfile:
         """A copy with some of :data:`CALIBRATION_PARAMETERS` replaced."""
@@ -322,7 +332,8 @@ class ComputeProfile:
 
 _PROFILE_KEYS = ("sms", "tile_m", "tile_n", "k_overhead", *CALIBRATION_PARAMETERS,
                  "attention_kernel", "other_attention_kernels", "epilogue_overlap",
-                 "fp8_transpose", "source", "validated_error")
+                 "fp8_transpose", "source", "validated_error",
+                 "validated_comparison_error")
 
 
 def profile_from_dict(spec: Any, *, where: str = "compute") -> ComputeProfile:

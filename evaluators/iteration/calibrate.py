@@ -43,7 +43,7 @@ from codesign.errors import invalid
 from codesign.specs import check_choice
 from codesign.workloads.efficiency import (CALIBRATION_PARAMETERS, FIT_PARAMETERS,
                                           MAX_GEMM_SPEED, SPEED_PARAMETERS)
-from evaluators.iteration.runs import Run, predict_run
+from evaluators.iteration.runs import Run, comparison_errors, predict_run
 
 __all__ = ["Calibration", "calibrate", "relative_errors"]
 
@@ -81,6 +81,20 @@ class Calibration:
     def holdout_errors(self) -> np.ndarray:
         return relative_errors(self.holdout_s, [r.measured_s for r in self.runs])
 
+    @property
+    def comparison_errors(self) -> np.ndarray:
+        """Errors of the predicted ratios of comparable runs at the fit
+        (:func:`~evaluators.iteration.runs.comparison_errors`)."""
+        return comparison_errors(self.runs, self.predicted_s)
+
+    @property
+    def holdout_comparison_errors(self) -> np.ndarray:
+        """The same with the held-out predictions (empty without them).  Comparable runs
+        share their source, so with ``holdout="source"`` both of a pair are predicted
+        by the same fit without their source."""
+        return comparison_errors(self.runs, self.holdout_s) if self.holdout_s \
+            else np.zeros(0)
+
     def summary(self) -> dict[str, Any]:
         e = np.abs(self.errors)
         out: dict[str, Any] = {
@@ -92,6 +106,19 @@ class Calibration:
             h = np.abs(self.holdout_errors)
             out[f"leave_one_{self.holdout_by}_out_mean_abs_error"] = float(h.mean())
             out[f"leave_one_{self.holdout_by}_out_worst_abs_error"] = float(h.max())
+        # Ratios of comparable runs (one source, one model and format): the error of a
+        # comparison, which evaluators.iteration.uncertainty.compare uses.
+        c = self.comparison_errors
+        out["comparison_pairs"] = int(len(c))
+        if len(c):
+            out["fit_comparison_mean_error"] = float(c.mean())
+            out["fit_comparison_worst_error"] = float(c.max())
+            hc = self.holdout_comparison_errors
+            if len(hc):
+                out[f"leave_one_{self.holdout_by}_out_comparison_mean_error"] = \
+                    float(hc.mean())
+                out[f"leave_one_{self.holdout_by}_out_comparison_worst_error"] = \
+                    float(hc.max())
         out["per_run"] = [
             {"id": r.id, "source": r.source, "measured_s": r.measured_s, "predicted_s": p,
              "error": p / r.measured_s - 1,

@@ -120,6 +120,9 @@ class IterationResult:
     breakdown: dict[str, float] | None = None
     memory: dict[str, Any] | None = None
     model_error: float | None = None
+    #: The validated error of comparing this result with another design's on the same
+    #: GPU and workload (:func:`evaluators.iteration.uncertainty.comparison_error`).
+    comparison_error: float | None = None
     #: With ``collective_method="best"``: the decisions the timed collectives use
     #: (:meth:`BestChoice.to_dict`: winner per kind, group size and size class, every
     #: candidate's time, the gain over ring), sorted; ``None`` otherwise.
@@ -657,17 +660,22 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         precision=demand.precision, peak_flops=peak, breakdown=parts,
         memory=demand.memory.to_dict(),
         model_error=_model_error(hw, efficiency, demand.precision, workload),
+        comparison_error=_model_error(hw, efficiency, demand.precision, workload,
+                                      comparison=True),
         collectives=tuple(c.to_dict() for c in timer.decisions()) if timer.method == BEST
         else None)
 
 
-def _model_error(hw, efficiency, precision: str, workload) -> float | None:
+def _model_error(hw, efficiency, precision: str, workload, *,
+                 comparison: bool = False) -> float | None:
     """The validated relative error of the compute model behind this result, when the
     calibrated kernel model timed it (:func:`~evaluators.iteration.uncertainty.validated_error`:
-    ``None`` for a workload outside the validation, such as mixture-of-experts)."""
+    ``None`` for a workload outside the validation, such as mixture-of-experts); with
+    ``comparison`` the error of comparing it with another design on this GPU and
+    workload (:func:`~evaluators.iteration.uncertainty.comparison_error`)."""
     from codesign.workloads.efficiency import PROFILE_FORMATS
-    from evaluators.iteration.uncertainty import validated_error
+    from evaluators.iteration.uncertainty import comparison_error, validated_error
 
     if efficiency is not None or precision not in PROFILE_FORMATS:
         return None
-    return validated_error(hw, (workload,))
+    return (comparison_error if comparison else validated_error)(hw, (workload,))

@@ -28,15 +28,19 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from codesign.errors import InfeasibleError, InvalidSpecError, invalid
 from codesign.specs import check_choice
 
 __all__ = ["Run", "load_runs", "published_flops", "FLOPS_FORMULAS", "MEASURED", "EVALUATE_KEYS",
-           "predict_run", "default_system", "memory_fits", "block_time"]
+           "predict_run", "default_system", "memory_fits", "block_time", "comparable_pairs",
+           "comparison_errors"]
 
 #: What a row may measure.
 MEASURED = ("iteration_s", "tokens_per_s", "samples_per_s", "tflops_per_gpu")
@@ -74,6 +78,85 @@ class Run:
     reference: str = ""
     notes: str = ""
     options: tuple[tuple[str, Any], ...] = ()
+
+
+def _model_key(run: Run) -> tuple:
+    """What two runs must share to form a comparison (:func:`comparable_pairs`): the
+    source, the GPU type, the model (its hyper-parameters, or for a model file its name
+    and parameter count), its LoRA settings and the number format of its matrix math."""
+    w, s = run.workload, run.strategy
+    hp = getattr(w, "hyperparameters", None) or {}
+    model = tuple(sorted((k, repr(v)) for k, v in hp.items())) if hp else (w.parameters,)
+    precision = getattr(s, "precision", None) or w.precision
+    return (run.source, run.hardware.lower(), w.name, model, w.lora_rank, w.lora_modules,
+            precision)
+
+
+def comparable_pairs(runs: Sequence[Run]) -> list[tuple[int, int]]:
+    """Index pairs ``(i, j)``, ``i < j``, of runs whose ratio of times is a comparison the
+    model makes: one source (one software stack and cluster), one GPU type, one model in
+    one number format -- differing in anything else (GPUs, strategy, batch, system).
+
+    Every question this project answers is such a ratio (fabric A against B, strategy X
+    against Y, 8k against 16k GPUs); :func:`comparison_errors` measures how well the
+    model predicts it.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as NS
+    >>> w = NS(name="m", hyperparameters={"layers": 2}, parameters=1, lora_rank=0,
+    ...        lora_modules=(), precision=None)
+    >>> run = lambda src, prec: Run("r", src, "H100", 8, w, NS(precision=prec), "", 1.0, 1)
+    >>> comparable_pairs([run("a", "bf16"), run("a", "bf16"), run("b", "bf16"),
+    ...                   run("a", "fp8")])
+    [(0, 1)]
+    """
+    keys = [_model_key(r) for r in runs]
+    return [(i, j) for i in range(len(runs)) for j in range(i + 1, len(runs))
+            if keys[i] == keys[j]]
+
+
+def comparison_errors(runs: Sequence[Run], predicted_s: Sequence[float]) -> np.ndarray:
+    """Relative error of every predicted ratio of two comparable runs' times.
+
+    For a pair with relative errors ``e_i`` and ``e_j`` (predicted / measured - 1) the
+    predicted ratio of their times is off by ``(1 + e_i) / (1 + e_j)``; the error is
+    taken in the worse direction, ``exp(|ln(1 + e_i) - ln(1 + e_j)|) - 1``, so it does
+    not depend on which run is named first.  Errors common to both runs (a kernel
+    efficiency the publication's software beats or misses everywhere) cancel.
+
+    Parameters
+    ----------
+    runs : sequence of Run
+    predicted_s : sequence of float
+        Predicted iteration times (s), one per run.
+
+    Returns
+    -------
+    numpy.ndarray
+        One error per :func:`comparable_pairs` pair, in that order (empty without pairs).
+
+    Examples
+    --------
+    Two runs 10 % and 21 % slow: their ratio is off by 1.21 / 1.10 - 1 = 10 %.
+
+    >>> from types import SimpleNamespace as NS
+    >>> w = NS(name="m", hyperparameters={}, parameters=1, lora_rank=0, lora_modules=(),
+    ...        precision=None)
+    >>> runs = [Run(str(i), "a", "H100", 8, w, NS(precision=None), "", 1.0, 1)
+    ...         for i in range(2)]
+    >>> comparison_errors(runs, [1.10, 1.21]).round(4).tolist()
+    [0.1]
+    """
+    if len(predicted_s) != len(runs):
+        raise invalid("predicted_s", len(predicted_s), f"one time per run ({len(runs)})")
+    log_ratio = np.log(np.asarray(predicted_s, float)
+                       / np.array([r.measured_s for r in runs], float))
+    pairs = comparable_pairs(runs)
+    if not pairs:
+        return np.zeros(0)
+    i, j = np.array(pairs).T
+    return np.exp(np.abs(log_ratio[i] - log_ratio[j])) - 1.0
 
 
 def published_flops(formula: str, workload) -> float:

@@ -7,10 +7,18 @@ carried by each result as ``model_error`` (:attr:`ComputeProfile.validated_error
 GPU).  :func:`compare` states whether two predictions differ by more than that error;
 when they do not, a ranking of the two is not supported by the model.
 
-The test is deliberately the one the issue asks for -- relative difference against the
-mean validated error -- and conservative: part of the model's error is common to two
-designs on the same GPU and workload (the same kernel efficiencies), so differences are
-better known than absolute times.
+The test is the one the issue asks for -- relative difference against the mean
+validated error -- with the error that belongs to a comparison: part of the model's
+error is common to two designs on the same GPU and workload (the same kernel
+efficiencies, the same software's overheads), so differences are better known than
+absolute times.  How much better is measured, not assumed: the validation set's pairs
+of runs of one publication, model and number format that differ in GPUs, strategy or
+batch have their published ratio of times predicted within 3.4 % (H100, 41 pairs) and
+4.0 % (A100, 12 pairs) on average, held out, against 7.3 % and 8.6 % for one time
+(``ComputeProfile.validated_comparison_error``, :func:`comparison_error`;
+:func:`evaluators.iteration.runs.comparison_errors`).  Those pairs differ in scale and
+strategy, not in fabric: no publication times one job on two fabrics, and a fabric
+changes only the exposed communication, which the pairs' scale changes move too.
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ from dataclasses import dataclass
 
 from codesign.errors import invalid
 
-__all__ = ["Comparison", "compare", "validated_error", "outside_validation"]
+__all__ = ["Comparison", "compare", "validated_error", "comparison_error",
+           "outside_validation"]
 
 
 def outside_validation(workload) -> bool:
@@ -38,6 +47,24 @@ def validated_error(hardware, workloads=()) -> float | None:
     if any(outside_validation(w) for w in workloads):
         return None
     return hardware.compute.validated_error if hardware.compute is not None else None
+
+
+def comparison_error(hardware, workloads=()) -> float | None:
+    """The validated error of a comparison of two designs on one GPU type and workload
+    (:attr:`ComputeProfile.validated_comparison_error`), or, for a profile that has
+    none (a user's calibration without comparable runs), its :func:`validated_error`;
+    None where that is None.
+
+    >>> from codesign.workloads.hardware import get_hardware
+    >>> h100 = get_hardware("H100")
+    >>> comparison_error(h100) < validated_error(h100)
+    True
+    """
+    err = validated_error(hardware, workloads)
+    if err is None:
+        return None
+    own = hardware.compute.validated_comparison_error
+    return err if own is None else own
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,9 @@ by :func:`evaluators.iteration.calibrate.calibrate` on all runs of that GPU type
 * leave-one-source-out: each source's runs predicted by parameters fitted on the
   other sources of the same GPU type (how the model does on a publication it has not
   seen);
+* comparisons: the error of the predicted ratio of the times of two runs of one source,
+  model and number format (the error of a comparison, which the hardware profile keeps
+  as ``validated_comparison_error``);
 * for comparison, the uncalibrated priors and the old constant roofline (50 % of peak
   for every layer).
 
@@ -30,7 +33,8 @@ import numpy as np
 from codesign.workloads.compute import resolve_precision
 from codesign.workloads.hardware import get_hardware
 from evaluators.iteration.calibrate import calibrate
-from evaluators.iteration.runs import block_time, load_runs, memory_fits, predict_run
+from evaluators.iteration.runs import (block_time, comparable_pairs, comparison_errors,
+                                       load_runs, memory_fits, predict_run)
 
 HERE = Path(__file__).parent
 #: Where one source contradicts another (both kept; the table says so).
@@ -299,6 +303,52 @@ def finetune_check(runs, h100_parameters: dict) -> list[str]:
     return out
 
 
+def comparison_table(fits: dict) -> list[str]:
+    """The error of comparisons: predicted against published ratios of the times of
+    comparable runs (``evaluators.iteration.runs.comparable_pairs``: one source, GPU,
+    model and number format, differing in GPUs, strategy or batch)."""
+    out = ["\n## Comparisons: ratios of two runs of one source (mean / worst error)\n",
+           "Every answer of this project is a comparison of two predicted times on one GPU "
+           "type and workload (fabric A against B, strategy X against Y). The validation "
+           "set's pairs of runs of one publication, model and number format that differ in "
+           "GPUs, strategy or batch test that directly: the error of the predicted ratio "
+           "of their times, `exp(|ln(1 + e_a) - ln(1 + e_b)|) - 1` "
+           "(`evaluators.iteration.runs.comparison_errors`). An error common to both "
+           "runs -- the publication's software faster or slower everywhere -- cancels. "
+           "No publication times one job on two fabrics, so the pairs differ in scale and "
+           "strategy, which move the exposed communication as a fabric does. The "
+           "leave-one-source-out mean is the hardware profile's "
+           "`validated_comparison_error`, which `evaluators.iteration.uncertainty.compare` "
+           "tests differences against.\n",
+           "| GPU | pairs | calibrated fit | leave-one-source-out | priors (no fit) | "
+           "constant roofline 50 % |", "|---|---|---|---|---|---|"]
+    every: dict[str, list[float]] = {"fit": [], "loso": [], "prior": [], "roof": []}
+    worst = []
+    for gpu, (fit, prior, roof) in fits.items():
+        errs = (fit.comparison_errors, fit.holdout_comparison_errors,
+                comparison_errors(fit.runs, prior), comparison_errors(fit.runs, roof))
+        for k, e in zip(every, errs):
+            every[k] += list(e)
+        if not len(errs[0]):
+            continue
+        cells = [f"{100 * a:.1f} % / {100 * b:.1f} %" for a, b in map(_stats, errs)]
+        out.append(f"| {gpu} | {len(errs[0])} | " + " | ".join(cells) + " |")
+        pairs = comparable_pairs(fit.runs)
+        worst += [(e, fit.runs[i].id, fit.runs[j].id) for (i, j), e in zip(pairs, errs[1])]
+    if every["fit"]:
+        cells = [f"{100 * a:.1f} % / {100 * b:.1f} %" for a, b in map(_stats, every.values())]
+        out.append(f"| all | {len(every['fit'])} | " + " | ".join(cells) + " |")
+        out.append("\nThe hardware profiles' values (`compute_profiles.yaml`): " + "; ".join(
+            f"{gpu} `validated_error` {np.mean(np.abs(fit.holdout_errors)):.3f}, "
+            f"`validated_comparison_error` {np.mean(fit.holdout_comparison_errors):.3f}"
+            for gpu, (fit, _, _) in fits.items()
+            if fit.holdout_s and len(fit.holdout_comparison_errors)) + ".")
+        out.append("\nLargest held-out errors of a ratio: " + "; ".join(
+            f"{a} / {b} {100 * e:.1f} %" for e, a, b in sorted(worst, reverse=True)[:6])
+            + ".")
+    return out
+
+
 def _published(run) -> str:
     unit = {"iteration_s": "s", "tflops_per_gpu": "TFLOP/s", "tokens_per_s": "tok/s",
             "samples_per_s": "samples/s"}
@@ -382,6 +432,7 @@ def main() -> None:
         lines.append(f"| {gpu} | " + " | ".join(cells) + " |")
     cells = [f"{100 * a:.1f} % / {100 * b:.1f} %" for a, b in map(_stats, every.values())]
     lines.append("| all | " + " | ".join(cells) + " |")
+    lines += comparison_table(fits)
     lines.append("\n## Per source (calibrated fit; leave-one-source-out)\n")
     lines.append("| source | GPU | runs | fit mean / worst | held-out mean / worst | note |")
     lines.append("|---|---|---|---|---|---|")

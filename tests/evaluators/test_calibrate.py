@@ -19,10 +19,9 @@ from codesign.workloads import get_hardware, get_workload
 from codesign.workloads.hardware import load_hardware_catalog
 from evaluators.iteration.calibrate import calibrate
 from evaluators.iteration.runs import block_time, load_runs, predict_run, published_flops
+from runs_cases import COLS, write_runs as _write
 
 A100 = get_hardware("A100-80")
-COLS = ["id", "source", "gpu", "gpus", "workload", "options", "strategy", "system",
-        "evaluate", "measured", "value", "flops_formula"]
 VALIDATION = Path(__file__).parents[2] / "experiments" / "validation" / "runs.csv"
 
 # Small GPT-style runs on one 8-GPU server, shapes chosen so that GEMMs, element-wise
@@ -41,15 +40,6 @@ SYNTH = [
     ("f", "layers=4 hidden=4096 heads=32 ffn=16384 vocab=32000 seq_len=2048 batch_size=8",
      "dp=1,tp=8"),
 ]
-
-
-def _write(path: Path, rows: list[dict]) -> Path:
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, COLS)
-        w.writeheader()
-        for r in rows:
-            w.writerow({c: r.get(c, "") for c in COLS})
-    return path
 
 
 def _synthetic(tmp_path: Path, truth: dict[str, float]) -> Path:
