@@ -40,8 +40,10 @@ How it stays fast (stated because the answer depends on it)
 A budget below every fabric's price gets no fabric but names the cheapest fabric that
 would do and its cost.  Where the GPU has a calibrated compute profile, each answer
 lists the other affordable fabrics whose predicted time is within the model's validated
-error (``model_error``, ``within_model_error``, and a note): the model does not rank
-those against the answer (:func:`evaluators.iteration.uncertainty.compare`).  Progress
+error of a comparison of two designs on that GPU (``comparison_error``,
+``within_model_error``, and a note; ``model_error`` is the larger error of one predicted
+time): the model does not rank those against the answer
+(:func:`evaluators.iteration.uncertainty.compare`).  Progress
 (fabrics done / total) is reported through ``progress(done, total)``; the CLI shows it
 with an ETA on stderr.
 
@@ -172,6 +174,11 @@ class WhatIfChoice:
     tco_usd: float | None = None
     procurement: dict[str, Any] | None = None
     failures: dict[str, Any] | None = None
+    #: The validated error of comparing two fabrics' times on this GPU and mix
+    #: (:func:`evaluators.iteration.uncertainty.comparison_error`): the fabrics in
+    #: ``within_model_error`` are closer than this to the chosen one.  ``model_error``
+    #: is the error of one predicted time.
+    comparison_error: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -450,14 +457,17 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     if not results:
         raise InfeasibleError(f"no fabric of the grid can run the mix on {servers} servers of "
                               f"{gpu} (pruned: {reasons})")
-    # The model's validated error for this GPU (issue 17): affordable fabrics within it of
-    # the chosen one are listed, not ranked (search.budget.best_per_budget).
-    from evaluators.iteration.uncertainty import outside_validation, validated_error
+    # The model's validated error for this GPU (issue 17): affordable fabrics within the
+    # error of a comparison (two designs on this GPU and mix) of the chosen one are
+    # listed, not ranked (search.budget.best_per_budget).
+    from evaluators.iteration.uncertainty import (comparison_error, outside_validation,
+                                                  validated_error)
 
     # Not validated on mixture-of-experts runs (uncertainty.outside_validation).
     models = [w.load() for w in mix]
     moe = any(map(outside_validation, models))
     model_error = None if moe else validated_error(hardware)
+    compare_error = None if moe else comparison_error(hardware)
     procured: dict = {}
 
     def procure(k) -> dict[str, Any]:
@@ -494,7 +504,7 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     # objectives (days and dollars per run scale with the iteration time) only.
     timed_objective = objective in ("iteration_time_s", "days_to_train", "usd_per_run")
     picks = best_per_budget([(k, by_key[k][0], score(k)) for k in results], budgets,
-                            model_error if timed_objective else None)
+                            compare_error if timed_objective else None)
     choices = []
     for budget, pick in zip(budgets, picks):
         key = pick.best
@@ -516,8 +526,8 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                 "workloads (experiments/validation/validation.md), fabrics are ranked "
                 "on the predicted times alone") if moe else ""
         if close:
-            note = (f"{len(close)} other affordable fabric(s) within the validated model "
-                    f"error of {model_error:.0%} (not ranked against it): "
+            note = (f"{len(close)} other affordable fabric(s) within the model's validated "
+                    f"error of a comparison, {compare_error:.1%} (not ranked against it): "
                     f"{', '.join(close[:3])}{' ...' if len(close) > 3 else ''}")
         choices.append(WhatIfChoice(
             budget, p.family, p.degree, p.link_bandwidth_Bps, m["topology_spec"], m["cost_usd"],
@@ -525,7 +535,8 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
             m["cost_usd"] * m["iteration_time_s"], m.get("mfu"),
             per[0]["strategy"] if len(per) == 1 else None, strategies,
             m.get("start_iteration_time_s"), key in searched, per, note, model_error,
-            tuple(close), *_procurement_fields(procure(key))))
+            tuple(close), *_procurement_fields(procure(key)),
+            comparison_error=compare_error))
     if failures is not None:
         choices = _with_failures(choices, failures, results, hardware, collective_method)
     return WhatIfResult(servers, gpu, mix, tuple(choices), evaluated, len(results), reasons,

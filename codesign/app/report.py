@@ -286,13 +286,18 @@ def best_per_budget(frame) -> list[dict[str, Any]]:
     keys = list(zip(trials, range(len(done))))
     designs = list(zip(keys, costs.tolist(), times.tolist()))
     budgets = sorted(budgets)
+    # Designs of one GPU type and one workload mix differ as the validation's comparable
+    # runs do (evaluators.iteration.uncertainty): the error of a comparison applies;
+    # across GPUs or studies, the error of one predicted time.
+    one_kind = all(c not in done or done[c].nunique() <= 1
+                   for c in ("gpu", "workload_mix_json", "study"))
     out = []
     for budget, p in zip(budgets, pick(designs, budgets)):
         if p.best is None:
             out.append({"budget_usd": budget})
             continue
         best = done.iloc[p.best[1]].to_dict()
-        err = _model_error(best.get("gpu"))
+        err = _model_error(best.get("gpu"), comparison=one_kind)
         close = None
         if err is not None:
             # Other designs within the model's validated error of the best are not ranked
@@ -303,14 +308,15 @@ def best_per_budget(frame) -> list[dict[str, Any]]:
     return out
 
 
-def _model_error(gpu: Any) -> float | None:
+def _model_error(gpu: Any, *, comparison: bool = False) -> float | None:
     """The validated relative error of the compute model for GPU ``gpu`` (built-in
-    catalog), or None when it has no calibrated profile."""
+    catalog) -- of one predicted time, or with ``comparison`` of comparing two designs
+    on that GPU and workload -- or None when it has no calibrated profile."""
     from codesign.workloads import get_hardware
-    from evaluators.iteration.uncertainty import validated_error
+    from evaluators.iteration.uncertainty import comparison_error, validated_error
 
     try:
-        return validated_error(get_hardware(gpu))
+        return (comparison_error if comparison else validated_error)(get_hardware(gpu))
     except (CodesignError, TypeError):
         return None
 
@@ -439,7 +445,7 @@ def _sweep_sections(frame) -> list[tuple[str, str, str]]:
     """Best design per budget, sensitivity and per-workload sections (module docstring)."""
     out = []
     budget_rows = [{**r, "close": "-" if r.get("within_model_error") is None else
-                    f"{r['within_model_error']} (error {r['model_error']:.0%})"}
+                    f"{r['within_model_error']} (error {r['model_error']:.1%})"}
                    for r in best_per_budget(frame)]
     head, body = _rows(budget_rows, ("budget", "trial", "family", "degree", "link rate",
                                      "topology", "iteration time", "cost",
@@ -449,7 +455,9 @@ def _sweep_sections(frame) -> list[tuple[str, str, str]]:
                         "cost quantiles of the complete designs), the fastest complete design "
                         "costing at most that much (all studies together). The last column "
                         "counts the other affordable designs whose predicted time is within "
-                        "the model's validated error of it (GPUs with a calibrated profile): "
+                        "the model's validated error of it (GPUs with a calibrated profile; "
+                        "the error of comparing two designs where all designs share one GPU "
+                        "type and workload mix, else the error of one predicted time): "
                         "the model does not rank those against it.", head, body))
     medians, correlations = sensitivity(frame)
     objs = _objectives(frame[frame["status"] == "complete"])
