@@ -297,7 +297,8 @@ def best_per_budget(frame) -> list[dict[str, Any]]:
             out.append({"budget_usd": budget})
             continue
         best = done.iloc[p.best[1]].to_dict()
-        err = _model_error(best.get("gpu"), comparison=one_kind)
+        err = _model_error(best.get("gpu"), comparison=one_kind,
+                           mix_json=best.get("workload_mix_json"))
         close = None
         if err is not None:
             # Other designs within the model's validated error of the best are not ranked
@@ -308,16 +309,30 @@ def best_per_budget(frame) -> list[dict[str, Any]]:
     return out
 
 
-def _model_error(gpu: Any, *, comparison: bool = False) -> float | None:
+def _model_error(gpu: Any, *, comparison: bool = False,
+                 mix_json: Any = None) -> float | None:
     """The validated relative error of the compute model for GPU ``gpu`` (built-in
     catalog) -- of one predicted time, or with ``comparison`` of comparing two designs
-    on that GPU and workload -- or None when it has no calibrated profile."""
+    on that GPU and workload -- or None when it has no calibrated profile, or when the
+    design's workload mix (``mix_json``, the records' ``workload_mix_json``) holds a
+    workload the validation does not cover (mixture-of-experts,
+    :func:`evaluators.iteration.uncertainty.outside_validation`) or that cannot be
+    rebuilt (a model file gone since the sweep): no error is claimed for those."""
+    import json
+
     from codesign.workloads import get_hardware
     from evaluators.iteration.uncertainty import comparison_error, validated_error
+    from search.sweeps.spec import WorkloadItem
 
     try:
-        return (comparison_error if comparison else validated_error)(get_hardware(gpu))
-    except (CodesignError, TypeError):
+        workloads = []
+        if isinstance(mix_json, str) and mix_json:
+            workloads = [WorkloadItem(**{**item, "options": tuple(
+                tuple(kv) for kv in item.get("options") or ())}).load()
+                for item in json.loads(mix_json)]
+        return (comparison_error if comparison else validated_error)(get_hardware(gpu),
+                                                                     workloads)
+    except (CodesignError, TypeError, ValueError, OSError):
         return None
 
 

@@ -78,6 +78,19 @@ def test_best_per_budget_matches_brute_force(tmp_path):
         # 1.05 s against 1.00 s: 5 %, beyond the comparison error, within the other.
         assert next(r for r in rows if r["budget_usd"] == 125.0)["within_model_error"] \
             == close_at_125
+    # A mix with a mixture-of-experts model is outside the validation: no error claimed,
+    # nothing left unranked; a dense zoo model keeps the comparison error.
+    for name, expected in (("mixtral-8x7b", None), ("llama3-8b",
+                                                     compute.validated_comparison_error)):
+        mix = json.dumps([{"name": name, "weight": 1.0, "config": None, "strategy": None,
+                           "options": [], "file": None, "digest": None}])
+        frame = pd.DataFrame({"trial": [0, 1], "status": ["complete"] * 2,
+                              "cost_usd": [100.0, 120.0], "iteration_time_s": [1.0, 1.01],
+                              "gpu": ["A100-80"] * 2, "workload_mix_json": [mix] * 2})
+        best = max(best_per_budget(frame), key=lambda r: r["budget_usd"])  # both affordable
+        assert best["trial"] == 0
+        assert best["model_error"] == expected
+        assert best["within_model_error"] == (None if expected is None else 1)
 
 
 def test_sensitivity_medians_and_correlations(tmp_path):
