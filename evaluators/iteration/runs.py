@@ -234,16 +234,25 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
     from codesign.workloads.hardware import get_hardware
     from codesign.workloads.strategy import as_strategy
 
+    import io
+
+    from codesign.files import read_text
+
     p = Path(path)
     if not p.is_file():
         raise invalid("runs file", str(path), "an existing CSV file")
-    with p.open(newline="") as fh:
-        reader = csv.DictReader(fh)
+    # The project's one safe reader: bounded size, UTF-8 text (a binary or Latin-1 file
+    # is refused with one line, not a UnicodeDecodeError).
+    text = read_text(p, what="runs file")
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
         cols = reader.fieldnames or []
         for c in _REQUIRED:
             if c not in cols:
                 raise invalid(f"{p.name} columns", ",".join(cols), f"a header with {c!r}")
         rows = list(reader)
+    except csv.Error as exc:
+        raise invalid(f"{p.name}", "not CSV", f"a comma-separated file ({exc})") from None
     if not rows:
         raise invalid(f"{p.name}", "no rows", "at least one run")
     runs = []
@@ -253,7 +262,8 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
         try:
             hw = get_hardware(hw_name, catalog)
         except InvalidSpecError as exc:
-            raise invalid(f"{where} gpu", hw_name, str(exc).split(": ", 1)[-1]) from None
+            allowed = str(exc).split(": ", 1)[-1].removeprefix("expected ")
+            raise invalid(f"{where} gpu", hw_name, allowed) from None
         if hardware is not None and hw.name.lower() != hardware.lower():
             continue
         try:

@@ -308,6 +308,30 @@ def test_missing_column_and_file(tmp_path):
         load_runs(tmp_path / "nope.csv")
 
 
+@pytest.mark.parametrize("data, needle", [
+    (bytes(range(256)) * 16, "binary"),                       # random-looking bytes
+    (b"id,gpu,gpus\nx,caf\xe9,8\n", "not UTF-8 text (byte 0xe9 at line 2)"),  # Latin-1
+])
+def test_a_runs_file_that_is_not_utf8_text_is_one_line(tmp_path, capsys, data, needle):
+    p = tmp_path / "runs.csv"
+    p.write_bytes(data)
+    with pytest.raises(InvalidSpecError, match="runs file"):
+        load_runs(p)
+    assert main(["calibrate", str(p), "--hardware", "H100"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0] and "Traceback" not in err[0]
+
+
+def test_an_unknown_gpu_names_the_allowed_ones_once(tmp_path):
+    p = _write(tmp_path / "gpu.csv", [{"id": "x", "gpu": "Z100", "gpus": 8,
+                                       "workload": "gpt3-175b", "strategy": "dp=8",
+                                       "measured": "iteration_s", "value": "1"}])
+    with pytest.raises(InvalidSpecError) as exc:
+        load_runs(p)
+    assert "row 1 gpu 'Z100': expected one of" in str(exc.value)
+    assert "expected expected" not in str(exc.value)
+
+
 def test_calibrate_command_writes_a_profile_evaluate_accepts(tmp_path, capsys):
     runs = _synthetic(tmp_path, TRUTH)
     out = tmp_path / "my-a100.yaml"
