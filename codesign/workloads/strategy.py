@@ -109,7 +109,7 @@ from codesign.specs import check_int
 from codesign.workloads.model import PRECISIONS
 
 __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRATEGY_KEYS",
-           "GRAD_PRECISIONS", "CP_COMMS",
+           "GRAD_PRECISIONS", "CP_COMMS", "MAX_GPUS",
            "pipeline_stages", "bubble_fraction", "is_table",
            "check_applicable", "stage_bounds", "RECOMPUTE", "RECOMPUTE_MODULES",
            "SCHEDULES", "PRECISIONS",
@@ -136,6 +136,8 @@ GRAD_PRECISIONS = {"fp32": 4, "bf16": 2, "fp16": 2}
 #: How context-parallel ranks exchange keys and values (module docstring).
 CP_COMMS = ("ring", "allgather")
 _MAX_DEGREE = 10**7          # far above any cluster
+#: Most GPUs a strategy may span (dp x tp x pp x cp).
+MAX_GPUS = _MAX_DEGREE
 _MAX_MICROBATCHES = 10**9
 _EMBEDDING = ("data", "model")
 _BOOL = {"true": True, "false": False}

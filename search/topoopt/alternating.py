@@ -62,6 +62,7 @@ from codesign.workloads import get_workload
 from codesign.workloads.demand import demand_for
 from codesign.workloads.hardware import get_hardware, load_hardware_catalog
 from codesign.workloads.model import Workload
+from codesign.workloads.strategy import MAX_GPUS
 from evaluators.iteration.inputs import COMM_OVERLAPS
 from search.strategy.chains import (ChainJob, Timing, chain_jobs, local_topology, merge,
                                     on_ray, run_chains)
@@ -174,6 +175,13 @@ class OptimizeSpec:
         object.__setattr__(self, "baselines", tuple(self.baselines))
         check_choice("comm_overlap", self.comm_overlap, COMM_OVERLAPS)
         self.hw  # raises with the catalog's names
+        # The starting strategy is checked here, before Ray starts or a topology is
+        # built: a bad --strategy is one line naming its value, not a remote traceback.
+        if self.gpus > MAX_GPUS:
+            raise invalid("servers", self.servers,
+                          f"at most {MAX_GPUS // self.gpus_per_server:,} servers of "
+                          f"{self.gpus_per_server} GPUs ({MAX_GPUS:,} GPUs)")
+        initial_candidate(self.load_workload(), self.gpus, self.initial_strategy)
 
     @property
     def hw(self):

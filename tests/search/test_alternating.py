@@ -61,7 +61,12 @@ def test_same_result_with_zero_one_or_two_ray_workers(small, ray_shared):
     ({"servers": 1}, "servers"), ({"degree": 0}, "degree"),
     ({"bandwidth_Bps": "fast"}, "bandwidth"), ({"bandwidth_Bps": -1.0}, "bandwidth"),
     ({"baselines": ("torus",)}, "baselines"), ({"rounds": 0}, "rounds"),
-    ({"hardware": "Z80"}, "hardware"), ({"reconfig_delay_s": -1.0}, "reconfig_delay_s")])
+    ({"hardware": "Z80"}, "hardware"), ({"reconfig_delay_s": -1.0}, "reconfig_delay_s"),
+    # The starting strategy and the job's size are checked when the spec is built, before
+    # Ray starts (they reached the user as a remote traceback from inside the Ray task).
+    ({"initial_strategy": "dp=64,recompute=banana"}, "strategy recompute"),
+    ({"initial_strategy": "dp=32,tp=3"}, "strategy dp\\*tp\\*pp\\*cp"),
+    ({"servers": 10_000_000}, "servers 10000000: expected at most 2,500,000 servers")])
 def test_bad_spec(kwargs, field):
     base = dict(workload="dlrm", servers=16, degree=4, bandwidth_Bps=12.5e9)
     with pytest.raises(InvalidSpecError, match=field):
@@ -95,6 +100,13 @@ def test_cli_optimize_bad_input_exits_2(capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bandwidth" in err
+    # A bad starting strategy with Ray workers: one line, before any Ray starts.
+    code = main(["optimize", "--workload", "dlrm", "--servers", "16", "--degree", "4",
+                 "--bandwidth", "100Gbps", "--strategy", "dp=64,recompute=banana"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "recompute 'banana'" in err
+    assert "ray" not in err.lower()
 
 
 def test_same_network_recognises_a_copy_and_a_change():
