@@ -159,19 +159,26 @@ def _progress(args: argparse.Namespace, total: int, label: str = "trials"
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
                    console=Console(stderr=True), transient=True)
-    bar.start()
+    task = bar.add_task(label, total=total)
+    started = False
 
     def update(done: int | None = None, total: int | None = None, *_: Any) -> None:
+        # The bar appears with the first progress report: input refused before any work
+        # leaves stderr with its one error line (a started bar leaves a blank line).
+        nonlocal started
+        if not started:
+            bar.start()
+            started = True
         if done is None:
             bar.advance(task)
         else:
             bar.update(task, completed=done, total=total)
 
     try:
-        task = bar.add_task(label, total=total)
         yield update
     finally:
-        bar.stop()
+        if started:
+            bar.stop()
 
 
 # --------------------------------------------------------------------- topology
