@@ -31,8 +31,8 @@ from pathlib import Path
 
 from codesign.workloads import demand_for, parse_strategy
 from evaluators.iteration.reconfig import evaluate_reconfigurable
-from search.alternating import OptimizeSpec
-from search.strategy_space import Candidate
+from search.topoopt.alternating import OptimizeSpec
+from search.strategy.space import Candidate
 from topologies.topoopt import ocs_reconfig
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -56,7 +56,7 @@ def run_point(rec: dict, rtol: float) -> dict:
     demand = demand_for(spec.load_workload(), c.strategy, spec.hw,
                         c.placement(spec.gpus_per_server), check=True)
     t0 = time.perf_counter()
-    # As search.alternating.ocs_reconfig_baseline, with the tolerance exposed.
+    # As search.topoopt.alternating.ocs_reconfig_baseline, with the tolerance exposed.
     r = evaluate_reconfigurable(
         demand, degree=spec.degree, bandwidth_Bps=spec.bandwidth_Bps,
         fabric_Bps=spec.hw.fabric_bandwidth_Bps, delay_s=spec.reconfig_delay_s,
