@@ -418,7 +418,8 @@ def load_records(directory: str | Path, *, schema: "pa.Schema | None" = None
     Raises
     ------
     InvalidSpecError
-        If ``directory`` is not a folder, or parts disagree on a column's type.
+        If ``directory`` is not a folder, a part is not a readable Parquet file, or
+        parts disagree on a column's type.
     """
     import pandas as pd
     import pyarrow as pa
@@ -430,8 +431,16 @@ def load_records(directory: str | Path, *, schema: "pa.Schema | None" = None
         raise invalid("results folder", str(root), "an existing folder of part-*.parquet files")
     base = schema if schema is not None else record_schema()
     files = record_files(root)
+    schemas = []
+    for f in files:
+        try:
+            schemas.append(pq.read_schema(f))
+        except (pa.ArrowInvalid, OSError) as exc:
+            # Not a Parquet file (truncated by a crash of another tool, or not ours).
+            raise invalid("results part", str(f), f"a readable Parquet file ({exc}); move "
+                          "or delete it") from None
     try:
-        unified = pa.unify_schemas([base, *(pq.read_schema(f) for f in files)])
+        unified = pa.unify_schemas([base, *schemas])
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
         raise InvalidSpecError(f"invalid results folder {str(root)!r}: parts disagree on "
                                f"column types ({exc}); keep one schema per folder") from None

@@ -267,3 +267,13 @@ def test_rows_round_trip_exactly(tmp_path_factory, rows):
                 assert pd.isna(got[key]), key
             else:
                 assert got[key] == value, key
+
+
+def test_a_part_that_is_not_parquet_is_named(tmp_path):
+    # Random bytes where a part should be (a truncated or foreign file): one line naming
+    # the file, not a claim that the parts' schemas disagree.
+    (tmp_path / "part-00000.parquet").write_bytes(bytes(range(256)) * 8)
+    with pytest.raises(InvalidSpecError, match="results part .*part-00000.parquet.*readable "
+                                               "Parquet file") as exc:
+        load_records(tmp_path)
+    assert "disagree" not in str(exc.value) and "\n" not in str(exc.value)
