@@ -714,6 +714,15 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             for key, value in payload["breakdown"].items():
                 if value:
                     print(f"    {key:<24}{value * 1e3:>14.3f} ms")
+        # What the time is worth (issue 17): the validated errors of one time and of a
+        # comparison with another design on this GPU and workload.
+        if payload.get("model_error") is not None:
+            print(f"  validated error: {payload['model_error']:.1%} for this time, "
+                  f"{payload['comparison_error']:.1%} for its ratio to another design's on "
+                  f"{payload['hardware']} (experiments/validation/validation.md)")
+        elif payload.get("mfu") is not None:
+            print("  validated error: none for this case (a GPU without a calibrated "
+                  "profile, a mixture-of-experts model or the constant roofline)")
         if payload.get("memory"):
             mem = payload["memory"]
             print("  memory per GPU (most loaded):")

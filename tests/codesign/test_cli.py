@@ -148,3 +148,22 @@ def test_probe_writes_a_matrix_that_reorder_reads(capsys, tmp_path, ray_shared):
     assert 0 < data["min_s"] <= data["max_s"] < 0.01
     code, out, _ = run(capsys, "reorder", str(path), "--algorithm", "ring", "--json")
     assert code == 0 and sorted(json.loads(out)["order"]) == [0, 1, 2]
+
+
+def test_evaluate_states_the_validated_errors(capsys):
+    from codesign.workloads import get_hardware
+
+    base = ["evaluate", "--topology", "ideal:2,degree=8,bw=400Gbps", "--hardware", "H100"]
+    assert main([*base, "--workload", "gpt3-175b", "--option", "layers=2",
+                 "--option", "hidden=1024", "--option", "heads=8", "--option", "ffn=4096",
+                 "--option", "batch_size=16"]) == 0
+    c = get_hardware("H100").compute
+    line = next(x for x in capsys.readouterr().out.splitlines() if "validated error" in x)
+    assert f"{c.validated_error:.1%} for this time" in line
+    assert f"{c.validated_comparison_error:.1%} for its ratio to another design's" in line
+    # A mixture-of-experts model: no error is claimed.
+    assert main([*base, "--workload", "mixtral-8x7b", "--option", "layers=2",
+                 "--option", "hidden=1024", "--option", "heads=8", "--option", "kv_heads=8",
+                 "--option", "ffn=1024", "--option", "seq_len=1024", "--option",
+                 "batch_size=16", "--strategy", "dp=16,ep=8"]) == 0
+    assert "validated error: none for this case" in capsys.readouterr().out
