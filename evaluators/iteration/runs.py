@@ -111,9 +111,12 @@ def comparable_pairs(runs: Sequence[Run]) -> list[tuple[int, int]]:
     ...                   run("a", "fp8")])
     [(0, 1)]
     """
-    keys = [_model_key(r) for r in runs]
-    return [(i, j) for i in range(len(runs)) for j in range(i + 1, len(runs))
-            if keys[i] == keys[j]]
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(runs):
+        groups.setdefault(_model_key(r), []).append(i)
+    # Within groups only: linear in the runs plus the pairs (not all n^2 / 2 of them).
+    return sorted((a, b) for members in groups.values()
+                  for k, a in enumerate(members) for b in members[k + 1:])
 
 
 def comparison_errors(runs: Sequence[Run], predicted_s: Sequence[float]) -> np.ndarray:
