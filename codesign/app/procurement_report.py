@@ -4,8 +4,9 @@
 
 * ``report.md`` and ``report.html`` -- a procurement section with one table per budget
   (fabric, strategy, days to train, USD per run, TCO with capex and opex per year,
-  slowdown under failures) and the assumptions (prices and how solid they are, power,
-  PUE, amortisation);
+  slowdown under failures), under it the fabrics too close to the answer for the model
+  to rank (:func:`ranking_note`), and the assumptions (prices and how solid they are,
+  power, PUE, amortisation);
 * ``tco_breakdown.png`` -- stacked bars of the TCO per budget (servers, network, power,
   or the cloud rent);
 * ``days_vs_budget.png`` -- days to train (or iteration time without a goal) against the
@@ -28,7 +29,8 @@ from typing import Any
 
 from codesign.app.report import html_table, md_table, new_axes, save_axes, write_pages
 
-__all__ = ["write_whatif_report", "procurement_rows", "sweep_procurement_section"]
+__all__ = ["write_whatif_report", "procurement_rows", "ranking_note",
+           "sweep_procurement_section"]
 
 
 def _usd(v: Any) -> str:
@@ -70,6 +72,28 @@ def procurement_rows(result: dict[str, Any]) -> list[dict[str, str]]:
             "slowdown under failures": slow,
         })
     return rows
+
+
+def ranking_note(choice: dict[str, Any]) -> str:
+    """What the model's validated error says about one budget's answer (issue 17): the
+    other affordable fabrics too close to it to be ranked, or that there are none, or
+    that no error is validated (a mixture-of-experts mix, a GPU without a calibrated
+    profile); empty for a budget that buys nothing."""
+    if not choice.get("topology_spec"):
+        return ""
+    pair, one = choice.get("comparison_error"), choice.get("model_error")
+    if pair is None:
+        return choice.get("note") or ("The model's error is not validated for this GPU: "
+                                      "fabrics are ranked on the predicted times alone.")
+    close = list(choice.get("within_model_error") or ())
+    errors = (f"the model's validated error of a comparison, {pair:.1%} (of one predicted "
+              f"time: {one:.1%})")
+    if not close:
+        return ("Every other affordable fabric timed is slower than this answer by more "
+                f"than {errors}.")
+    shown = ", ".join(close[:5]) + (f" and {len(close) - 5} more" if len(close) > 5 else "")
+    return (f"Not ranked against this answer: {len(close)} other affordable fabric(s) "
+            f"within {errors}: {shown}.")
 
 
 def _plots(result: dict[str, Any], out: Path) -> list[tuple[str, str]]:
@@ -172,10 +196,13 @@ def write_whatif_report(result, out_dir: str | Path) -> dict[str, Path]:
     lines = _assumptions(data)
     md = ["\n".join(f"- {line}" for line in lines)]
     hs = [f"<p>{html.escape(line)}</p>" for line in lines]
-    for row in procurement_rows(data):
+    for row, choice in zip(procurement_rows(data), data["budgets"], strict=True):
         head, body = list(row), [list(row.values())]
-        md.append(f"### Budget {row['budget']}\n\n{md_table(head, body)}")
-        hs.append(f"<h3>Budget {html.escape(row['budget'])}</h3>\n{html_table(head, body)}")
+        note = ranking_note(choice)
+        md.append(f"### Budget {row['budget']}\n\n{md_table(head, body)}"
+                  + (f"\n\n{note}" if note else ""))
+        hs.append(f"<h3>Budget {html.escape(row['budget'])}</h3>\n{html_table(head, body)}"
+                  + (f"\n<p>{html.escape(note)}</p>" if note else ""))
     figures = [(f"![{caption}]({name})\n\n*{caption}*",
                 f'<figure><img src="{html.escape(name)}" alt="{html.escape(caption)}">'
                 f"<figcaption>{html.escape(caption)}</figcaption></figure>")

@@ -60,7 +60,18 @@ def test_days_dollars_failures_and_report(capsys, tmp_path):
     for name in ("report.html", "report.md", "tco_breakdown.png", "days_vs_budget.png",
                  "slowdown_cdf.png"):
         assert (tmp_path / name).stat().st_size > 0
-    assert "Procurement" in (tmp_path / "report.md").read_text()
+    text = (tmp_path / "report.md").read_text()
+    assert "Procurement" in text
+    # Under each budget's table: what the validated error says about the answer (A100:
+    # the catalog's comparison error), with the fabrics too close to rank, if any.
+    from codesign.workloads import get_hardware
+
+    pair = get_hardware("A100-80").compute.validated_comparison_error
+    for c in d["budgets"]:
+        close = c["within_model_error"]
+        expected = (f"Not ranked against this answer: {len(close)} other" if close else
+                    "Every other affordable fabric timed is slower")
+        assert expected in text and f"validated error of a comparison, {pair:.1%}" in text
 
 
 def test_objective_usd_per_run_and_cloud_price(capsys):
@@ -74,3 +85,16 @@ def test_objective_usd_per_run_and_cloud_price(capsys):
         assert t["model"] == "cloud price per GPU-hour" and t["breakdown_usd"].keys() == {"cloud"}
         # 128 A100-80 GPUs at the catalog's $5.12 per GPU-hour.
         assert c["usd_per_run"] == pytest.approx(128 * 5.12 * 24 * c["days_to_train"])
+
+
+def test_ranking_note_states_what_the_error_allows():
+    from codesign.app.procurement_report import ranking_note
+
+    base = {"topology_spec": "torus:4x4", "comparison_error": 0.034, "model_error": 0.073}
+    many = ranking_note({**base, "within_model_error": [f"f{i}" for i in range(7)]})
+    assert many.startswith("Not ranked against this answer: 7 other affordable fabric(s)")
+    assert "3.4% (of one predicted time: 7.3%)" in many and "f4 and 2 more" in many
+    assert ranking_note({**base, "within_model_error": []}).startswith("Every other")
+    moe = {"topology_spec": "x", "comparison_error": None, "note": "mixture-of-experts: ..."}
+    assert ranking_note(moe) == "mixture-of-experts: ..."
+    assert ranking_note({"topology_spec": None, "note": "no fabric"}) == ""
