@@ -11,7 +11,21 @@ strategy search that ``codesign optimize`` runs:
   own strategy when the specification gives one and it fits;
 * FlexFlow-style MCMC over the strategy space (:func:`search.strategy.mcmc.
   mcmc_search` with :mod:`search.strategy.space`'s moves), each candidate timed by the
-  iteration model on *this* fabric (memory-infeasible ones count as infinitely slow);
+  iteration model on *this* fabric, *guided* (:class:`search.strategy.chains.ChainJob`
+  ``guided``): every proposal is first given the memory it needs
+  (:func:`search.strategy.feasible.fit_to_memory`: more micro-batches or recomputation,
+  cheapest first, the proposed change kept) and half the proposals act on the current
+  strategy's largest cost (:func:`search.strategy.space.guided_moves`: ZeRO stage and
+  micro-batches when gradient traffic dominates, the schedule when the bubble does, ...).
+  With the sweeps' budgets (12-16 evaluations) plain MCMC rarely leaves the start on a
+  slow network: the move that pays there (ZeRO-2 -> 1, gradients reduced once an
+  iteration instead of every micro-batch) does not fit without recomputation, a second
+  move taken only by chance.  Llama 3 70B on 64 and 128 H100 servers at 100 Gb/s
+  (torus and 2:1 leaf-spine, three seeds each, 12 evaluations): plain MCMC 92.7 / 51.6 /
+  160.8 / 87.7 s on average, guided 60.5 / 35.7 / 66.9 / 39.7 s, a 64-evaluation plain
+  search 45.3 / 23.7 / 47.0 / 26.2 s (``experiments/benchmarks/bench_strategy_search.py``;
+  at 400 Gb/s, where the start is compute-bound, both find about the start).
+  ``codesign optimize`` keeps FlexFlow's plain MCMC (the TopoOpt reproductions);
 * keep the fastest; report its time, the start's time and the evaluations spent.
 
 The collective algorithm is the third axis, chosen jointly with the strategy: every
@@ -184,7 +198,7 @@ def best_strategies(topology, plans: Sequence[WorkloadPlan], hardware, *,
         else:
             jobs.append(chain_jobs(topology, plan.workload, plan.start, timing,
                                    budget=budget.evaluations, restarts=budget.restarts,
-                                   batch=budget.batch, seed=(seed, i)))
+                                   batch=budget.batch, seed=(seed, i), guided=True))
     done = iter(run_chains([job for per in jobs for job in per]))
     out = []
     for plan, per in zip(plans, jobs):

@@ -49,8 +49,9 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import CodesignError
+from search.strategy.feasible import fit_to_memory
 from search.strategy.mcmc import SearchResult, mcmc_search
-from search.strategy.space import Candidate
+from search.strategy.space import Candidate, guided_moves
 
 __all__ = ["Timing", "ChainJob", "ChainResult", "run_chain", "run_chains", "merge",
            "chain_jobs", "on_ray", "local_topology", "seed_of"]
@@ -124,7 +125,10 @@ class ChainJob:
     """One MCMC chain: search ``workload``'s strategy on ``topology`` from ``start``.
 
     ``budget`` distinct candidates at most, ``batch`` proposals per Metropolis step,
-    seeded with ``seed`` (an integer, :func:`seed_of`).
+    seeded with ``seed`` (an integer, :func:`seed_of`).  ``guided``: every proposal is
+    first made to fit in memory (:func:`search.strategy.feasible.fit_to_memory`) and half
+    of them act on the current strategy's largest cost
+    (:func:`search.strategy.space.guided_moves`); otherwise FlexFlow's plain MCMC.
     """
 
     topology: Any
@@ -134,6 +138,7 @@ class ChainJob:
     budget: int
     timing: Timing
     batch: int = 4
+    guided: bool = False
 
 
 @dataclass(frozen=True)
@@ -187,17 +192,30 @@ def run_chain(job: ChainJob) -> ChainResult:
     def evaluate_many(cands: Sequence[Candidate]) -> list[float]:
         return job.timing.times(topology, job.workload, cands, results)
 
+    repair = guide = None
+    if job.guided:
+        def repair(c: Candidate) -> Candidate:
+            return fit_to_memory(c, job.workload, job.timing.hardware,
+                                 gpus_per_server=job.timing.per_server)
+
+        def guide(c: Candidate) -> tuple[str, ...] | None:
+            r = results.get(c)
+            return guided_moves(r.breakdown if r is not None else None)
+
     found = mcmc_search(job.workload, job.start, evaluate_many, budget=job.budget,
                         restarts=1, batch=job.batch,
-                        gpus_per_server=job.timing.per_server, seed=job.seed)
+                        gpus_per_server=job.timing.per_server, seed=job.seed,
+                        repair=repair, guide=guide)
     return ChainResult(found, results.get(job.start), results.get(found.best))
 
 
 def chain_jobs(topology, workload, start: Candidate, timing: Timing, *, budget: int,
-               restarts: int, batch: int, seed: Sequence[int]) -> list[ChainJob]:
+               restarts: int, batch: int, seed: Sequence[int],
+               guided: bool = False) -> list[ChainJob]:
     """``restarts`` chains sharing ``budget``; chain ``c`` is seeded ``(*seed, c)``."""
     return [ChainJob(topology, workload, start, seed_of((*seed, c)),
-                     budget // restarts + (1 if c < budget % restarts else 0), timing, batch)
+                     budget // restarts + (1 if c < budget % restarts else 0), timing, batch,
+                     guided)
             for c in range(restarts)]
 
 

@@ -54,7 +54,7 @@ from codesign.workloads.strategy import (
     Strategy, check_applicable, is_table, recompute_ladder, with_expert_parallelism)
 from search.strategy.space import Candidate
 
-__all__ = ["Knob", "KNOBS", "feasible_start", "model_parallel_shapes"]
+__all__ = ["Knob", "KNOBS", "feasible_start", "model_parallel_shapes", "fit_to_memory"]
 
 _GIB = float(2 ** 30)
 
@@ -301,3 +301,87 @@ def feasible_start(workload: Workload, gpus: int, hardware: Hardware | str, *,
                           f"GPUs; closest: {closest.message()} (short by {short:.1f} GiB)",
                           reason="memory")
 
+
+
+def _repair_options(s: Strategy, w: Workload) -> tuple[list[Strategy], list[Strategy]]:
+    """The variants :func:`fit_to_memory` may use: more micro-batches (divisors of the
+    replica's batch above ``s``'s count, fewest first) and recomputation at or above
+    ``s``'s level of the ladder (cheapest first) -- never less of either, so a proposal
+    that asked for fewer micro-batches or less recomputation is not undone."""
+    per_replica = w.batch_size // s.dp if s.dp and w.batch_size % s.dp == 0 else 0
+    more = [m for m in range(s.m + 1, per_replica + 1) if per_replica % m == 0]
+    micro = [s] + [replace(s, microbatches=m) for m in more[:_MAX_MICROBATCH_OPTIONS]]
+    ladder = list(recompute_ladder(w, s))
+    here = [i for i, x in enumerate(ladder) if (x.recompute, x.recompute_layers)
+            == (s.recompute, s.recompute_layers)]
+    levels = ladder[here[0] + 1:] if here else ladder
+    return micro, [s] + levels
+
+
+def fit_to_memory(candidate: Candidate, workload: Workload, hardware: Hardware | str, *,
+                  gpus_per_server: int | None = None) -> Candidate:
+    """A search proposal made to fit in memory with the cheapest change that does it.
+
+    A local move of the strategy search (:func:`search.strategy.space.propose`) often
+    leaves HBM: a lower ZeRO stage keeps every gradient, fewer micro-batches keep more
+    activations.  Timed as it is, such a proposal is infeasible (an infinite time, never
+    accepted), and the memory it needs -- full recomputation, more micro-batches -- is a
+    second move the search takes only by chance: the move that helps on a slow network
+    (ZeRO-2 -> 1: gradients reduced once an iteration instead of every micro-batch) is
+    two moves away and its first half does not fit.  This applies the memory knobs of the
+    feasible start (:data:`KNOBS`: more micro-batches, more recomputation; never the
+    proposed change itself, never less of either) in the same cheapest-first order
+    (smallest sum of positions) and returns the first variant that fits; ``candidate``
+    itself when it fits or when nothing does (the evaluator then refuses it).
+
+    Parameters
+    ----------
+    candidate : Candidate
+    workload : Workload
+    hardware : Hardware or str
+    gpus_per_server : int, optional
+        Size of the scale-up domain (default: the hardware's).
+
+    Returns
+    -------
+    Candidate
+        The same placement with the repaired strategy.
+
+    Examples
+    --------
+    ZeRO-1 keeps every gradient of Llama 3 70B on 1,024 H100: that fits only with three
+    quarters of the blocks recomputed (more micro-batches do not make it fit first):
+
+    >>> from codesign.workloads import get_workload
+    >>> w = get_workload("llama3-70b")
+    >>> c = Candidate(Strategy(dp=256, tp=4, microbatches=8, zero=1, sp=True))
+    >>> str(fit_to_memory(c, w, "H100").strategy)
+    'dp=256,tp=4,pp=1,microbatches=8,zero=1,sp=true,recompute=full,recompute_layers=60'
+    """
+    hw = get_hardware(hardware)
+    per = gpus_per_server or hw.gpus_per_server
+
+    def fits(s: Strategy) -> bool:
+        if not _applicable(workload, s):
+            return False
+        return memory_per_gpu(workload, s, hw,
+                              replace(candidate, strategy=s).placement(per)).fits
+
+    base = candidate.strategy
+    if fits(base):
+        return candidate
+    micro, levels = _repair_options(base, workload)
+
+    def combine(mb: Strategy, level: Strategy) -> Strategy:
+        return replace(mb, recompute=level.recompute, recompute_layers=level.recompute_layers,
+                       recompute_modules=level.recompute_modules)
+
+    # The most memory-saving variant first: if even it does not fit, nothing will.
+    if not fits(combine(micro[-1], levels[-1])):
+        return candidate
+    for i, j in sorted(itertools.product(range(len(micro)), range(len(levels))),
+                       key=lambda ij: (sum(ij), ij)):
+        s = combine(micro[i], levels[j])
+        if fits(s):
+            return replace(candidate, strategy=s)
+    return candidate  # pragma: no cover - the most saving variant fits

@@ -104,7 +104,10 @@ def accept_probability(t_new: float, t_cur: float, beta: float) -> float:
 def mcmc_search(workload: Workload, initial: Candidate, evaluate_many: EvaluateMany, *,
                 budget: int = 64, restarts: int = 1, batch: int = 4, beta: float = 20.0,
                 patience: int | None = None, gpus_per_server: int = 1,
-                moves: tuple[str, ...] = MOVES, seed: int = 0) -> SearchResult:
+                moves: tuple[str, ...] = MOVES, seed: int = 0,
+                repair: Callable[[Candidate], Candidate] | None = None,
+                guide: Callable[[Candidate], tuple[str, ...] | None] | None = None
+                ) -> SearchResult:
     """Search strategies by MCMC (module docstring) and return the best found.
 
     Parameters
@@ -132,6 +135,17 @@ def mcmc_search(workload: Workload, initial: Candidate, evaluate_many: EvaluateM
     moves : tuple of str, optional
         Allowed local changes (:data:`~search.strategy.space.MOVES`).
     seed : int, optional
+    repair : callable, optional
+        ``repair(proposal) -> candidate``, applied to every proposal before it is timed
+        (deterministic); e.g. :func:`search.strategy.feasible.fit_to_memory`, which adds
+        the memory a proposal needs instead of letting it fail.  ``None``: proposals are
+        timed as drawn (FlexFlow's MCMC).
+    guide : callable, optional
+        ``guide(current) -> moves or None``: the moves that act on the current state's
+        largest cost (:func:`search.strategy.space.guided_moves` of its time breakdown);
+        each proposal is drawn from them with probability 1/2 (from the chain's own
+        generator), else from ``moves``, so every move stays possible.  ``None``: every
+        proposal from ``moves``.
 
     Returns
     -------
@@ -188,10 +202,15 @@ def mcmc_search(workload: Workload, initial: Candidate, evaluate_many: EvaluateM
         start = len(cache)
         while len(cache) - start < chain_budget and since < stop_after:
             before = len(cache)
+            hint = tuple(m for m in (guide(cur) or ()) if m in moves) if guide else ()
             props = [p for p in (propose(cur, workload, rng, gpus_per_server=gpus_per_server,
-                                         moves=moves) for _ in range(batch)) if p is not None]
+                                         moves=hint if hint and rng.random() < 0.5
+                                         else moves)
+                                 for _ in range(batch)) if p is not None]
             if not props:
                 break
+            if repair is not None:
+                props = [repair(p) for p in props]
             # Never evaluate more than the chain has left: trim the batch.
             fresh = [p for p in dict.fromkeys(props) if p not in cache]
             left = chain_budget - (len(cache) - start)

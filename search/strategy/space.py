@@ -57,12 +57,31 @@ from codesign.workloads.strategy import (
     Strategy, as_strategy, check_applicable, is_table, recompute_ladder,
     with_expert_parallelism)
 
-__all__ = ["Candidate", "MOVES", "propose", "initial_candidate", "prime_factors"]
+__all__ = ["Candidate", "MOVES", "MOVES_BY_COST", "guided_moves", "propose",
+           "initial_candidate", "prime_factors"]
 
 #: The kinds of local change, in the order :func:`propose` draws from.
 MOVES = ("axes", "microbatches", "zero", "ep", "embedding", "order", "table", "recompute",
          "sp", "schedule")
 _REDRAWS = 64
+#: The moves that act on each part of an iteration's time (the keys of
+#: :attr:`evaluators.iteration.IterationResult.breakdown`): what a bottleneck-guided
+#: proposal draws from (:func:`guided_moves`).  Ours, from how each cost arises: gradient
+#: traffic falls with a lower ZeRO stage (ZeRO-2/3 reduce every micro-batch), fewer
+#: micro-batches and less data parallelism; the bubble with more micro-batches or an
+#: interleaved schedule; TP traffic with less tensor parallelism, sequence parallelism or
+#: another rank order; recomputation with more memory headroom (micro-batches, ZeRO).
+MOVES_BY_COST: dict[str, tuple[str, ...]] = {
+    "dp_s": ("zero", "microbatches", "axes"),
+    "zero_s": ("zero", "microbatches", "axes"),
+    "tp_s": ("axes", "sp", "order"),
+    "pp_s": ("schedule", "axes", "order"),
+    "bubble_s": ("microbatches", "schedule", "axes"),
+    "cp_s": ("axes", "order"),
+    "ep_s": ("ep", "axes", "order"),
+    "embedding_s": ("embedding", "table"),
+    "recompute_s": ("recompute", "microbatches", "zero", "axes"),
+}
 
 
 @dataclass(frozen=True)
@@ -292,6 +311,29 @@ def _move_table(c: Candidate, rng: np.random.Generator, w: Workload, servers: in
     choices = [s for s in range(servers) if s != current[t]]
     current[t] = choices[rng.integers(len(choices))]
     return replace(c, table_servers=tuple(current))
+
+
+def guided_moves(breakdown: dict[str, float] | None, *, share: float = 0.05
+                 ) -> tuple[str, ...] | None:
+    """The moves acting on the largest part of an iteration's time other than its
+    compute (:data:`MOVES_BY_COST`), when that part is at least ``share`` of the
+    iteration; ``None`` otherwise (nothing to guide by: compute-bound, or no result).
+
+    Examples
+    --------
+    >>> guided_moves({"compute_s": 10.0, "dp_s": 30.0, "tp_s": 1.0})
+    ('zero', 'microbatches', 'axes')
+    >>> guided_moves({"compute_s": 10.0, "tp_s": 0.1}) is None
+    True
+    """
+    if not breakdown:
+        return None
+    total = sum(v for v in breakdown.values() if v > 0)
+    costs = [(v, k) for k, v in breakdown.items() if k in MOVES_BY_COST and v > 0]
+    if not costs or total <= 0:
+        return None
+    v, k = max(costs)
+    return MOVES_BY_COST[k] if v >= share * total else None
 
 
 def propose(candidate: Candidate, workload: Workload, rng: np.random.Generator, *,

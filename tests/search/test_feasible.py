@@ -72,3 +72,63 @@ def test_infeasible_names_the_closest_attempt_and_its_shortfall():
     with pytest.raises(InfeasibleError, match=r"closest: strategy .* needs .* GiB .*short by "
                                               r"[0-9.]+ GiB"):
         feasible_start(get_workload("llama3-405b"), 16, "H100")
+
+
+# ---------------------------------------------------------------- fit_to_memory
+def _ladder_index(w, s):
+    from codesign.workloads.strategy import recompute_ladder
+
+    return [(x.recompute, x.recompute_layers) for x in recompute_ladder(w, s)].index(
+        (s.recompute, s.recompute_layers))
+
+
+def test_fit_to_memory_adds_the_cheapest_memory_and_keeps_the_move():
+    import itertools
+    from dataclasses import replace
+
+    from search.strategy.feasible import _repair_options, fit_to_memory
+    from search.strategy.space import Candidate
+
+    w, hw = get_workload("llama3-70b"), get_hardware("H100")
+    fitting = Candidate(Strategy(dp=256, tp=4, microbatches=8, zero=2, sp=True))
+    assert fit_to_memory(fitting, w, hw) is fitting          # fits: unchanged
+    zero1 = Candidate(Strategy(dp=256, tp=4, microbatches=8, zero=1, sp=True))
+    assert not memory_per_gpu(w, zero1.strategy, hw, zero1.placement(8)).fits
+    fixed = fit_to_memory(zero1, w, hw).strategy
+    assert memory_per_gpu(w, fixed, hw, zero1.placement(8)).fits
+    # The proposed change stays; only micro-batches and recomputation grow.
+    for k in ("dp", "tp", "pp", "cp", "zero", "sp", "schedule", "vpp"):
+        assert getattr(fixed, k) == getattr(zero1.strategy, k), k
+    assert fixed.m >= zero1.strategy.m
+    assert _ladder_index(w, fixed) > _ladder_index(w, zero1.strategy)
+    # Brute force over the same options: nothing with a smaller sum of positions fits.
+    micro, levels = _repair_options(zero1.strategy, w)
+    pos = next((i + j) for i, j in itertools.product(range(len(micro)), range(len(levels)))
+               if micro[i].m == fixed.m and (levels[j].recompute, levels[j].recompute_layers)
+               == (fixed.recompute, fixed.recompute_layers))
+    for i, j in itertools.product(range(len(micro)), range(len(levels))):
+        if i + j < pos:
+            s = replace(micro[i], recompute=levels[j].recompute,
+                        recompute_layers=levels[j].recompute_layers)
+            assert not memory_per_gpu(w, s, hw, zero1.placement(8)).fits, (i, j)
+
+
+def test_fit_to_memory_never_undoes_a_move_and_gives_up_when_nothing_fits():
+    import numpy as np
+
+    from search.strategy.feasible import fit_to_memory
+    from search.strategy.space import Candidate, propose
+
+    w, hw = get_workload("llama3-70b"), get_hardware("H100")
+    start = feasible_start(w, 1024, hw)
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        p = propose(start, w, rng, gpus_per_server=8)
+        r = fit_to_memory(p, w, hw)
+        assert r.order == p.order and r.strategy.m >= p.strategy.m
+        assert _ladder_index(w, r.strategy) >= _ladder_index(w, p.strategy)
+        fits = memory_per_gpu(w, r.strategy, hw, r.placement(8)).fits
+        assert fits or r == p     # repaired to fit, or returned as drawn
+    # Pure data parallelism of a 70B model fits with no recomputation or micro-batching.
+    dp = Candidate(Strategy(dp=1024))
+    assert fit_to_memory(dp, w, hw) == dp
