@@ -68,12 +68,14 @@ _REDRAWS = 64
 #: :attr:`evaluators.iteration.IterationResult.breakdown`): what a bottleneck-guided
 #: proposal draws from (:func:`guided_moves`).  Ours, from how each cost arises: gradient
 #: traffic falls with a lower ZeRO stage (ZeRO-2/3 reduce every micro-batch), fewer
-#: micro-batches and less data parallelism; the bubble with more micro-batches or an
+#: micro-batches, less data parallelism and, for mixture-of-experts models, another
+#: expert-parallel degree (each expert's gradients are reduced over its own replicas;
+#: ``ep`` is redrawn away for dense models); the bubble with more micro-batches or an
 #: interleaved schedule; TP traffic with less tensor parallelism, sequence parallelism or
 #: another rank order; recomputation with more memory headroom (micro-batches, ZeRO).
 MOVES_BY_COST: dict[str, tuple[str, ...]] = {
-    "dp_s": ("zero", "microbatches", "axes"),
-    "zero_s": ("zero", "microbatches", "axes"),
+    "dp_s": ("zero", "microbatches", "axes", "ep"),
+    "zero_s": ("zero", "microbatches", "axes", "ep"),
     "tp_s": ("axes", "sp", "order"),
     "pp_s": ("schedule", "axes", "order"),
     "bubble_s": ("microbatches", "schedule", "axes"),
@@ -322,7 +324,7 @@ def guided_moves(breakdown: dict[str, float] | None, *, share: float = 0.05
     Examples
     --------
     >>> guided_moves({"compute_s": 10.0, "dp_s": 30.0, "tp_s": 1.0})
-    ('zero', 'microbatches', 'axes')
+    ('zero', 'microbatches', 'axes', 'ep')
     >>> guided_moves({"compute_s": 10.0, "tp_s": 0.1}) is None
     True
     """
