@@ -51,7 +51,7 @@ import numpy as np
 from codesign.errors import CodesignError
 from search.strategy.feasible import fit_to_memory
 from search.strategy.mcmc import SearchResult, mcmc_search
-from search.strategy.space import Candidate, guided_moves
+from search.strategy.space import Candidate, guided_moves, workload_moves
 
 __all__ = ["Timing", "ChainJob", "ChainResult", "run_chain", "run_chains", "merge",
            "chain_jobs", "on_ray", "local_topology", "seed_of"]
@@ -200,7 +200,8 @@ def run_chain(job: ChainJob) -> ChainResult:
 
         def guide(c: Candidate) -> tuple[str, ...] | None:
             r = results.get(c)
-            return guided_moves(r.breakdown if r is not None else None)
+            hint = guided_moves(r.breakdown if r is not None else None)
+            return workload_moves(job.workload, hint) if hint else None
 
     found = mcmc_search(job.workload, job.start, evaluate_many, budget=job.budget,
                         restarts=1, batch=job.batch,

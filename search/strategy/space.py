@@ -57,7 +57,7 @@ from codesign.workloads.strategy import (
     Strategy, as_strategy, check_applicable, is_table, recompute_ladder,
     with_expert_parallelism)
 
-__all__ = ["Candidate", "MOVES", "MOVES_BY_COST", "guided_moves", "propose",
+__all__ = ["Candidate", "MOVES", "MOVES_BY_COST", "guided_moves", "workload_moves", "propose",
            "initial_candidate", "prime_factors"]
 
 #: The kinds of local change, in the order :func:`propose` draws from.
@@ -313,6 +313,24 @@ def _move_table(c: Candidate, rng: np.random.Generator, w: Workload, servers: in
     choices = [s for s in range(servers) if s != current[t]]
     current[t] = choices[rng.integers(len(choices))]
     return replace(c, table_servers=tuple(current))
+
+
+def workload_moves(workload: Workload, moves: tuple[str, ...]) -> tuple[str, ...]:
+    """``moves`` without the kinds that cannot change ``workload``'s strategy (``ep``
+    without experts; ``embedding`` and ``table`` without embedding tables), so that a
+    guided draw (:func:`guided_moves`) spends its random numbers as an unguided one of
+    the same moves would.
+
+    >>> from codesign.workloads import get_workload
+    >>> workload_moves(get_workload("llama3-8b"), ("zero", "ep", "table"))
+    ('zero', 'table')
+    """
+    drop = set()
+    if not _experts(workload):
+        drop.add("ep")
+    if not _tables(workload):
+        drop |= {"embedding", "table"}
+    return tuple(m for m in moves if m not in drop)
 
 
 def guided_moves(breakdown: dict[str, float] | None, *, share: float = 0.05
