@@ -93,17 +93,22 @@ class Knob:
 _MAX_MICROBATCH_OPTIONS = 24
 
 
+def _counts_above(s: Strategy, w: Workload, low: int) -> list[int]:
+    """Micro-batch counts above ``low`` that divide the replica's batch, ascending (the
+    first :data:`_MAX_MICROBATCH_OPTIONS`)."""
+    per_replica = w.batch_size // s.dp if w.batch_size % s.dp == 0 else 0
+    return [m for m in range(low + 1, per_replica + 1)
+            if per_replica % m == 0][:_MAX_MICROBATCH_OPTIONS]
+
+
 def _microbatches(s: Strategy, w: Workload) -> list[Strategy]:
     # Fewer, larger micro-batches first (better kernel efficiency, a shorter 1F1B
     # bubble is not bought with memory), down to one sample per micro-batch.  Without
     # pipelining this is gradient accumulation (one micro-batch in flight).
-    per_replica = w.batch_size // s.dp if w.batch_size % s.dp == 0 else 0
-    out = [replace(s, microbatches=None)]
     # Divisors of the replica's batch, at least pp (a full 1F1B pipeline) and above the
     # default (pp micro-batches; 1 without pipelining), ascending.
-    divisors = [m for m in range(s.pp + 1, per_replica + 1) if per_replica % m == 0]
-    out += [replace(s, microbatches=m) for m in divisors[:_MAX_MICROBATCH_OPTIONS]]
-    return out
+    return [replace(s, microbatches=None)] + [replace(s, microbatches=m)
+                                             for m in _counts_above(s, w, s.pp)]
 
 
 def _zero(s: Strategy, w: Workload) -> list[Strategy]:
@@ -308,9 +313,7 @@ def _repair_options(s: Strategy, w: Workload) -> tuple[list[Strategy], list[Stra
     replica's batch above ``s``'s count, fewest first) and recomputation at or above
     ``s``'s level of the ladder (cheapest first) -- never less of either, so a proposal
     that asked for fewer micro-batches or less recomputation is not undone."""
-    per_replica = w.batch_size // s.dp if s.dp and w.batch_size % s.dp == 0 else 0
-    more = [m for m in range(s.m + 1, per_replica + 1) if per_replica % m == 0]
-    micro = [s] + [replace(s, microbatches=m) for m in more[:_MAX_MICROBATCH_OPTIONS]]
+    micro = [s] + [replace(s, microbatches=m) for m in _counts_above(s, w, s.m)]
     ladder = list(recompute_ladder(w, s))
     here = [i for i, x in enumerate(ladder) if (x.recompute, x.recompute_layers)
             == (s.recompute, s.recompute_layers)]
