@@ -466,8 +466,8 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     # Not validated on mixture-of-experts runs (uncertainty.outside_validation).
     models = [w.load() for w in mix]
     moe = any(map(outside_validation, models))
-    model_error = None if moe else validated_error(hardware)
-    compare_error = None if moe else comparison_error(hardware)
+    model_error = validated_error(hardware, models)
+    compare_error = comparison_error(hardware, models)
     procured: dict = {}
 
     def procure(k) -> dict[str, Any]:
