@@ -720,7 +720,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
             print(f"  validated error: {payload['model_error']:.1%} for this time, "
                   f"{payload['comparison_error']:.1%} for its ratio to another design's on "
                   f"{payload['hardware']} (experiments/validation/validation.md)")
-        elif payload.get("mfu") is not None:
+        else:
             print("  validated error: none for this case (a GPU without a calibrated "
                   "profile, a mixture-of-experts model or the constant roofline)")
         if payload.get("memory"):
