@@ -219,10 +219,13 @@ def mcmc_search(workload: Workload, initial: Candidate, evaluate_many: EvaluateM
                 props = [p for p in props if p in cache or p in keep]
             ts = times_of(props)
             draws = rng.random(len(props))
-            for p, t, u in zip(props, ts, draws):
-                proposed += 1
+            # Every timed proposal counts for the best-so-far, also those after the one
+            # the chain moves to (the loop below stops there).
+            for p, t in zip(props, ts):
                 if t < best_t:
                     best, best_t = p, t
+            for p, t, u in zip(props, ts, draws):
+                proposed += 1
                 if u < accept_probability(t, cur_t, beta):
                     cur, cur_t = p, t
                     accepted += 1

@@ -127,6 +127,20 @@ def test_same_seed_same_result_whatever_order_the_batch_is_evaluated_in():
     assert c.times != a.times or c.best == a.best  # another seed explores differently
 
 
+@settings(max_examples=40, deadline=None)
+@given(name=st.sampled_from(ZOO), seed=st.integers(0, 2**16), batch=st.integers(1, 6),
+       budget=st.integers(2, 30), restarts=st.integers(1, 3))
+def test_the_best_is_the_fastest_candidate_timed(name, seed, batch, budget, restarts):
+    # A batch's proposals after the one the chain moves to are timed too; the best must
+    # count them (it once stopped at the accepted proposal and missed faster ones).
+    w = get_workload(name)
+    r = mcmc_search(w, initial_candidate(w, 16), lambda cs: [_hashed_time(c) for c in cs],
+                    budget=budget, restarts=min(restarts, budget - 1), batch=batch,
+                    seed=seed)
+    assert r.best_time_s == min(r.times.values())
+    assert r.times[r.best.key()] == r.best_time_s
+
+
 def test_infeasible_candidates_are_never_accepted_and_budget_is_respected():
     w = get_workload("vgg16")
     init = initial_candidate(w, 16)
