@@ -283,8 +283,15 @@ def _collective(args: argparse.Namespace):
 
     topo = load_topology(args.spec)
     size = parse_size(args.size, field="--size")
-    return topo, Collective.on(args.collective, topo.npus, size, chunks_per_npu=args.chunks,
-                               root=args.root)
+    coll = Collective.on(args.collective, topo.npus, size, chunks_per_npu=args.chunks,
+                         root=args.root)
+    shard = coll.chunk_bytes * coll.chunks_per_npu  # bytes one NPU's piece splits into
+    if coll.chunks_per_npu > 1 and coll.chunk_bytes < 1.0:
+        # A schedule moves whole bytes; sub-byte chunks only multiply the work.
+        raise invalid("--chunks", args.chunks,
+                      f"at most {max(1, int(shard))} for a {args.size} {args.collective} over "
+                      f"{coll.n} NPUs (chunks of at least one byte)")
+    return topo, coll
 
 
 def _cmd_synth(args: argparse.Namespace) -> int:

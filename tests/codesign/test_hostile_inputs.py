@@ -146,6 +146,16 @@ def test_tiny_bandwidth_and_huge_size_are_refused(capsys):
         one_line_error(*run(capsys, *argv), needle)
 
 
+def test_sub_byte_chunks_are_refused_with_the_largest_allowed(capsys):
+    # 1 MiB over 16 NPUs is 65536 bytes a piece: more chunks than that would be sub-byte.
+    for cmd in ("synth", "bound"):
+        one_line_error(*run(capsys, cmd, "torus:4x4", "--collective", "allgather", "--size",
+                            "1MiB", "--chunks", "100000"), "at most 65536")
+    code, out, _ = run(capsys, "bound", "torus:4x4", "--collective", "allgather", "--size",
+                       "1MiB", "--chunks", "65536")
+    assert code == 0 and out
+
+
 # ---------------------------------------------------------------- hostile files
 def hostile_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
