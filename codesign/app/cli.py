@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import sys
 import time
@@ -557,8 +558,13 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
         print(f"  topology        diameter {payload['diameter']}, mean path length "
               f"{payload['mean_path_length']:.3f}, cost ${payload['cost_usd']:,.0f}")
         for name, b in payload["baselines"].items():
-            t = b["iteration_time_s"]
-            print(f"  {name:<16}{t * 1e3:>12.3f} ms  ${b['cost_usd']:>12,.0f}  {b['notes']}")
+            t, usd = b["iteration_time_s"], b["cost_usd"]
+            if not math.isfinite(usd):  # the fabric could not be built at this size
+                print(f"  {name:<16}not built: {b['notes']}")
+            elif not math.isfinite(t):
+                print(f"  {name:<16}{'no time':>15}  ${usd:>12,.0f}  {b['notes']}")
+            else:
+                print(f"  {name:<16}{t * 1e3:>12.3f} ms  ${usd:>12,.0f}  {b['notes']}")
         for k, v in payload.get("files", {}).items():
             print(f"  {k}: {v}")
 

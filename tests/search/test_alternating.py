@@ -94,6 +94,18 @@ def test_cli_optimize_json_and_files(tmp_path, capsys):
     assert routes and all(p[0][0] == int(k.split("-")[0]) for k, p in routes.items())
 
 
+def test_cli_optimize_names_a_baseline_that_cannot_be_built(capsys):
+    # d = 5 on 4 servers: no simple 5-regular expander exists; its line says why.
+    code = main(["optimize", "--workload", "ncf", "--servers", "4", "--degree", "5",
+                 "--bandwidth", "100Gbps", "--budget", "3", "--rounds", "1", "--workers", "0",
+                 "--baselines", "expander,ideal"])
+    assert code == 0
+    lines = {ln.split()[0]: ln for ln in capsys.readouterr().out.splitlines()[1:]}
+    assert "not built: invalid expander degree 5" in lines["expander"]
+    assert "inf" not in lines["expander"] and "nan" not in lines["expander"]
+    assert lines["ideal"].split()[2] == "ms"
+
+
 def test_cli_optimize_bad_input_exits_2(capsys):
     code = main(["optimize", "--workload", "dlrm", "--servers", "8", "--degree", "2",
                  "--bandwidth", "lots", "--workers", "0"])
