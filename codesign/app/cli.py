@@ -1272,6 +1272,24 @@ def _error_field(text: str) -> str | None:
     return m.group(1) if m else None
 
 
+def _attach_negative_values(argv: list[str]) -> list[str]:
+    """``--size -1MiB`` -> ``--size=-1MiB``, so that the value's own check answers.
+
+    argparse takes a token such as ``-1MiB`` or ``-5%`` for an unknown option and says only
+    "expected one argument"; attached to its long option it reaches the field's parser,
+    which names the value and what is allowed.  Plain negative numbers (``-1``, ``-0.5``)
+    argparse already passes as values; this leaves them as they are too.
+    """
+    out: list[str] = []
+    for tok in argv:
+        if (out and out[-1].startswith("--") and "=" not in out[-1] and out[-1] != "--"
+                and len(tok) > 1 and tok[0] == "-" and (tok[1].isdigit() or tok[1] == ".")):
+            out[-1] = f"{out[-1]}={tok}"
+        else:
+            out.append(tok)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``codesign`` console script; returns the exit status.
 
@@ -1283,7 +1301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import warnings
 
     parser = build_parser()
-    _Parser.json_errors = "--json" in (sys.argv[1:] if argv is None else list(argv))
+    argv = _attach_negative_values(sys.argv[1:] if argv is None else list(argv))
+    _Parser.json_errors = "--json" in argv
     args = parser.parse_args(argv)
     try:
         with warnings.catch_warnings():

@@ -156,6 +156,16 @@ def test_sub_byte_chunks_are_refused_with_the_largest_allowed(capsys):
     assert code == 0 and out
 
 
+@pytest.mark.parametrize("argv, needle", [
+    (["synth", "ring:4", "--collective", "allgather", "--size", "-1MiB"], "--size '-1MiB'"),
+    (["bound", "ring:4", "--collective", "allgather", "--size", "-.5GB"], "--size '-.5GB'"),
+    (["whatif", "--gpus", "8", "--budget", "-5e6"], "budget '-5e6'"),
+])
+def test_negative_values_reach_their_field_check(capsys, argv, needle):
+    # argparse alone would say "expected one argument" for a value starting with '-'.
+    one_line_error(*run(capsys, *argv), needle)
+
+
 # ---------------------------------------------------------------- hostile files
 def hostile_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
