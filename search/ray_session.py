@@ -32,6 +32,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -221,9 +223,34 @@ def ray_session(address: str | None = None, *, num_cpus: int | None = None) -> I
     else:
         _start_local(num_cpus, quiet)
     try:
-        yield True
+        with _sigterm_as_interrupt():
+            yield True
     finally:
         ray.shutdown()
+
+
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM (a scheduler or ``timeout`` stopping the job) unwinds like Ctrl-C.
+
+    ``ray.init`` installs its own fatal-signal handler in this process, which on SIGTERM
+    prints native stack dumps and dies without running ``finally`` blocks, so a sweep
+    stopped that way lost its pending records.  Raised as ``KeyboardInterrupt`` instead,
+    the callers write what they hold and shut Ray down.  Only the main thread can set a
+    handler; elsewhere nothing changes.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before if before is not None else signal.SIG_DFL)
 
 
 # ------------------------------------------------------------------ worker errors

@@ -770,10 +770,13 @@ def _cmd_quickstart(args: argparse.Namespace) -> int:
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
-    from search.sweeps.driver import run_sweep
+    from search.sweeps.driver import planned_note, run_sweep
     from search.sweeps.spec import load_sweep_spec
 
     spec = load_sweep_spec(args.config)
+    note = planned_note(spec)
+    if note:
+        print(f"codesign: note: {note}", file=sys.stderr)
     with _progress(args, spec.trials) as update:
         result = run_sweep(spec, results_dir=args.results, resume=args.resume,
                            ray_address=args.ray_address, progress=update)

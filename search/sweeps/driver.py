@@ -63,6 +63,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import InvalidSpecError
+from codesign.units import format_size
 from search.sweeps.spec import SweepSpec
 from search.sweeps.trial import SweepPoint, TrialOutcome, evaluate_trial, time_model_name
 
@@ -73,12 +74,57 @@ __all__ = [
     "evaluate_trial",
     "run_sweep",
     "time_model_name",
+    "distinct_designs",
+    "planned_note",
 ]
 
 #: Optuna user attribute holding a trial's record (JSON).
 RECORD_ATTR = "codesign_record"
 #: Optuna study user attribute holding the configuration hash.
 CONFIG_HASH_ATTR = "codesign_config_hash"
+#: Disk a trial takes, bytes: its Parquet row (8.6-12.7 KB a trial on the committed sweeps,
+#: mostly each part file's schema) and its Optuna journal entries (7-17 KB; more with
+#: strategy searches), measured on experiments/sweeps/ and the quickstart; rounded up.
+BYTES_PER_TRIAL = 32 * 1024
+
+
+def distinct_designs(spec: SweepSpec) -> int:
+    """Number of distinct design points of the spec's space (the grid sampler's grid)."""
+    return math.prod(len(v) for v in _Run(spec, Path(".")).grid().values())
+
+
+def planned_note(spec: SweepSpec) -> str | None:
+    """A one-line note when the planned trials exceed the distinct designs, else ``None``.
+
+    The samplers draw designs again once the space is covered, and every trial is timed
+    and recorded, so such a plan mostly repeats work; it is allowed (a strategy search
+    may find another strategy for a design drawn again) but said.
+    """
+    n = distinct_designs(spec)
+    if spec.trials <= n:
+        return None
+    return (f"{spec.trials:,} trials planned over {n:,} distinct designs: designs drawn "
+            f"again are timed again (records about "
+            f"{format_size(spec.trials * BYTES_PER_TRIAL)})")
+
+
+def _check_disk(spec: SweepSpec, study_dir: Path, to_run: int) -> None:
+    """Refuse, before any trial runs, a plan whose records would not fit on the disk."""
+    import shutil
+
+    where = study_dir.resolve()
+    while not where.exists() and where != where.parent:
+        where = where.parent
+    try:
+        free = shutil.disk_usage(where).free
+    except OSError:
+        return  # nothing to measure against: the writes report their own errors
+    if to_run * BYTES_PER_TRIAL > free:
+        raise InvalidSpecError(
+            f"invalid sweep trials {spec.trials}: expected at most "
+            f"{free // BYTES_PER_TRIAL:,} more on this disk ({format_size(free)} free at "
+            f"{where}; a trial's records and journal take about "
+            f"{format_size(BYTES_PER_TRIAL)})")
 
 
 # ---------------------------------------------------------------------- result
@@ -471,11 +517,14 @@ def run_sweep(spec: SweepSpec, *, results_dir: str | Path = "results", resume: b
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the library stays quiet
     try:
+        if not run.study_dir.exists():  # a new study: refuse before creating anything
+            _check_disk(spec, run.study_dir, spec.trials)
         writer = RecordWriter(run.records_dir)
         study = _open_study(run, resume=resume)
         _reconcile(study, run, writer)
         finished = sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
         to_run = max(0, spec.trials - finished)
+        _check_disk(spec, run.study_dir, to_run)
         if to_run:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

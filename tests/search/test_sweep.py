@@ -17,7 +17,8 @@ import pytest
 from codesign.errors import InvalidSpecError
 from codesign.records import load_records
 from search.ray_session import ray_session
-from search.sweeps.driver import SweepPoint, evaluate_trial, run_sweep
+from search.sweeps.driver import (BYTES_PER_TRIAL, SweepPoint, distinct_designs, evaluate_trial,
+                                  planned_note, run_sweep)
 from search.sweeps.spec import WorkloadItem, parse_sweep_spec
 
 RATE = 100e9 / 8
@@ -311,3 +312,47 @@ def test_records_do_not_depend_on_the_worker_count(tmp_path, ray_cluster):
     b = load_records(tmp_path / "w2")[cols]
     assert (a["status"] == "complete").any()
     pd.testing.assert_frame_equal(a, b)
+
+
+def test_sigterm_stops_the_sweep_with_its_records_written(tmp_path):
+    # A scheduler or `timeout` stops a job with SIGTERM; Ray's own handler used to dump
+    # native stacks and skip the final write, leaving told trials without records.
+    script = tmp_path / "driver.py"
+    script.write_text(_DRIVER)
+    results = tmp_path / "results"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, str(script), str(results), "slow"], env=env,
+                            start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    records = results / "k" / "records"
+    deadline = time.monotonic() + 90
+    try:
+        while time.monotonic() < deadline and not list(records.glob("part-*.parquet")):
+            time.sleep(0.1)
+        assert proc.poll() is None, "the sweep ended before it could be stopped"
+        proc.send_signal(signal.SIGTERM)
+        err = proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert "SIGTERM received" not in err and "KeyboardInterrupt" in err
+    told = sum(1 for line in (results / "k" / "optuna-journal.log").read_text().splitlines()
+               if json.loads(line).get("op_code") == 6)  # a trial's state set: told
+    assert 0 < told == len(load_records(results / "k")) < 10
+
+
+def test_a_plan_beyond_the_space_or_the_disk(tmp_path, monkeypatch):
+    spec = _spec()  # 3 families x 2 degrees x 2 link rates
+    assert distinct_designs(spec) == 12
+    assert planned_note(spec) is None and planned_note(spec.replace(trials=12)) is None
+    note = planned_note(spec.replace(trials=13))
+    assert note.startswith("13 trials planned over 12 distinct designs")
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(0, 0, 10 * BYTES_PER_TRIAL))
+    with pytest.raises(InvalidSpecError, match=r"sweep trials 11: expected at most 10 more"):
+        run_sweep(spec.replace(trials=11), results_dir=tmp_path / "r")
+    assert not (tmp_path / "r").exists()  # refused before anything was created
