@@ -226,30 +226,37 @@ _DRIVER = textwrap.dedent("""
 """)
 
 
-def test_resume_after_kill_9_gives_exactly_the_planned_trials(tmp_path):
+def _slow_sweep_with_a_batch_on_disk(tmp_path, stderr=subprocess.DEVNULL):
+    """The driver script's slow sweep, started in its own session and returned (process,
+    results folder, environment) once its first batch of records is on disk."""
     script = tmp_path / "driver.py"
     script.write_text(_DRIVER)
     results = tmp_path / "results"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     proc = subprocess.Popen([sys.executable, str(script), str(results), "slow"], env=env,
                             start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=stderr, text=True)
     records = results / "k" / "records"
     deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not list(records.glob("part-*.parquet")):
+        time.sleep(0.1)
+    if proc.poll() is not None:
+        raise AssertionError("the sweep ended before it could be stopped")
+    return proc, results, env
+
+
+def test_resume_after_kill_9_gives_exactly_the_planned_trials(tmp_path):
+    proc, results, env = _slow_sweep_with_a_batch_on_disk(tmp_path)
     try:
-        # Kill once at least one batch is on disk but before the sweep ends.
-        while time.monotonic() < deadline and not list(records.glob("part-*.parquet")):
-            time.sleep(0.1)
-        assert proc.poll() is None, "the sweep ended before it could be killed"
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGKILL)  # a batch is on disk, the sweep not over
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     before = load_records(results / "k")
     assert 0 < len(before) < 10
-    done = subprocess.run([sys.executable, str(script), str(results), "fast"], env=env,
-                          capture_output=True, text=True, timeout=180)
+    done = subprocess.run([sys.executable, str(tmp_path / "driver.py"), str(results), "fast"],
+                          env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
     df = load_records(results / "k")
     assert sorted(df["trial"].tolist()) == list(range(10))  # unique, none lost or repeated
@@ -317,19 +324,8 @@ def test_records_do_not_depend_on_the_worker_count(tmp_path, ray_cluster):
 def test_sigterm_stops_the_sweep_with_its_records_written(tmp_path):
     # A scheduler or `timeout` stops a job with SIGTERM; Ray's own handler used to dump
     # native stacks and skip the final write, leaving told trials without records.
-    script = tmp_path / "driver.py"
-    script.write_text(_DRIVER)
-    results = tmp_path / "results"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    proc = subprocess.Popen([sys.executable, str(script), str(results), "slow"], env=env,
-                            start_new_session=True, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    records = results / "k" / "records"
-    deadline = time.monotonic() + 90
+    proc, results, _ = _slow_sweep_with_a_batch_on_disk(tmp_path, stderr=subprocess.PIPE)
     try:
-        while time.monotonic() < deadline and not list(records.glob("part-*.parquet")):
-            time.sleep(0.1)
-        assert proc.poll() is None, "the sweep ended before it could be stopped"
         proc.send_signal(signal.SIGTERM)
         err = proc.communicate(timeout=60)[1]
     finally:
