@@ -460,12 +460,12 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     # The model's validated error for this GPU (issue 17): affordable fabrics within the
     # error of a comparison (two designs on this GPU and mix) of the chosen one are
     # listed, not ranked (search.budget.best_per_budget).
-    from evaluators.iteration.uncertainty import (comparison_error, outside_validation,
-                                                  validated_error)
+    from evaluators.iteration.uncertainty import (comparison_error, validated_error,
+                                                  validation_gap)
 
-    # Not validated on mixture-of-experts runs (uncertainty.outside_validation).
+    # Kinds of model the validation does not cover (uncertainty.validation_gap).
     models = [w.load() for w in mix]
-    moe = any(map(outside_validation, models))
+    gaps = sorted({g for g in map(validation_gap, models) if g})
     model_error = validated_error(hardware, models)
     compare_error = comparison_error(hardware, models)
     procured: dict = {}
@@ -522,9 +522,9 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         per = tuple(json.loads(m["per_workload_json"]))
         strategies = {w["workload"]: w["strategy"] for w in per}
         close = [results[k][1].metrics["topology_spec"] for k in pick.close or ()]
-        note = ("mixture-of-experts: the model's error is not validated for these "
+        note = (f"{' and '.join(gaps)}: the model's error is not validated for these "
                 "workloads (experiments/validation/validation.md), fabrics are ranked "
-                "on the predicted times alone") if moe else ""
+                "on the predicted times alone") if gaps else ""
         if close:
             note = (f"{len(close)} other affordable fabric(s) within the model's validated "
                     f"error of a comparison, {compare_error:.1%} (not ranked against it): "

@@ -735,7 +735,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                   f"{payload['hardware']} (experiments/validation/validation.md)")
         else:
             print("  validated error: none for this case (a GPU without a calibrated "
-                  "profile, a mixture-of-experts model or the constant roofline)")
+                  "profile, the constant roofline, or a kind of model the validation does "
+                  "not cover: mixture-of-experts, recommendation or MLP-only)")
         if payload.get("memory"):
             mem = payload["memory"]
             print("  memory per GPU (most loaded):")

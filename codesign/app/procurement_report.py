@@ -77,8 +77,8 @@ def procurement_rows(result: dict[str, Any]) -> list[dict[str, str]]:
 def ranking_note(choice: dict[str, Any]) -> str:
     """What the model's validated error says about one budget's answer (issue 17): the
     other affordable fabrics too close to it to be ranked, or that there are none, or
-    that no error is validated (a mixture-of-experts mix, a GPU without a calibrated
-    profile); empty for a budget that buys nothing."""
+    that no error is validated (a mix with a kind of model the validation does not
+    cover, a GPU without a calibrated profile); empty for a budget that buys nothing."""
     if not choice.get("topology_spec"):
         return ""
     pair, one = choice.get("comparison_error"), choice.get("model_error")

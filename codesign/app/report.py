@@ -315,8 +315,8 @@ def _model_error(gpu: Any, *, comparison: bool = False,
     catalog) -- of one predicted time, or with ``comparison`` of comparing two designs
     on that GPU and workload -- or None when it has no calibrated profile, or when the
     design's workload mix (``mix_json``, the records' ``workload_mix_json``) holds a
-    workload the validation does not cover (mixture-of-experts,
-    :func:`evaluators.iteration.uncertainty.outside_validation`) or that cannot be
+    workload the validation does not cover (mixture-of-experts, recommendation or
+    MLP-only models: :func:`evaluators.iteration.uncertainty.validation_gap`) or that cannot be
     rebuilt (a model file gone since the sweep): no error is claimed for those."""
     import json
 
@@ -473,7 +473,10 @@ def _sweep_sections(frame) -> list[tuple[str, str, str]]:
                         "the model's validated error of it (GPUs with a calibrated profile; "
                         "the error of comparing two designs where all designs share one GPU "
                         "type and workload mix, else the error of one predicted time): "
-                        "the model does not rank those against it.", head, body))
+                        "the model does not rank those against it. `-`: no validated error "
+                        "(a GPU without a calibrated profile, or a mix with a kind of model "
+                        "the validation does not cover: mixture-of-experts, recommendation "
+                        "or MLP-only), ranked on the predicted times alone.", head, body))
     medians, correlations = sensitivity(frame)
     objs = _objectives(frame[frame["status"] == "complete"])
     head = ["parameter", "value", "designs"] + [f"median {_OBJ_FMT[o][0]}" for o in objs]

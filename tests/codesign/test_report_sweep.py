@@ -78,10 +78,12 @@ def test_best_per_budget_matches_brute_force(tmp_path):
         # 1.05 s against 1.00 s: 5 %, beyond the comparison error, within the other.
         assert next(r for r in rows if r["budget_usd"] == 125.0)["within_model_error"] \
             == close_at_125
-    # A mix with a mixture-of-experts model is outside the validation: no error claimed,
-    # nothing left unranked; a dense zoo model keeps the comparison error.
-    for name, expected in (("mixtral-8x7b", None), ("llama3-8b",
-                                                     compute.validated_comparison_error)):
+    # A mix with a mixture-of-experts, recommendation or MLP-only model is outside the
+    # validation: no error claimed, nothing left unranked; a dense transformer or a CNN
+    # keeps the comparison error.
+    for name, expected in (("mixtral-8x7b", None), ("dlrm", None), ("candle", None),
+                           ("resnet50", compute.validated_comparison_error),
+                           ("llama3-8b", compute.validated_comparison_error)):
         mix = json.dumps([{"name": name, "weight": 1.0, "config": None, "strategy": None,
                            "options": [], "file": None, "digest": None}])
         frame = pd.DataFrame({"trial": [0, 1], "status": ["complete"] * 2,

@@ -99,11 +99,14 @@ def test_whatif_lists_fabrics_within_the_model_error(capsys) -> None:
     assert best > 0
 
 
-def test_whatif_claims_no_validated_error_for_moe(capsys) -> None:
+@pytest.mark.parametrize("workload, why", [
+    ("mixtral-8x7b", "a mixture-of-experts model"),
+    ("dlrm", "a model with neither attention nor convolution layers")])
+def test_whatif_claims_no_validated_error_outside_the_validation(capsys, workload, why):
     choice = _first_choice(capsys, "--budget", "1e8", "--servers", "4", "--gpu", "H100",
-                           "--workload", "mixtral-8x7b", "--families", "leafspine,railopt")
+                           "--workload", workload, "--families", "leafspine,railopt")
     assert choice["model_error"] is None and not choice["within_model_error"]
-    assert "mixture-of-experts" in choice["note"]
+    assert choice["note"].startswith(f"{why}: the model's error is not validated")
 
 
 def test_whatif_compares_todays_gpu_fabrics(capsys) -> None:
