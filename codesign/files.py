@@ -265,6 +265,31 @@ def check_output_path(path: str | Path, *, what: str = "output file") -> Path:
     return p
 
 
+def check_output_folder(path: str | Path, *, what: str = "output folder") -> Path:
+    """Check, before any work, that folder ``path`` exists or can be created.
+
+    Nothing is created here (a refused or failed run leaves no empty folder): ``path``
+    must be a directory if it exists, and its nearest existing ancestor a writable one.
+    """
+    p = Path(path)
+    if not str(path):
+        raise _cannot("write", what, p, "expected a folder name")
+    if p.exists():
+        if not p.is_dir():
+            raise _cannot("write", what, p, "it exists and is not a folder")
+        if not os.access(p, os.W_OK):
+            raise _cannot("write", what, p, "the folder is not writable")
+        return p
+    parent = p.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise _cannot("write", what, p, f"{str(parent)!r} is not a folder")
+    if not os.access(parent, os.W_OK):
+        raise _cannot("write", what, p, f"folder {str(parent)!r} is not writable")
+    return p
+
+
 def write_text_atomic(path: str | Path, text: str, *, what: str = "output file") -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically (see :func:`write_bytes_atomic`)."""
     return write_bytes_atomic(path, text.encode("utf-8"), what=what)

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import CodesignError, InfeasibleError, InvalidSpecError, invalid
-from codesign.files import check_output_path, load_yaml_text, write_text_atomic
+from codesign.files import (check_output_folder, check_output_path, load_yaml_text,
+                             write_text_atomic)
 from codesign.specs import check_choice
 from codesign.units import format_size, parse_bandwidth, parse_size
 
@@ -521,8 +522,8 @@ def _cmd_workload_show(args: argparse.Namespace) -> int:
 def _cmd_optimize(args: argparse.Namespace) -> int:
     from search.topoopt.alternating import BASELINES, OptimizeSpec, optimize
 
-    if args.out and Path(args.out).exists() and not Path(args.out).is_dir():
-        raise invalid("--out", args.out, "a folder (it exists and is a file)")
+    if args.out:
+        check_output_folder(args.out, what="--out folder")  # fail before the work
     baselines = BASELINES if args.baselines is None else tuple(
         b for b in args.baselines.split(",") if b)
     spec = OptimizeSpec(workload=args.workload, config=args.config, servers=args.servers,
@@ -579,6 +580,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
     from evaluators.iteration.calibrate import calibrate
     from evaluators.iteration.runs import load_runs
 
+    if args.out:
+        check_output_path(args.out, what="--out file")  # fail before the fit, not after
     catalog = _hardware_catalog(args.hardware_file)
     hw = get_hardware(args.hardware, catalog)
     runs = load_runs(args.runs, hardware=hw.name, catalog=catalog)
@@ -609,7 +612,8 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
                   f"`codesign calibrate {args.runs} --hardware {args.hardware}`.\n"
                   "# Use it with: codesign evaluate --hardware-file THIS_FILE "
                   f"--hardware {result.hardware.name} ...\n")
-        Path(args.out).write_text(header + yaml.safe_dump(doc, sort_keys=False))
+        write_text_atomic(args.out, header + yaml.safe_dump(doc, sort_keys=False),
+                          what="--out file")
         payload["out"] = args.out
 
     def human() -> None:
@@ -852,6 +856,8 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
                           f"a comma list of {', '.join(SWEEP_FAMILIES)}")
         families = {"families": names}
     procurement = _procurement_options(args)
+    if args.report:
+        check_output_folder(args.report, what="--report folder")  # fail before the work
     with _progress(args, 1, label="fabrics") as update:
         result = run_whatif(parse_budgets(args.budget), servers=servers, workloads=mix,
                             gpu=args.gpu, collective_method=args.collective_method,
@@ -1273,6 +1279,10 @@ def _error_field(text: str) -> str | None:
     if text.startswith("refused:") and m:
         return m.group(1)
     m = re.match(r"invalid (.+?) (?:'|\d|-|\[|\{|\(|None|True|False|<)", text)
+    if m:
+        return m.group(1)
+    # Files (codesign.files): "cannot read|write WHAT 'path': why".
+    m = re.match(r"cannot (?:read|write) (.+?) '", text)
     return m.group(1) if m else None
 
 

@@ -217,6 +217,27 @@ def test_outputs_into_missing_folder_or_directory(capsys, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["s.json"]  # no temporary file left
 
 
+def test_output_folders_and_files_are_checked_before_the_work(capsys, tmp_path):
+    # These wrote only after computing, and a bad path was a Python traceback.
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    whatif = ["whatif", "--gpus", "64", "--workload", "llama3-8b", "--budget", "1e6",
+              "--quiet", "--search-evaluations", "0", "--families", "ideal"]
+    runs = ROOT / "experiments" / "validation" / "runs.csv"
+    calibrate = ["calibrate", runs, "--hardware", "A100-80", "--holdout", "none", "--out"]
+    for argv, needle in (
+            ([*whatif, "--report", afile], "--report folder"),
+            ([*whatif, "--report", afile / "sub"], "is not a folder"),
+            ([*calibrate, tmp_path / "nodir" / "x.yaml"], "does not exist"),
+            ([*calibrate, tmp_path], "is a directory"),
+            (["optimize", "--workload", "ncf", "--servers", "4", "--degree", "2",
+              "--bandwidth", "100Gbps", "--out", afile], "is not a folder")):
+        one_line_error(*run(capsys, *argv), needle)
+    code, out, _ = run(capsys, *whatif, "--report", afile, "--json")
+    assert code == 2 and json.loads(out)["field"] == "--report folder"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing created
+
+
 # ------------------------------------------------------------ schedules on load
 def _schedule(tmp_path, capsys, spec="ring:4", kind="allgather"):
     path = tmp_path / "s.json"
