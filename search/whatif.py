@@ -339,6 +339,10 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         check_catalog(catalog, "whatif catalog")
     budgets = parse_budgets(list(budgets))
     mix = parse_mix(workloads) if isinstance(workloads, str) else tuple(workloads)
+    from codesign.workloads.compute import resolve_precision
+
+    for item in mix:   # a format the GPU lacks is the caller's error, not "inapplicable"
+        resolve_precision(item.load(), hardware)
     check_choice("whatif objective", objective, WHATIF_OBJECTIVES)
     from evaluators.iteration.inputs import COMM_OVERLAPS
 

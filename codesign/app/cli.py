@@ -869,7 +869,14 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
         from codesign.app.procurement_report import write_whatif_report
 
         write_whatif_report(result, args.report)
-    return _emit(args, result.to_dict(), lambda: print(format_whatif(result)))
+    code = _emit(args, result.to_dict(), lambda: print(format_whatif(result)))
+    if code == 0 and result.choices and not any(c.topology_spec for c in result.choices):
+        # A valid request nothing answers (every budget below the cheapest fabric): exit 1,
+        # as a sweep with no complete trial; the answer above says what would.
+        print("codesign: infeasible: no budget buys a fabric that runs the mix (see the "
+              "cheapest above)", file=sys.stderr)
+        return 1
+    return code
 
 
 def _procurement_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -238,6 +238,18 @@ def test_output_folders_and_files_are_checked_before_the_work(capsys, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # nothing created
 
 
+def test_whatif_exit_codes_for_a_format_the_gpu_lacks_and_an_unaffordable_request(capsys):
+    base = ["whatif", "--servers", "2", "--gpu", "A100-80", "--workload", "llama3-8b",
+            "--quiet", "--search-evaluations", "0", "--families", "ideal"]
+    # Caller's error (exit 2), not "no fabric of the grid can run the mix" (exit 1).
+    one_line_error(*run(capsys, *base, "--budget", "1e6", "--option", "precision=fp8"),
+                   "invalid precision 'fp8': expected one of")
+    code, out, err = run(capsys, *base, "--budget", "10")
+    assert code == 1 and "costs at most $10" in out and "infeasible" in err
+    code, out, _ = run(capsys, *base, "--budget", "10,1e6")  # one budget buys: an answer
+    assert code == 0
+
+
 # ------------------------------------------------------------ schedules on load
 def _schedule(tmp_path, capsys, spec="ring:4", kind="allgather"):
     path = tmp_path / "s.json"
