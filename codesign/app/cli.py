@@ -54,8 +54,35 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[],
         human()
     else:
         for key, value in payload.items():
-            print(f"{key}: {value}")
+            if isinstance(value, (list, tuple)) and value and isinstance(value[0], dict):
+                print(f"{key}: {len(value)}")
+                for item in value[:_HUMAN_ROWS]:
+                    print("  " + ", ".join(f"{k} {_human_value(v)}" for k, v in item.items()))
+                if len(value) > _HUMAN_ROWS:
+                    print(f"  ... {len(value) - _HUMAN_ROWS} more (--json for all)")
+            else:
+                print(f"{key}: {_human_value(value)}")
     return 0
+
+
+#: Rows of a list printed by the plain key: value output (the rest with --json).
+_HUMAN_ROWS = 20
+
+
+def _human_value(value: Any) -> str:
+    """One value of the plain key: value output, as a reader wants it (no Python reprs:
+    ``none`` for None, yes/no, dicts as ``k v`` pairs)."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else f"{value:.6g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_human_value(v)}" for k, v in value.items()) or "none"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_human_value(v) for v in value) or "none"
+    return str(value)
 
 
 def _finite_json(value: Any, notes: dict[str, str] | None = None, key: str = "") -> Any:
@@ -420,7 +447,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         check_simulation(len(args.send or []), topo.n_links, field="--send")
         sends = [_parse_send(text, i) for i, text in enumerate(args.send or [])]
         if not sends:
-            raise invalid("--send", None, "at least one SRC:DST:SIZE, or --schedule FILE")
+            raise invalid("--send", [], "at least one SRC:DST:SIZE, or --schedule FILE")
         for i, (s, d, _) in enumerate(sends):
             for name, node in (("SRC", s), ("DST", d)):
                 if not 0 <= node < topo.npus:

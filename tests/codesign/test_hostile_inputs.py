@@ -250,6 +250,17 @@ def test_whatif_exit_codes_for_a_format_the_gpu_lacks_and_an_unaffordable_reques
     assert code == 0
 
 
+def test_plain_output_has_no_python_reprs(capsys):
+    code, out, _ = run(capsys, "bound", "ring:8", "--collective", "allreduce", "--size",
+                       "1MiB", "--method", "mcf")
+    assert code == 0 and "optimal: yes" in out and "size_bytes: 1048576\n" in out
+    assert "None" not in out and "True" not in out
+    code, out, _ = run(capsys, "simulate", "ring:8", "--send", "0:3:1MiB", "--send", "1:5:1MiB")
+    assert code == 0 and "transfers: 2\n  src 0, dst 3, size_bytes 1048576" in out
+    assert "{" not in out and "[" not in out
+    one_line_error(*run(capsys, "simulate", "ring:8"), "invalid --send []: expected at least")
+
+
 # ------------------------------------------------------------ schedules on load
 def _schedule(tmp_path, capsys, spec="ring:4", kind="allgather"):
     path = tmp_path / "s.json"
