@@ -37,7 +37,12 @@ Section 5.1), which compares architectures at equal ``d`` and ``B``:
   server, each GPU's NIC of rate ``B`` on its own rail of a rail-optimised Clos, or
   split into two planes of ``B / 2``; the server's GPUs form one NVLink domain.  The
   topology's NPUs are GPUs, so only ``d`` equal to the GPU type's GPUs per server
-  applies (other degrees are pruned by the iteration model as inapplicable).
+  applies (other degrees are pruned by the iteration model as inapplicable).  The
+  NVLink domain runs at the GPU's own scale-up bandwidth (the hardware catalog's
+  ``fabric_bandwidth``: B200 and GB200 900 GB/s, A100 300 GB/s) when
+  :func:`topology_spec_for` is given the ``hardware``: ``scaleup_bw=`` is written into
+  the spec when it differs from the families' default, NVLink 4's 450 GB/s (H100/H200
+  specs stay as they were).
 
 A design that cannot be built (e.g. a torus of odd degree, a fat-tree of 20
 servers) raises :class:`~codesign.errors.InfeasibleError` with the reason.
@@ -49,12 +54,14 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from fractions import Fraction
+from typing import Any
 
 from codesign.errors import InfeasibleError, invalid
 from codesign.specs import check_int, check_number
 
 __all__ = [
     "DESIGN_FAMILIES",
+    "SCALEUP_FAMILIES",
     "DesignPoint",
     "spec_rate",
     "topology_spec_for",
@@ -199,8 +206,17 @@ DESIGN_FAMILIES: dict[str, Callable[[DesignPoint], str]] = {
 }
 
 
-def topology_spec_for(point: DesignPoint) -> str:
+#: Families whose NPUs are GPUs in NVLink domains (their spec takes ``scaleup_bw=``).
+SCALEUP_FAMILIES = ("railopt", "multiplane")
+
+
+def topology_spec_for(point: DesignPoint, hardware: Any = None) -> str:
     """The topology spec string of a design point (rules in the module docstring).
+
+    ``hardware`` (a :class:`~codesign.workloads.hardware.Hardware` or a catalog name) is
+    the GPU of the servers: the NVLink domains of ``railopt`` / ``multiplane`` get its
+    ``fabric_bandwidth_Bps`` (``scaleup_bw=`` is added where it differs from the
+    families' default, 450 GB/s).  Without it they keep that default.
 
     Raises
     ------
@@ -215,6 +231,8 @@ def topology_spec_for(point: DesignPoint) -> str:
     'torus:4x4,bw=100Gbps'
     >>> topology_spec_for(DesignPoint("fattree", 16, 2, 12.5e9))
     'fattree:k=4,bw=200Gbps'
+    >>> topology_spec_for(DesignPoint("railopt", 16, 8, 50e9), "B200")
+    'railopt:16,gpus=8,scaleup=8,bw=400Gbps,scaleup_bw=900GB/s'
     """
     build = DESIGN_FAMILIES.get(point.family)
     if build is None:
@@ -222,4 +240,12 @@ def topology_spec_for(point: DesignPoint) -> str:
     check_int("design servers", point.servers, 2)
     check_int("design degree", point.degree, 1)
     check_number("design link_bandwidth_Bps", point.link_bandwidth_Bps)
-    return build(point)
+    spec = build(point)
+    if hardware is not None and point.family in SCALEUP_FAMILIES and point.degree >= 2:
+        from codesign.workloads.hardware import get_hardware
+        from topologies.families.scaleup import NVLINK4_GPU_BW, scaleup_rate
+
+        bw = float(get_hardware(hardware).fabric_bandwidth_Bps)
+        if abs(bw - NVLINK4_GPU_BW) > 1e-9 * NVLINK4_GPU_BW:
+            spec += f",scaleup_bw={scaleup_rate(bw)}"
+    return spec

@@ -233,7 +233,7 @@ def _price(point: SweepPoint) -> tuple[str, float]:
         return "", float(network_cost(point).total_usd)
     spec = topology_spec_for(DesignPoint(point.family, point.servers, point.degree,
                                          point.link_bandwidth_Bps, seed=point.seed,
-                                         oversub=point.oversub))
+                                         oversub=point.oversub), point.hardware())
     return spec, float(network_cost(point, cached_topology(spec)).total_usd)
 
 

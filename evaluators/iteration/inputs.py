@@ -57,7 +57,12 @@ class Cluster:
     Notes
     -----
     Both are resolved when the cluster is made, so a bad spec or GPU name raises
-    :class:`~codesign.errors.InvalidSpecError` here.
+    :class:`~codesign.errors.InvalidSpecError` here.  Scale-up domains whose spec leaves
+    their bandwidth out (``railopt:2,gpus=8``, ``multiplane:..,scaleup=8``,
+    ``fattree:servers=..,scaleup=8``, ``nvl:8``) take the GPU's own NVLink bandwidth,
+    ``hardware.fabric_bandwidth_Bps``, and the topology is renamed with it
+    (:func:`topologies.families.scaleup.with_gpu_scaleup`); one written in the spec is
+    kept.
     """
 
     topology: Any
@@ -74,8 +79,12 @@ class Cluster:
         elif not isinstance(topo, Topology):
             raise invalid("system topology", type(topo).__name__,
                           "a Topology or a topology spec string")
-        object.__setattr__(self, "topology", topo)
-        object.__setattr__(self, "hardware", get_hardware(self.hardware))
+        hardware = get_hardware(self.hardware)
+        from topologies.families.scaleup import with_gpu_scaleup
+
+        object.__setattr__(self, "topology",
+                           with_gpu_scaleup(topo, float(hardware.fabric_bandwidth_Bps)))
+        object.__setattr__(self, "hardware", hardware)
 
 
 @dataclass(frozen=True)

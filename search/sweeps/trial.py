@@ -366,7 +366,8 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
         else:
             spec = topology_spec_for(DesignPoint(point.family, point.servers, point.degree,
                                                  point.link_bandwidth_Bps,
-                                                 seed=point.seed, oversub=point.oversub))
+                                                 seed=point.seed, oversub=point.oversub),
+                                     hardware)
             topo = cached_topology(spec)
             topo.diameter  # all-pairs hops: refused here (pruned) above the memory limit
         cost = network_cost(point, topo)

@@ -359,10 +359,11 @@ def baseline_topologies(spec: OptimizeSpec, topoopt_cost_usd: float) -> dict[str
 
     n, d, b = spec.servers, spec.degree, spec.bandwidth_Bps
     out: dict[str, tuple] = {}
+    hw = spec.hw
 
     def point(family, rate, **kw):
         return from_spec(topology_spec_for(DesignPoint(family, n, d, rate,
-                                                       seed=spec.seed, **kw)))
+                                                       seed=spec.seed, **kw), hw))
 
     for name in spec.baselines:
         try:

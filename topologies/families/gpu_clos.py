@@ -16,7 +16,10 @@ with ``R O/(1+O)`` endpoint ports and ``R/(1+O)`` uplinks, full bisection above 
 leaves, the fewest tiers that hold the endpoints (or ``tiers=``), only the switches
 that have endpoints below them, and upper-level switches merged where a partially
 filled top would leave ports idle.  Every family takes ``scaleup=G`` (``G``
-consecutive NPUs share an NVLink crossbar, :mod:`topologies.families.scaleup`).
+consecutive NPUs share an NVLink crossbar, :mod:`topologies.families.scaleup`) of
+``scaleup_bw=`` per GPU; left out, it is the GPU's NVLink where a GPU is given (the
+iteration model, :func:`topologies.families.scaleup.with_gpu_scaleup`), NVLink 4
+(450 GB/s) otherwise.
 
 Rail layout of :func:`railopt`: GPU ``g`` of server ``s`` is NPU ``s G + g`` and sits
 in XGFT slot ``g S' + s`` (``S'`` = servers rounded up to whole leaves for 2 tiers,
@@ -41,7 +44,7 @@ from topologies.families.options import (
     DEFAULT_BW, DEFAULT_LAT, bandwidth_option, latency_option, parse_float, parse_int,
 )
 from topologies.families.scaleup import (
-    NVLINK4_GPU_BW, SCALEUP_KEYS, add_scaleup, scaleup_options,
+    NVLINK4_GPU_BW, SCALEUP_KEYS, add_scaleup, mark_default_scaleup, scaleup_options,
 )
 from topologies.families.xgft import Xgft, fattree_shape, xgft_links
 from topologies.model import Topology
@@ -335,8 +338,10 @@ def fattree_servers_spec(shape: str, options) -> Topology:
     text = options.get("servers", shape)
     n = parse_int(text, "fattree servers", minimum=2)
     size, su_bw, su_lat = scaleup_options(options, "fattree")
-    return clos_fattree(n, scaleup=size, scaleup_bandwidth=su_bw, scaleup_latency=su_lat,
-                        name=spec_name("fattree", shape, options), **_common(options, "fattree"))
+    return mark_default_scaleup(
+        clos_fattree(n, scaleup=size, scaleup_bandwidth=su_bw, scaleup_latency=su_lat,
+                     name=spec_name("fattree", shape, options), **_common(options, "fattree")),
+        options)
 
 
 @register_family("railopt", keys=("gpus",) + _CLOS_KEYS, shape="SERVERS",
@@ -347,8 +352,10 @@ def _railopt_spec(shape, options):
     s = parse_int(shape, "railopt servers", minimum=1)
     g = parse_int(options.get("gpus", "8"), "railopt gpus", minimum=1)
     size, su_bw, su_lat = scaleup_options(options, "railopt", default_size=g)
-    return railopt(s, gpus=g, scaleup=size, scaleup_bandwidth=su_bw, scaleup_latency=su_lat,
-                   name=spec_name("railopt", shape, options), **_common(options, "railopt"))
+    return mark_default_scaleup(
+        railopt(s, gpus=g, scaleup=size, scaleup_bandwidth=su_bw, scaleup_latency=su_lat,
+                name=spec_name("railopt", shape, options), **_common(options, "railopt")),
+        options)
 
 
 @register_family("multiplane", keys=("planes",) + _CLOS_KEYS, shape="ENDPOINTS",
@@ -360,6 +367,8 @@ def _multiplane_spec(shape, options):
         raise invalid("multiplane planes", "(missing)", "planes=P, e.g. multiplane:1024,planes=4")
     planes = parse_int(options["planes"], "multiplane planes", minimum=1)
     size, su_bw, su_lat = scaleup_options(options, "multiplane")
-    return multiplane(n, planes=planes, scaleup=size, scaleup_bandwidth=su_bw,
-                      scaleup_latency=su_lat, name=spec_name("multiplane", shape, options),
-                      **_common(options, "multiplane"))
+    return mark_default_scaleup(
+        multiplane(n, planes=planes, scaleup=size, scaleup_bandwidth=su_bw,
+                   scaleup_latency=su_lat, name=spec_name("multiplane", shape, options),
+                   **_common(options, "multiplane")),
+        options)

@@ -26,13 +26,26 @@ catalog, :mod:`topologies.parts`); ``params["scaleup_switches"]`` is
 ``[first_id, count]`` of the crossbar nodes and ``params["scaleup_size"]`` the
 GPUs per domain, which :mod:`topologies.routing` uses to keep traffic inside a
 domain on NVLink.
+
+**Whose NVLink.**  A spec names no GPU, so a domain whose spec leaves its bandwidth out
+(``scaleup_bw=`` on the Clos families, ``bw=`` on ``nvl``) gets the family default
+(Clos families: NVLink 4, 450 GB/s, H100/H200; ``nvl``: NVLink 5, 900 GB/s) and is
+marked ``params["scaleup_bandwidth_default"] = True``.  Where the GPU is known -- the
+iteration model's :class:`evaluators.iteration.Cluster` (``codesign evaluate``, the
+sweeps and what-ifs) -- :func:`with_gpu_scaleup` rebuilds such a
+topology at the GPU's own ``fabric_bandwidth`` from the hardware catalog (B200 and GB200:
+900 GB/s, A100: 300 GB/s), so ``railopt:2,gpus=8`` of B200s has B200 NVLink.  A
+bandwidth written in the spec is kept whatever the GPU.  ``dgx-a100`` / ``hgx-h100``
+(:mod:`topologies.families.nodes`) name their GPU and keep their own.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
-from codesign.errors import invalid
+from codesign.errors import InvalidSpecError, invalid
 from codesign.units import parse_bandwidth
 from topologies.builder import LinkBuilder
 from topologies.families.options import (
@@ -42,7 +55,8 @@ from topologies.model import Topology
 from topologies.registry import register_family
 
 __all__ = ["NVLINK5_GPU_BW", "NVLINK4_GPU_BW", "add_scaleup", "scaleup_options", "nvl",
-           "SCALEUP_KEYS"]
+           "SCALEUP_KEYS", "DEFAULT_MARK", "mark_default_scaleup", "scaleup_rate",
+           "with_gpu_scaleup"]
 
 #: NVLink 5 (Blackwell): 18 links x 50 GB/s per direction per GPU (nvidia.com NVLink page).
 NVLINK5_GPU_BW = 900e9
@@ -51,6 +65,8 @@ NVLINK5_GPU_BW = 900e9
 NVLINK4_GPU_BW = 450e9
 #: Option keys every scale-out family accepts for its scale-up domains.
 SCALEUP_KEYS = ("scaleup", "scaleup_bw", "scaleup_lat")
+#: ``params`` key: the scale-up bandwidth is the family default, not written in the spec.
+DEFAULT_MARK = "scaleup_bandwidth_default"
 
 
 def add_scaleup(b: LinkBuilder, npus: int, size: int, first_switch: int, bandwidth: float,
@@ -79,6 +95,62 @@ def scaleup_options(options, family: str, default_size: int = 1,
         raise invalid(f"{family} scaleup_bw", options.get("scaleup_bw", options.get("scaleup_lat")),
                       "only with scaleup=G (GPUs per scale-up domain, G >= 2)")
     return size, bw, lat
+
+
+def mark_default_scaleup(topology: Topology, options, key: str = "scaleup_bw") -> Topology:
+    """Mark ``topology`` (just built by a spec parser from ``options``) when it has scale-up
+    domains whose bandwidth option ``key`` was not given (module docstring)."""
+    if key not in options and int(topology.params.get("scaleup_size", 0) or 0) >= 2:
+        topology.params[DEFAULT_MARK] = True   # type: ignore[index]  (still being built)
+    return topology
+
+
+def scaleup_rate(bandwidth_Bps: float) -> str:
+    """Spec-string scale-up bandwidth: ``900GB/s`` when exact, else bytes/s as a plain number."""
+    gb = float(bandwidth_Bps) / 1e9
+    if gb > 0 and float(f"{gb:g}") * 1e9 == float(bandwidth_Bps):
+        return f"{gb:g}GB/s"
+    return repr(float(bandwidth_Bps))
+
+
+def with_gpu_scaleup(topology: Topology, bandwidth_Bps: float) -> Topology:
+    """``topology`` with scale-up domains of ``bandwidth_Bps`` per GPU if its spec left
+    their bandwidth at the family default (``params["scaleup_bandwidth_default"]``), else
+    ``topology`` itself (module docstring).
+
+    The topology is rebuilt from its name (the spec string, ``fail=`` included) with the
+    bandwidth option added, so the name shows the bandwidth used
+    (``railopt:2,gpus=8,bw=400Gbps,scaleup_bw=900GB/s``).
+
+    Raises
+    ------
+    InvalidSpecError
+        A marked topology whose name is no longer its spec (one degraded by
+        :func:`topologies.failures.degrade` after it was built): apply this before.
+    """
+    if not topology.params.get(DEFAULT_MARK):
+        return topology
+    have = float(topology.params.get("scaleup_bandwidth_Bps", 0.0) or 0.0)
+    if abs(have - float(bandwidth_Bps)) <= 1e-9 * float(bandwidth_Bps):
+        return topology
+    key = "bw" if topology.family == "nvl" else "scaleup_bw"
+    try:
+        rebuilt = _rebuilt(topology.name, key, float(bandwidth_Bps))
+    except InvalidSpecError:
+        rebuilt = None
+    if rebuilt is None or rebuilt.family != topology.family or rebuilt.npus != topology.npus:
+        raise invalid(f"scale-up bandwidth of {topology.name!r}", f"{have / 1e9:g} GB/s",
+                      f"the GPU's {float(bandwidth_Bps) / 1e9:g} GB/s: the spec left it at "
+                      f"the family default and the topology cannot be rebuilt from its name; "
+                      f"build it with {key}={scaleup_rate(bandwidth_Bps)}")
+    return rebuilt
+
+
+@lru_cache(maxsize=16)
+def _rebuilt(spec: str, key: str, bandwidth_Bps: float) -> Topology:
+    from topologies.registry import from_spec
+
+    return from_spec(f"{spec},{key}={scaleup_rate(bandwidth_Bps)}")
 
 
 def nvl(size: int, *, bandwidth: float = NVLINK5_GPU_BW, latency: float = DEFAULT_LAT,
@@ -129,6 +201,8 @@ def _nvl_spec(shape, options):
     n = parse_int(shape, "nvl GPUs", minimum=2)
     if n > 1 << 16:
         raise invalid("nvl GPUs", n, "at most 65536 GPUs in one scale-up domain")
-    return nvl(n, bandwidth=bandwidth_option(options, "nvl", default=NVLINK5_GPU_BW),
-               latency=latency_option(options, "nvl"),
-               name=f"nvl:{shape}" + "".join(f",{k}={v}" for k, v in options.items()))
+    return mark_default_scaleup(
+        nvl(n, bandwidth=bandwidth_option(options, "nvl", default=NVLINK5_GPU_BW),
+            latency=latency_option(options, "nvl"),
+            name=f"nvl:{shape}" + "".join(f",{k}={v}" for k, v in options.items())),
+        options, key="bw")
