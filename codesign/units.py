@@ -16,7 +16,10 @@ Rules
   ``k``/``M``/``B`` in either case, ``_`` and ``,`` separators ignored).
 
 Numbers may use exponents (``1e3MB``).  Negative or non-finite values are
-rejected; zero is accepted only where the caller allows it.
+rejected; zero is accepted only where the caller allows it.  Where a user writes the
+value (topology specs and files, hardware catalogs, sweep link rates) a number without a
+unit must also be plausible in base units (``bare=``, :data:`BARE_BANDWIDTH_BPS` ...):
+``bw=100`` is 100 bytes/s, a forgotten ``Gbps``, and is refused saying so.
 """
 
 from __future__ import annotations
@@ -34,6 +37,9 @@ __all__ = [
     "format_size",
     "format_bandwidth",
     "format_time",
+    "BARE_BANDWIDTH_BPS",
+    "BARE_LATENCY_S",
+    "BARE_MEMORY_BYTES",
 ]
 
 _NUMBER = r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
@@ -69,6 +75,31 @@ MIN_BANDWIDTH_BPS = 1e-6
 MAX_BANDWIDTH_BPS = 1e18
 MAX_TIME_S = 1e9
 MAX_MONEY_USD = 1e15
+
+
+#: Plausible ranges of a *bare* number (no unit) where a forgotten unit is the likely
+#: mistake: ``bandwidth: 100`` meaning Gbps (100 B/s, the slowest real link is ~10^8),
+#: ``latency: 1`` meaning us (a one-second link), ``memory: 80`` meaning GiB (80 bytes).
+#: Passed as ``bare=`` by the parsers of user-written fields (topology specs and files,
+#: hardware catalogs, sweep link rates); numbers computed in code are not checked.
+BARE_BANDWIDTH_BPS = (1e6, math.inf)
+BARE_LATENCY_S = (0.0, 1e-2)
+BARE_MEMORY_BYTES = (2.0 ** 30, math.inf)
+
+
+def _is_bare(value: object) -> bool:
+    """A number, or a string that is only a number (no unit)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return True
+    return isinstance(value, str) and re.fullmatch(rf"\s*{_NUMBER}\s*", value) is not None
+
+
+def _check_bare(number: float, value: object, field: str, bare, quantity: str,
+                base: str, example: str) -> float:
+    if bare is not None and _is_bare(value) and not bare[0] <= number <= bare[1]:
+        raise invalid(field, value, f"a {quantity} with its unit, such as {example} (a bare "
+                      f"number is {base}, and {number:g} {base} is not a plausible {quantity})")
+    return number
 
 
 def _check(value: float, field: str, text: object, allow_zero: bool,
@@ -111,7 +142,8 @@ def _parse(value: object, field: str, allow_zero: bool, pattern: re.Pattern, rul
     return _check(to_base(*m.groups()), field, value, allow_zero, **bounds)
 
 
-def parse_size(value: str | float, *, field: str = "size", allow_zero: bool = False) -> float:
+def parse_size(value: str | float, *, field: str = "size", allow_zero: bool = False,
+               bare: tuple[float, float] | None = None) -> float:
     """Parse a data size into bytes.
 
     Parameters
@@ -122,6 +154,9 @@ def parse_size(value: str | float, *, field: str = "size", allow_zero: bool = Fa
         Field name used in the error message.
     allow_zero : bool, optional
         Accept zero.
+    bare : (float, float), optional
+        Range a number without a unit must lie in (e.g. :data:`BARE_MEMORY_BYTES`);
+        outside it the unit was most likely forgotten and the value is refused.
 
     Returns
     -------
@@ -139,16 +174,20 @@ def parse_size(value: str | float, *, field: str = "size", allow_zero: bool = Fa
         bits = unit in ("b", "bit", "bits")
         return float(number) * (_prefix(prefix, field, value) / (8.0 if bits else 1.0))
 
-    return _parse(value, field, allow_zero, _SIZE_RE, "a size such as 1GiB, 100MB, 4096 or "
-                  "8Gb (bits)", to_bytes, upper=MAX_SIZE_BYTES, unit="bytes")
+    return _check_bare(
+        _parse(value, field, allow_zero, _SIZE_RE, "a size such as 1GiB, 100MB, 4096 or "
+               "8Gb (bits)", to_bytes, upper=MAX_SIZE_BYTES, unit="bytes"),
+        value, field, bare, "size", "bytes", "80GiB")
 
 
 def parse_bandwidth(value: str | float, *, field: str = "bandwidth",
-                    allow_zero: bool = False) -> float:
+                    allow_zero: bool = False, bare: tuple[float, float] | None = None
+                    ) -> float:
     """Parse a bandwidth into bytes per second.
 
     ``Gbps``/``Gb/s`` are bits (10^9 bits/s); ``GB/s``/``GBps`` are 10^9 bytes/s;
-    ``GiB/s`` are 2^30 bytes/s.  A bare number is bytes per second.
+    ``GiB/s`` are 2^30 bytes/s.  A bare number is bytes per second; with ``bare`` (e.g.
+    :data:`BARE_BANDWIDTH_BPS`) it must lie in that range.
 
     Examples
     --------
@@ -163,13 +202,17 @@ def parse_bandwidth(value: str | float, *, field: str = "bandwidth",
         bits = unit in ("b/s", "bps", "bit/s")
         return float(number) * (_prefix(prefix, field, value) / (8.0 if bits else 1.0))
 
-    return _parse(value, field, allow_zero, _BW_RE, "a bandwidth such as 100Gbps (bits), "
-                  "50GB/s (10^9 bytes) or 50GiB/s", to_bytes_per_s, upper=MAX_BANDWIDTH_BPS,
-                  lower=MIN_BANDWIDTH_BPS, unit="bytes/s")
+    return _check_bare(
+        _parse(value, field, allow_zero, _BW_RE, "a bandwidth such as 100Gbps (bits), "
+               "50GB/s (10^9 bytes) or 50GiB/s", to_bytes_per_s, upper=MAX_BANDWIDTH_BPS,
+               lower=MIN_BANDWIDTH_BPS, unit="bytes/s"),
+        value, field, bare, "bandwidth", "bytes/s", "100Gbps or 50GB/s")
 
 
-def parse_time(value: str | float, *, field: str = "time", allow_zero: bool = True) -> float:
-    """Parse a duration into seconds (``700ns``, ``0.5us``, ``2ms``, ``1s``).
+def parse_time(value: str | float, *, field: str = "time", allow_zero: bool = True,
+               bare: tuple[float, float] | None = None) -> float:
+    """Parse a duration into seconds (``700ns``, ``0.5us``, ``2ms``, ``1s``); with
+    ``bare`` (e.g. :data:`BARE_LATENCY_S`) a number without a unit must lie in that range.
 
     Examples
     --------
@@ -182,8 +225,10 @@ def parse_time(value: str | float, *, field: str = "time", allow_zero: bool = Tr
         # not.
         return float(number) / round(1.0 / scale) if scale < 1.0 else float(number) * scale
 
-    return _parse(value, field, allow_zero, _TIME_RE, "a time such as 700ns, 0.5us, 2ms or 1s",
-                  to_seconds, upper=MAX_TIME_S, unit="s")
+    return _check_bare(
+        _parse(value, field, allow_zero, _TIME_RE, "a time such as 700ns, 0.5us, 2ms or 1s",
+               to_seconds, upper=MAX_TIME_S, unit="s"),
+        value, field, bare, "latency", "seconds", "500ns or 1us")
 
 
 def parse_money(value: str | float, *, field: str = "cost", allow_zero: bool = True) -> float:

@@ -47,7 +47,7 @@ from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_keys, get_bool, get_int, get_str, load_yaml
-from codesign.units import parse_bandwidth, parse_time
+from codesign.units import BARE_BANDWIDTH_BPS, BARE_LATENCY_S, parse_bandwidth, parse_time
 from topologies.builder import LinkBuilder
 from topologies.model import Dimension, Topology
 
@@ -105,9 +105,10 @@ def _from_explicit(spec: Any, default_name: str, where: str) -> Topology:
     switches = get_int(spec, "switches", 0, where=where, minimum=0)
     name = get_str(spec, "name", default_name, where=where) or "custom"
     n_nodes = npus + switches
-    bw_default = (parse_bandwidth(spec["bandwidth"], field=f"{where} bandwidth")
+    bw_default = (parse_bandwidth(spec["bandwidth"], field=f"{where} bandwidth",
+                                  bare=BARE_BANDWIDTH_BPS)
                   if "bandwidth" in spec else None)
-    lat_default = (parse_time(spec["latency"], field=f"{where} latency")
+    lat_default = (parse_time(spec["latency"], field=f"{where} latency", bare=BARE_LATENCY_S)
                    if "latency" in spec else None)
     links = spec["links"]
     if links is None:
@@ -126,9 +127,10 @@ def _from_explicit(spec: Any, default_name: str, where: str) -> Topology:
             ends.append(node)
         if ends[0] == ends[1]:
             raise invalid(f"{at} src/dst", ends, "two different nodes (no self-loops)")
-        bw = (parse_bandwidth(link["bandwidth"], field=f"{at} bandwidth")
+        bw = (parse_bandwidth(link["bandwidth"], field=f"{at} bandwidth", bare=BARE_BANDWIDTH_BPS)
               if "bandwidth" in link else bw_default)
-        lat = parse_time(link["latency"], field=f"{at} latency") if "latency" in link \
+        lat = parse_time(link["latency"], field=f"{at} latency", bare=BARE_LATENCY_S) \
+            if "latency" in link \
             else lat_default
         for key, value in (("bandwidth", bw), ("latency", lat)):
             if value is None:

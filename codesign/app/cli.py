@@ -25,7 +25,7 @@ from codesign.errors import CodesignError, InfeasibleError, InvalidSpecError, in
 from codesign.files import (check_output_folder, check_output_path, load_yaml_text,
                              write_text_atomic)
 from codesign.specs import check_choice
-from codesign.units import format_size, parse_bandwidth, parse_size
+from codesign.units import BARE_BANDWIDTH_BPS, format_size, parse_bandwidth, parse_size
 
 __all__ = ["main", "build_parser"]
 
@@ -256,7 +256,7 @@ def _cmd_topology_families(args: argparse.Namespace) -> int:
 def _cmd_topology_topoopt(args: argparse.Namespace) -> int:
     from topologies.topoopt import topology_finder
 
-    bw = parse_bandwidth(args.bandwidth, field="--bandwidth")
+    bw = parse_bandwidth(args.bandwidth, field="--bandwidth", bare=BARE_BANDWIDTH_BPS)
     n = args.servers
     if args.out:
         check_output_path(args.out, what="--out file")
@@ -839,7 +839,8 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
         from search.whatif import format_shared_cluster, shared_cluster
 
         rows = shared_cluster(servers=args.servers or 432, degree=args.degree,
-                              link_rate_Bps=parse_bandwidth(args.link_rate, field="link rate"))
+                              link_rate_Bps=parse_bandwidth(args.link_rate, field="link rate",
+                                                             bare=BARE_BANDWIDTH_BPS))
         return _emit(args, {"shared_cluster": [r.to_dict() for r in rows]},
                      lambda: print(format_shared_cluster(rows)))
     servers = args.servers

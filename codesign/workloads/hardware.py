@@ -21,7 +21,7 @@ from typing import Any
 
 from codesign.errors import invalid
 from codesign.specs import check_choice, check_keys, get_int, get_str, load_yaml
-from codesign.units import parse_bandwidth, parse_size
+from codesign.units import BARE_BANDWIDTH_BPS, BARE_MEMORY_BYTES, parse_bandwidth, parse_size
 from codesign.workloads.efficiency import ComputeProfile, profile_from_dict
 
 __all__ = ["Hardware", "HardwareCatalog", "DTYPES", "get_hardware", "hardware_names",
@@ -228,15 +228,17 @@ def catalog_from_dict(spec: Any, *, source: str = "",
                    else (profiles or {}).get(name))
         gpus.append(Hardware(
             name=name, peak=tuple(peak),
-            memory_bytes=parse_size(g["memory"], field=f"{gw} memory"),
+            memory_bytes=parse_size(g["memory"], field=f"{gw} memory", bare=BARE_MEMORY_BYTES),
             memory_bandwidth_Bps=parse_bandwidth(g["memory_bandwidth"],
-                                                 field=f"{gw} memory_bandwidth"),
+                                                 field=f"{gw} memory_bandwidth",
+                                                 bare=BARE_BANDWIDTH_BPS),
             gpus_per_server=get_int(g, "gpus_per_server", where=gw, minimum=1),
             fabric=texts["fabric"],
             fabric_bandwidth_Bps=parse_bandwidth(g["fabric_bandwidth"],
-                                                 field=f"{gw} fabric_bandwidth"),
+                                                 field=f"{gw} fabric_bandwidth",
+                                                 bare=BARE_BANDWIDTH_BPS),
             nic_bandwidth_Bps=None if nic is None else parse_bandwidth(
-                nic, field=f"{gw} nic_bandwidth"),
+                nic, field=f"{gw} nic_bandwidth", bare=BARE_BANDWIDTH_BPS),
             description=texts["description"], source=texts["source"], compute=compute))
     return HardwareCatalog(tuple(gpus), description=get_str(spec, "description", "", where=where),
                            source=source)

@@ -71,7 +71,7 @@ from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_choice, check_int, check_keys, load_yaml
-from codesign.units import parse_bandwidth, parse_money
+from codesign.units import BARE_BANDWIDTH_BPS, parse_bandwidth, parse_money
 from search.per_fabric import SearchBudget
 
 __all__ = [
@@ -484,7 +484,7 @@ def _rates(value: Any) -> tuple[float, ...]:
     if isinstance(value, dict):
         check_keys(value, allowed=("low", "high", "step"), required=("low", "high", "step"),
                    where=where)
-        low, high, step = (parse_bandwidth(value[k], field=f"{where} {k}")
+        low, high, step = (parse_bandwidth(value[k], field=f"{where} {k}", bare=BARE_BANDWIDTH_BPS)
                            for k in ("low", "high", "step"))
         if high < low:
             raise invalid(f"{where} high", value["high"], f"a bandwidth >= low ({value['low']})")
@@ -492,7 +492,8 @@ def _rates(value: Any) -> tuple[float, ...]:
         if count > 1000:
             raise invalid(f"{where} step", value["step"], "a step giving at most 1000 rates")
         return tuple(low + i * step for i in range(count))
-    return _distinct(value, where, lambda v: parse_bandwidth(v, field=where),
+    return _distinct(value, where,
+                     lambda v: parse_bandwidth(v, field=where, bare=BARE_BANDWIDTH_BPS),
                      "a bandwidth, a list of bandwidths or {low, high, step}", "bandwidths")
 
 

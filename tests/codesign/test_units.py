@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from codesign.errors import InvalidSpecError
 from codesign.units import (
-    format_bandwidth, format_size, format_time, parse_bandwidth, parse_money, parse_size,
-    parse_time,
+    BARE_BANDWIDTH_BPS, BARE_LATENCY_S, BARE_MEMORY_BYTES, format_bandwidth, format_size,
+    format_time, parse_bandwidth, parse_money, parse_size, parse_time,
 )
 
 # ----------------------------------------------------------------- hand values
@@ -124,3 +124,45 @@ def test_garbage_only_raises_invalid_spec(value, parser):
         assert "\n" not in str(exc)
         return
     assert isinstance(out, float) and math.isfinite(out) and out >= 0
+
+
+@pytest.mark.parametrize("parse, bare, plausible, implausible", [
+    (parse_bandwidth, BARE_BANDWIDTH_BPS, ["12.5e9", 12.5e9, "100Gbps", "1Mbps"], ["100", 400]),
+    (parse_time, BARE_LATENCY_S, ["5e-7", 0, "0", "1s", "2min"], ["1", 0.5]),
+    (parse_size, BARE_MEMORY_BYTES, ["85899345920", "80GiB", "1KiB"], ["80", 80.0]),
+])
+def test_a_bare_number_outside_its_plausible_range_names_the_missing_unit(
+        parse, bare, plausible, implausible):
+    # With a unit any value passes (the unit says what was meant); a bare number must be
+    # plausible in base units, else the unit was forgotten (`bandwidth: 100` meaning Gbps).
+    for value in plausible:
+        assert parse(value, field="f", bare=bare) == parse(value, field="f")
+    for value in implausible:
+        with pytest.raises(InvalidSpecError, match=r"with its unit, such as .* \(a bare number"):
+            parse(value, field="f", bare=bare)
+        parse(value, field="f")  # without bare= (numbers computed in code) it is accepted
+
+
+def test_user_written_fields_refuse_a_forgotten_unit(tmp_path):
+    from codesign.workloads.hardware import load_hardware_catalog
+    from search.sweeps.spec import parse_sweep_spec
+    from topologies.registry import from_spec, load_topology
+
+    for spec, field in (("ideal:4,bw=100", "ideal bw"), ("ring:4,lat=1", "ring lat"),
+                        ("dgx-a100:2,nvlink=300", "dgx-a100 nvlink")):
+        with pytest.raises(InvalidSpecError, match=f"invalid {field} "):
+            from_spec(spec)
+    topo = tmp_path / "t.yaml"
+    topo.write_text("npus: 2\nbandwidth: 25\nlatency: 1us\nlinks:\n  - {src: 0, dst: 1}\n")
+    with pytest.raises(InvalidSpecError, match="bandwidth '?25'?: expected a bandwidth with"):
+        load_topology(str(topo))
+    with pytest.raises(InvalidSpecError, match="link_rate"):
+        parse_sweep_spec({"study": "u", "workloads": "bert", "trials": 1,
+                          "space": {"families": ["ideal"], "servers": 4, "degree": 2,
+                                    "link_rate": [100]}})
+    hw = tmp_path / "h.yaml"
+    hw.write_text("gpus:\n  MYGPU:\n    peak_flops: {fp16: 989TFLOP/s}\n    memory: 80\n"
+                  "    memory_bandwidth: 3.35TB/s\n    gpus_per_server: 8\n"
+                  "    fabric: nvlink\n    fabric_bandwidth: 450GB/s\n")
+    with pytest.raises(InvalidSpecError, match="memory 80: expected a size with its unit"):
+        load_hardware_catalog(str(hw))

@@ -169,7 +169,10 @@ def test_failures_and_timeouts_are_recorded(tmp_path, ray_cluster):
     # A generous timeout: a loaded CI machine must not time out the honest trials (10 s
     # did once, with the other xdist worker and a second job on the 2 cores).  Seed 1
     # proposes torus, fattree, torus, ideal: one trial waits out the timeout (not two).
+    # Fixed strategies keep the honest trials short (no strategy search to time out).
     spec = _spec(trials=4, trial_timeout_s=20.0, seed=1, population_size=50)
+    spec = spec.replace(space=spec.space.__class__(
+        **{**spec.space.__dict__, "strategy_search": None}))
     res = run_sweep(spec, results_dir=tmp_path, evaluate=flaky)
     df = load_records(tmp_path)
     assert df["trial"].tolist() == [0, 1, 2, 3]

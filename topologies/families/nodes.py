@@ -63,7 +63,7 @@ import numpy as np
 
 from codesign.errors import invalid
 from codesign.specs import check_choice, check_int
-from codesign.units import parse_bandwidth, parse_time
+from codesign.units import BARE_BANDWIDTH_BPS, BARE_LATENCY_S, parse_bandwidth, parse_time
 from topologies.builder import LinkBuilder
 from topologies.families.clos import MAX_NODES, check_link, spec_name
 from topologies.families.options import no_shape, parse_int
@@ -317,7 +317,7 @@ def _latencies(options, family: str) -> tuple[float, float | None]:
     parts = options["lat"].split(":")
     if len(parts) not in (1, 2):
         raise invalid(f"{family} lat", options["lat"], "one time or NVLINK:NIC, e.g. 1us:2us")
-    values = [parse_time(p, field=f"{family} lat") for p in parts]
+    values = [parse_time(p, field=f"{family} lat", bare=BARE_LATENCY_S) for p in parts]
     return values[0], (values[1] if len(values) == 2 else None)
 
 
@@ -325,7 +325,8 @@ def _latencies(options, family: str) -> tuple[float, float | None]:
                  summary="DGX-1 V100 hybrid cube-mesh, NVLink counts per GPU pair")
 def _dgx1_spec(shape, options):
     no_shape(shape, "dgx1", "no shape: dgx1[,nvlink=25GB/s][,lat=1us]")
-    bw = parse_bandwidth(options["nvlink"], field="dgx1 nvlink") if "nvlink" in options \
+    bw = parse_bandwidth(options["nvlink"], field="dgx1 nvlink", bare=BARE_BANDWIDTH_BPS) \
+        if "nvlink" in options \
         else V100_NVLINK_BW
     lat, nic_lat = _latencies(options, "dgx1")
     if nic_lat is not None:
@@ -336,9 +337,9 @@ def _dgx1_spec(shape, options):
 def _rail_spec(family: str, builder, nv_default: float, nic_default: float):
     def build(shape, options):
         nodes = parse_int(shape, f"{family} nodes", minimum=1) if shape else 1
-        nv = parse_bandwidth(options["nvlink"], field=f"{family} nvlink") \
+        nv = parse_bandwidth(options["nvlink"], field=f"{family} nvlink", bare=BARE_BANDWIDTH_BPS) \
             if "nvlink" in options else nv_default
-        nic = parse_bandwidth(options["nic"], field=f"{family} nic") \
+        nic = parse_bandwidth(options["nic"], field=f"{family} nic", bare=BARE_BANDWIDTH_BPS) \
             if "nic" in options else nic_default
         lat, nic_lat = _latencies(options, family)
         links = options.get("links", "nvlink")

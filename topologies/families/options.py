@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from codesign.errors import invalid
-from codesign.units import parse_bandwidth, parse_time
+from codesign.units import BARE_BANDWIDTH_BPS, BARE_LATENCY_S, parse_bandwidth, parse_time
 
 __all__ = ["DEFAULT_BW", "DEFAULT_LAT", "parse_dims", "parse_int", "parse_float",
            "per_dim_bandwidth", "per_dim_latency", "bandwidth_option", "latency_option",
@@ -80,13 +80,15 @@ def per_dim_latency(options: Mapping[str, str], ndims: int, family: str,
 def bandwidth_option(options: Mapping[str, str], family: str, key: str = "bw",
                      default: float = DEFAULT_BW) -> float:
     """A single bandwidth option (bytes/s)."""
-    return parse_bandwidth(options[key], field=f"{family} {key}") if key in options else default
+    return (parse_bandwidth(options[key], field=f"{family} {key}", bare=BARE_BANDWIDTH_BPS)
+            if key in options else default)
 
 
 def latency_option(options: Mapping[str, str], family: str, key: str = "lat",
                    default: float = DEFAULT_LAT) -> float:
     """A single latency option (seconds)."""
-    return parse_time(options[key], field=f"{family} {key}") if key in options else default
+    return (parse_time(options[key], field=f"{family} {key}", bare=BARE_LATENCY_S)
+            if key in options else default)
 
 
 def no_shape(shape: str, family: str, hint: str) -> None:
