@@ -307,8 +307,8 @@ def parts_cost(topology, catalog: PartsCatalog | None = None):
                      "servers and not priced")
         keep &= ~inside
     u, v, rate = group_cables(src[keep], dst[keep], bw[keep], n_nodes)
-    if u.size == 0:
-        return CostBreakdown(0.0, {}, {}, "parts", tuple(notes), power_w=t.power_w)
+    if u.size == 0:   # no cables (one NVLink domain, nvl:72): the trays are the network
+        return _breakdown(t, notes)
     level = node_levels(topology)
     both_npu = (u < npus) & (v < npus)
     optical = np.zeros(u.size, dtype=bool)
@@ -383,6 +383,14 @@ def parts_cost(topology, catalog: PartsCatalog | None = None):
             nic_rate, cards = cat.resolve(float(value), cat.nics)
             usd, power, _ = cat.nics[nic_rate]
             t.add("nic", cards * n_npu, usd, power)
+    return _breakdown(t, notes)
+
+
+def _breakdown(t: _Tally, notes: list[str]):
+    """The tallied parts as a :class:`topologies.cost.CostBreakdown` (USD and counts per
+    part)."""
+    from topologies.cost import CostBreakdown
+
     keys = [p for p in PARTS if p in t.count]
     items = {k: t.usd[k] for k in keys}
     return CostBreakdown(math.fsum(items.values()), items, {k: t.count[k] for k in keys},

@@ -124,3 +124,13 @@ def test_cli_cost_json_has_power_w():
                           "--json"], capture_output=True, text=True, check=True)
     payload = json.loads(out.stdout)
     assert payload["power_w"] > 0 and payload["fabric"] == "parts"
+
+
+def test_a_lone_nvlink_domain_is_priced_as_its_trays():
+    # nvl:72 has no cables at all: its network is the crossbar, 72 GPUs x ceil(900 / 50)
+    # NVLink ports over 144-port trays = 9 trays (module docstring, GB200 NVL72); it was
+    # priced 0 USD with the trays' power counted.
+    r = parts_cost(from_spec("nvl:72"), CAT)
+    assert r.counts == {"nvlink_switch_tray": 9}
+    assert r.total_usd == pytest.approx(9 * CAT.tray_usd)
+    assert r.power_w == pytest.approx(9 * CAT.tray_power_w)
