@@ -1318,6 +1318,10 @@ def _error_field(text: str) -> str | None:
         return m.group(1)
     # Files (codesign.files): "cannot read|write WHAT 'path': why".
     m = re.match(r"cannot (?:read|write) (.+?) '", text)
+    if m:
+        return m.group(1)
+    # Mappings (codesign.specs.check_keys): "unknown|missing key 'k' in WHERE...".
+    m = re.match(r"(?:unknown|missing) key '([^']+)'", text)
     return m.group(1) if m else None
 
 

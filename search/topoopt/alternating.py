@@ -77,6 +77,10 @@ __all__ = ["OptimizeSpec", "RoundLog", "BaselineResult", "OptimizeResult", "opti
 BASELINES = ("fattree", "fattree-oversub", "ideal", "expander", "ocs-reconfig")
 
 
+#: Most strategy evaluations per round (``OptimizeSpec.budget``) a run may ask for.
+_MAX_EVALUATIONS = 10_000
+
+
 @dataclass(frozen=True)
 class OptimizeSpec:
     """One TopoOpt job (the input of :func:`optimize`).
@@ -157,6 +161,15 @@ class OptimizeSpec:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < low:
                 raise invalid(name, v, f"an integer >= {low}")
+        # Search sizes a run can finish: an evaluation takes 0.05-2 s, so 10,000 per round
+        # is hours already; beyond, a typo (--budget means evaluations here, not dollars).
+        for name, high in (("budget", _MAX_EVALUATIONS), ("rounds", 100),
+                           ("restarts", _MAX_EVALUATIONS), ("batch", _MAX_EVALUATIONS)):
+            v = getattr(self, name)
+            if v > high:
+                raise invalid(name, v, f"an integer between 1 and {high:,}"
+                              + (" (strategy evaluations per round)" if name == "budget"
+                                 else ""))
         bw = self.bandwidth_Bps
         if isinstance(bw, str):
             bw = parse_bandwidth(bw, field="bandwidth")

@@ -261,6 +261,14 @@ def test_plain_output_has_no_python_reprs(capsys):
     one_line_error(*run(capsys, "simulate", "ring:8"), "invalid --send []: expected at least")
 
 
+def test_json_errors_name_the_key_of_a_mapping(capsys, tmp_path):
+    hw = tmp_path / "h.yaml"
+    hw.write_text("gpus:\n  G:\n    peak: 1\n")
+    code, out, _ = run(capsys, "evaluate", "--hardware-file", hw, "--hardware", "G",
+                       "--workload", "bert", "--topology", "ideal:2", "--json")
+    assert code == 2 and json.loads(out)["field"] == "peak"
+
+
 # ------------------------------------------------------------ schedules on load
 def _schedule(tmp_path, capsys, spec="ring:4", kind="allgather"):
     path = tmp_path / "s.json"

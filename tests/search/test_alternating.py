@@ -66,7 +66,10 @@ def test_same_result_with_zero_one_or_two_ray_workers(small, ray_shared):
     # Ray starts (they reached the user as a remote traceback from inside the Ray task).
     ({"initial_strategy": "dp=64,recompute=banana"}, "strategy recompute"),
     ({"initial_strategy": "dp=32,tp=3"}, "strategy dp\\*tp\\*pp\\*cp"),
-    ({"servers": 10_000_000}, "servers 10000000: expected at most 2,500,000 servers")])
+    ({"servers": 10_000_000}, "servers 10000000: expected at most 2,500,000 servers"),
+    # --budget is strategy evaluations here (dollars in whatif): a million is refused.
+    ({"budget": 1_000_000}, "budget 1000000: expected an integer between 1 and 10,000"),
+    ({"rounds": 1000}, "rounds 1000: expected an integer between 1 and 100")])
 def test_bad_spec(kwargs, field):
     base = dict(workload="dlrm", servers=16, degree=4, bandwidth_Bps=12.5e9)
     with pytest.raises(InvalidSpecError, match=field):
