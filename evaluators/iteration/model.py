@@ -43,7 +43,12 @@ Timeline
 ``iteration_time_s = max(T_pipe, gradient end) + optimizer``; ``exposed_communication_s
 = iteration_time_s - compute_time_s``.  ``communication_time_s`` is the busiest stage's
 total communication time (critical and overlapped), the per-purpose seconds the same per
-purpose (``dp`` includes the expert-replica ``dp-expert`` groups).
+purpose (``dp`` includes the expert-replica ``dp-expert`` groups).  With pipelining the
+exposed time can exceed ``communication_time_s``: the slowest stage's critical
+communication paces every one of the ``m + P - 1`` pipeline steps, the ``P - 1`` of the
+fill and drain included, while a stage itself communicates in ``m`` of them.  The
+``breakdown`` splits the same iteration differently (``compute_s`` without the bubble,
+``bubble_s`` apart), so its ``compute_s`` is not ``compute_time_s``.
 
 Network metrics
 ---------------
