@@ -19,7 +19,10 @@ pipeline parallelism across servers):
    alternatives from the cheapest in time to the most memory-saving: sequence
    parallelism, micro-batches, ZeRO stage, expert parallelism, embedding placement,
    recomputation), combined in order of the sum of their positions (cheapest
-   combinations first).
+   combinations first).  Micro-batch counts divide a replica's batch and fill the
+   pipeline (at least ``pp``); a replica's batch smaller than ``pp`` (a small global
+   batch on many GPUs) runs one sample per micro-batch, with the longer bubble that
+   costs.
 
 The whole enumeration runs twice: first without the costly end of the knobs (full
 recomputation, ZeRO-3), so that tensor or pipeline parallelism is preferred to them, then
@@ -93,10 +96,15 @@ class Knob:
 _MAX_MICROBATCH_OPTIONS = 24
 
 
+def _replica_batch(s: Strategy, w: Workload) -> int:
+    """Samples per data-parallel replica, 0 when ``dp`` does not divide the batch."""
+    return w.batch_size // s.dp if w.batch_size % s.dp == 0 else 0
+
+
 def _counts_above(s: Strategy, w: Workload, low: int) -> list[int]:
     """Micro-batch counts above ``low`` that divide the replica's batch, ascending (the
     first :data:`_MAX_MICROBATCH_OPTIONS`)."""
-    per_replica = w.batch_size // s.dp if w.batch_size % s.dp == 0 else 0
+    per_replica = _replica_batch(s, w)
     return [m for m in range(low + 1, per_replica + 1)
             if per_replica % m == 0][:_MAX_MICROBATCH_OPTIONS]
 
@@ -107,8 +115,18 @@ def _microbatches(s: Strategy, w: Workload) -> list[Strategy]:
     # pipelining this is gradient accumulation (one micro-batch in flight).
     # Divisors of the replica's batch, at least pp (a full 1F1B pipeline) and above the
     # default (pp micro-batches; 1 without pipelining), ascending.
-    return [replace(s, microbatches=None)] + [replace(s, microbatches=m)
-                                             for m in _counts_above(s, w, s.pp)]
+    out = [replace(s, microbatches=None)] + [replace(s, microbatches=m)
+                                            for m in _counts_above(s, w, s.pp)]
+    per_replica = _replica_batch(s, w)
+    if 0 < per_replica < s.pp:
+        # A replica's batch smaller than the pipeline (many replicas of a small global
+        # batch: 2,048 samples over 256 replicas of 16 stages): no count fills the
+        # pipeline, so one sample per micro-batch.  With m <= pp stage k holds
+        # min(m, pp - k) micro-batches of batch/m samples, at least as many samples for
+        # any smaller m, and the bubble (pp - 1) / (m + pp - 1) is the shortest: the
+        # largest count is the fastest and the most memory-saving of them.
+        out.append(replace(s, microbatches=per_replica))
+    return out
 
 
 def _zero(s: Strategy, w: Workload) -> list[Strategy]:
@@ -209,7 +227,13 @@ def _most_saving(base: Strategy, w: Workload, knobs: tuple[Knob, ...], cheap: bo
                  ) -> Strategy | None:
     s = base
     for knob in knobs:
-        opts = [o for o in knob.choices(s, w, cheap=cheap) if _applicable(w, o)]
+        choices = knob.choices(s, w, cheap=cheap)
+        opts = [o for o in choices if _applicable(w, o)]
+        if not opts and not _applicable(w, s):
+            # Not applicable yet because of a later knob (the default pp micro-batches
+            # of a replica batch smaller than pp): this knob's most saving option as it
+            # is (skipping it would leave sequence parallelism off).
+            opts = choices
         if opts:
             s = opts[-1]
     return s if _applicable(w, s) else None
@@ -257,7 +281,10 @@ def feasible_start(workload: Workload, gpus: int, hardware: Hardware | str, *,
     ------
     InfeasibleError
         Nothing fits; the message is the closest attempt's memory breakdown and its
-        shortfall in GiB.
+        shortfall in GiB.  When nothing even applies (a global batch too small for the
+        GPUs, or that no data-parallel degree divides), the message says why in samples
+        per replica, heads and blocks, and names a batch size (and a GPU count) that
+        applies.
     InvalidSpecError
         ``gpus`` is not a positive integer.
 
@@ -299,13 +326,92 @@ def feasible_start(workload: Workload, gpus: int, hardware: Hardware | str, *,
                     return Candidate(s)
             return Candidate(saving)  # pragma: no cover - the most saving one is a variant
     if closest is None:
-        raise InfeasibleError(f"no strategy of {workload.name} applies on {gpus} GPUs "
-                              f"(batch {workload.batch_size}, {len(workload.layers)} layers)")
+        raise InfeasibleError(_why_nothing_applies(workload, gpus, per_server))
     short = (closest.total_bytes - closest.capacity_bytes) / _GIB
     raise InfeasibleError(f"no strategy of {workload.name} fits in {hw.name} memory on {gpus} "
                           f"GPUs; closest: {closest.message()} (short by {short:.1f} GiB)",
                           reason="memory")
 
+
+
+def _structurally_applicable(w: Workload, tp: int, pp: int) -> bool:
+    """Whether ``tp x pp`` passes the applicability rules other than the batch's (tp
+    divides the heads, pp at most the layers): checked with one micro-batch of one
+    sample per replica."""
+    return _applicable(w.with_batch(1), Strategy(tp=tp, pp=pp, microbatches=1))
+
+
+def _why_nothing_applies(w: Workload, gpus: int, per_server: int) -> str:
+    """The message of :func:`feasible_start` when no strategy applies, in the user's
+    terms: a data-parallel replica takes whole samples of the global batch, so ``dp =
+    gpus / (tp x pp)`` must divide it; what limits ``tp`` and ``pp``; and the nearest
+    batch size (and GPU count) with which a strategy applies."""
+    batch = w.batch_size
+    head = f"no strategy of {w.name} applies on {gpus} GPUs: "
+    shapes = [(tp, pp) for tp, pp in model_parallel_shapes(gpus, per_server)
+              if _structurally_applicable(w, tp, pp)]
+    dps = sorted({gpus // (tp * pp) for tp, pp in shapes})
+    if not dps or any(batch % d == 0 for d in dps):   # pragma: no cover - custom knobs
+        return head + (f"no micro-batch count of the knobs divides the global batch of "
+                       f"{batch} samples over the data-parallel replicas")
+    tp, pp = max(shapes, key=lambda s: (s[0] * s[1], s[0]))
+    hp = w.hyperparameters
+    limits = []
+    heads = [(hp.get(k), what) for k, what in (("heads", "attention heads"),
+                                               ("kv_heads", "key/value heads"))]
+    heads = [(n, what) for n, what in heads if isinstance(n, int)]
+    if heads:
+        limits.append("tp divides the " + " and ".join(f"{n} {what}" for n, what in heads))
+    # pp is at most the layer count (one layer a stage, split=balanced), which for a
+    # transformer is not its block count: say what the layers are.
+    dotted = [layer.name for layer in w.layers if "." in layer.name]
+    blocks = len({name.split(".", 1)[0] for name in dotted})
+    parts = ""
+    if blocks and len(dotted) % blocks == 0:
+        other = len(w.layers) - len(dotted)
+        parts = (f": {blocks} blocks of {len(dotted) // blocks} layers"
+                 + (f" and {other} more" if other else ""))
+    limits.append(f"pp at most {len(w.layers)}, one layer a stage{parts}")
+    why = f" ({'; '.join(limits)})"
+    if dps[0] > batch:
+        reason = (f"every data-parallel replica takes whole samples of the global batch "
+                  f"({batch}), but even the most model parallelism that applies, tp={tp} x "
+                  f"pp={pp}{why}, leaves dp = {gpus} / {tp * pp} = {dps[0]} replicas")
+    else:
+        shown = ", ".join(map(str, dps[:8])) + (", ..." if len(dps) > 8 else "")
+        reason = (f"every data-parallel replica takes whole samples of the global batch "
+                  f"({batch}), but no data-parallel degree dp = GPUs / (tp x pp) that applies"
+                  f"{why} divides it (dp = {shown})")
+    # The smallest global batch at least this one that one of these dp divides.
+    d = min(dps, key=lambda d: (-(-batch // d) * d, d))
+    new_batch = -(-batch // d) * d
+    fix = f"; one applies with a global batch of {new_batch} (--option batch_size={new_batch})"
+    fewer = _fewer_gpus(w, gpus, per_server)
+    if fewer:
+        fix += f" or on {fewer} GPUs (the most below {gpus} on which one applies)"
+    return head + reason + fix
+
+
+def _fewer_gpus(w: Workload, gpus: int, per_server: int) -> int | None:
+    """The largest GPU count below ``gpus`` (a multiple of ``per_server``) on which some
+    ``tp x pp`` leaves a dp dividing the batch, or None (tp is bounded by the heads)."""
+    heads = [n for n in (w.hyperparameters.get("heads"), w.hyperparameters.get("kv_heads"))
+             if isinstance(n, int)]
+    if not heads:
+        return None
+    tps = [t for t in range(1, min(heads) + 1) if _structurally_applicable(w, t, 1)]
+    pps = [p for p in range(1, len(w.layers) + 1) if _structurally_applicable(w, 1, p)]
+    batch = w.batch_size
+    small = [d for d in range(1, int(batch ** 0.5) + 1) if batch % d == 0]
+    dps = small + [batch // d for d in small]
+    best = 0
+    for t in tps:
+        for p in pps:
+            for d in dps:
+                g = t * p * d
+                if best < g < gpus and g % per_server == 0:
+                    best = g
+    return best or None
 
 
 def _repair_options(s: Strategy, w: Workload) -> tuple[list[Strategy], list[Strategy]]:

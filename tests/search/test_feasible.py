@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
-from codesign.errors import InfeasibleError
+from codesign.errors import InfeasibleError, InvalidSpecError
 from codesign.workloads import get_hardware, get_workload
 from codesign.workloads.memory import memory_per_gpu
 from codesign.workloads.strategy import Strategy, check_applicable
@@ -32,7 +34,10 @@ def test_shapes_are_ordered_by_model_parallelism_tp_inside_the_server_first():
 
 @pytest.mark.parametrize("name, gpu, gpus", [
     ("llama3-70b", "H100", 1024), ("mixtral-8x7b", "H100", 1024), ("resnet50", "A100-80", 64),
-    ("dlrm", "A100-80", 128), ("gpt3-175b", "A100-80", 256)])
+    ("dlrm", "A100-80", 128), ("gpt3-175b", "A100-80", 256),
+    # a replica's batch below pp: 2,048 samples over 32,768 GPUs (tp <= 8) leave every
+    # replica fewer samples than pipeline stages (found nothing before: micro-batches >= pp)
+    ("llama3-405b", "H100", 32768)])
 def test_start_fits_and_no_smaller_model_parallelism_does(name, gpu, gpus):
     w, hw = get_workload(name), get_hardware(gpu)
     s = feasible_start(w, gpus, hw).strategy
@@ -72,6 +77,85 @@ def test_infeasible_names_the_closest_attempt_and_its_shortfall():
     with pytest.raises(InfeasibleError, match=r"closest: strategy .* needs .* GiB .*short by "
                                               r"[0-9.]+ GiB"):
         feasible_start(get_workload("llama3-405b"), 16, "H100")
+
+
+def test_a_replica_batch_smaller_than_the_pipeline_runs_one_sample_per_micro_batch():
+    # The whatif of Llama 3 405B on 32,768 H100 said "no strategy applies" although
+    # dp=256,tp=8,pp=16,microbatches=8 runs: no count >= pp divides a replica's batch.
+    w, hw = get_workload("llama3-405b"), get_hardware("H100")
+    for gpus, batch in ((32768, 2048), (98304, 6144)):
+        wb = w.with_batch(batch)
+        s = feasible_start(wb, gpus, hw).strategy
+        assert s.gpus == gpus and _fits(wb, s, hw), s
+        assert s.m == batch // s.dp < s.pp and s.sp, s   # one sample each; sp kept on
+
+
+def _brute_force(w, gpus, hw):
+    """A strategy of the feasible start's space (cp=1, 1F1B; every tp x pp x dp = gpus,
+    every micro-batch count, ZeRO stage, sequence parallelism and recomputation rung)
+    that applies and fits, or None -- found without the start's order or shortcuts."""
+    from codesign.workloads.strategy import recompute_ladder
+
+    for tp in (t for t in range(1, gpus + 1) if gpus % t == 0):
+        for pp in (p for p in range(1, gpus // tp + 1) if (gpus // tp) % p == 0):
+            dp = gpus // (tp * pp)
+            if w.batch_size % dp:
+                continue
+            per = w.batch_size // dp
+            for m in (c for c in range(1, per + 1) if per % c == 0):
+                for zero, sp in itertools.product(range(4), (False, True)):
+                    try:
+                        base = Strategy(dp=dp, tp=tp, pp=pp, microbatches=m, zero=zero, sp=sp)
+                    except InvalidSpecError:
+                        continue
+                    for s in recompute_ladder(w, base):
+                        if _fits(w, s, hw):
+                            return s
+    return None
+
+
+@pytest.mark.parametrize("name, gpu, gpus, batch", [
+    ("llama3-8b", "A100-40", 64, 2),      # replica batch 1 < pp: applies only with m < pp
+    ("llama3-8b", "A100-40", 64, 16),
+    ("llama3-8b", "A100-40", 24, 3),      # pp = 3 x 2^k
+    ("llama3-8b", "A100-40", 8, 1),
+    ("llama3-8b", "A100-40", 1024, 1),    # nothing applies: dp >= 2 > the batch
+    ("llama3-8b", "A100-40", 1024, 5),    # nothing applies: no dp divides 5
+    ("llama3-70b", "A100-40", 8, 2),      # applies, nothing fits in memory
+    ("llama3-70b", "A100-40", 32, 4),
+])
+def test_a_start_exists_iff_brute_force_finds_a_strategy(name, gpu, gpus, batch):
+    w, hw = get_workload(name).with_batch(batch), get_hardware(gpu)
+    oracle = _brute_force(w, gpus, hw)
+    try:
+        start = feasible_start(w, gpus, hw).strategy
+    except InfeasibleError as exc:
+        assert oracle is None, (oracle, str(exc))
+        return
+    assert oracle is not None, start
+    assert start.gpus == gpus and _fits(w, start, hw), start
+
+
+def test_nothing_applies_says_why_in_blocks_and_replicas_and_what_to_change():
+    w = get_workload("llama3-405b")
+    # too many replicas: even tp=8 x pp=128 leaves 32 replicas for 16 samples
+    with pytest.raises(InfeasibleError) as info:
+        feasible_start(w.with_batch(16), 32768, "H100")
+    msg = str(info.value)
+    assert "global batch (16)" in msg and "tp=8 x pp=128" in msg and "32 replicas" in msg
+    assert "8 key/value heads" in msg and "126 blocks of 2 layers and 2 more" in msg
+    assert "--option batch_size=32" in msg and info.value.reason == "other"
+    assert "(batch 16, 254 layers)" not in msg
+    # divisibility: 2, 4, ... replicas, none divides 5 samples; 6 would do
+    with pytest.raises(InfeasibleError, match=r"no data-parallel degree .* divides it "
+                                              r"\(dp = 2, 4, .*batch_size=6\)"):
+        feasible_start(get_workload("llama3-8b").with_batch(5), 1024, "H100")
+    # the suggestions hold: the batch applies, and so do the fewer GPUs
+    s = feasible_start(w.with_batch(32), 32768, "H100").strategy
+    assert s.dp == 32
+    fewer = int(msg.split(" or on ")[1].split(" GPUs")[0])
+    assert fewer < 32768 and fewer % 8 == 0
+    assert feasible_start(w.with_batch(16), fewer, "H100").strategy.gpus == fewer
 
 
 # ---------------------------------------------------------------- fit_to_memory
