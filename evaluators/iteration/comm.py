@@ -276,6 +276,33 @@ def _ring_options(topology, method: str, nodes: tuple[int, ...]) -> dict[str, An
 _SHARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 #: Cached entries per topology before its caches are dropped (bounds memory).
 _MAX_CACHED = 20_000
+#: Bytes of schedules held by the caches of all topologies together, and the share of
+#: the memory limit (codesign.resources) they may take before every cache is dropped:
+#: a ring over a 2,048-server group holds ~8 M transfers (~0.5 GB), and a what-if keeps
+#: dozens of topologies alive, so an entry count alone let a 32k-GPU what-if grow past
+#: 19 GB.
+_SCHEDULE_BYTES = [0]
+_SCHEDULE_SHARE = 0.25
+
+
+def _schedule_bytes(sched: Any) -> int:
+    """Bytes of a schedule's arrays (transfers, paths, times)."""
+    return sum(int(getattr(getattr(sched, name, None), "nbytes", 0))
+               for name in ("chunk", "src", "dst", "path_ptr", "path_links", "start", "end",
+                            "op"))
+
+
+def _hold(sched: Any) -> None:
+    """Count a schedule a cache is about to keep; past the budget, drop every cache (of
+    all topologies) first, so the caches never hold more than their share of memory."""
+    from codesign.resources import memory_limit
+
+    nbytes = _schedule_bytes(sched)
+    if _SCHEDULE_BYTES[0] + nbytes > _SCHEDULE_SHARE * memory_limit():
+        for per_topo in list(_SHARED.values()):
+            per_topo.clear()
+        _SCHEDULE_BYTES[0] = 0
+    _SCHEDULE_BYTES[0] += nbytes
 
 
 def intra_phases_time(kind: str, c: int, size: float, bandwidth_Bps: float) -> float:
@@ -424,7 +451,7 @@ class CommTimer:
         # topology (search loops) reuse them; keyed by everything a result depends on.
         per_topo = _SHARED.setdefault(self.topology, {})
         if sum(len(d) for c in per_topo.values() for d in c.values()) > _MAX_CACHED:
-            per_topo.clear()
+            per_topo.clear()   # (its schedules' bytes stay counted until the next drop)
         caches = per_topo.setdefault(
             (collective_method, network_model, float(rtol), routing, system.g,
              system.server_level, system.fabric_Bps),
@@ -567,6 +594,7 @@ class CommTimer:
             except InvalidSpecError as exc:
                 raise InvalidSpecError(f"collective_method {self.method!r} cannot time a {kind} "
                                        f"on {len(nodes)} nodes of {topo.name!r}: {exc}") from None
+            _hold(sched)
             self._structure[(kind, nodes)] = sched
         else:   # same transfers and paths, another buffer size: keep the base's chunking
             # (multiring splits every shard over its rings: chunks_per_npu = rings).
@@ -670,6 +698,7 @@ class CommTimer:
                                    f"{skipped}")
         choice = BestChoice(kind, len(nodes), size_class, float(size), best[0], best[1],
                             times.get("ring", float("nan")), times, skipped)
+        _hold(best[2])
         self._best[key] = (choice, best[2])
         return key, best[2]
 

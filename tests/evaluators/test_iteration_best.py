@@ -128,3 +128,32 @@ def test_an_evaluation_reports_the_decisions_it_used():
     assert all(c["algorithm"] in c["times_s"] for c in r.collectives)
     assert evaluate(topo, "bert", "dp=128", collective_method="ring",
                     routing="auto").collectives is None
+
+
+def test_schedule_caches_stay_within_their_share_of_the_memory_limit(monkeypatch):
+    # Cached schedules of every topology count against one budget (a share of the memory
+    # limit); past it every cache is dropped, and the same answers are timed again.
+    from codesign.resources import memory_limit
+    from evaluators.iteration import comm
+
+    topos = [from_spec(f"torus:4x{k},bw=100Gbps") for k in (4, 5, 6)]
+    sysm = [System(t, t.npus * 4, 4, True, 4.5e11) for t in topos]
+
+    def times():
+        return [CommTimer(s, "ring", "flow").inter_collective(
+            "allreduce", tuple(range(s.topology.npus)), 2.0 ** 26).time_s for s in sysm]
+
+    monkeypatch.setattr(comm, "_SHARED", type(comm._SHARED)())
+    monkeypatch.setattr(comm, "_SCHEDULE_BYTES", [0])
+    free = times()
+    held = comm._SCHEDULE_BYTES[0]
+    assert held > 0 and all(comm._SHARED.get(t) for t in topos)   # all three kept
+    largest = max(comm._schedule_bytes(next(iter(comm._SHARED[t].values()))["structure"]
+                                       [("allreduce", tuple(range(t.npus)))]) for t in topos)
+    # A budget of half of them: holding a schedule past it drops the caches first.
+    monkeypatch.setattr(comm, "_SHARED", type(comm._SHARED)())
+    monkeypatch.setattr(comm, "_SCHEDULE_BYTES", [0])
+    monkeypatch.setattr(comm, "_SCHEDULE_SHARE", held / 2 / memory_limit())
+    assert times() == free
+    assert comm._SCHEDULE_BYTES[0] <= held / 2 + largest
+    assert sum(bool(comm._SHARED.get(t)) for t in topos) < 3
