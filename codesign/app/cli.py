@@ -1230,7 +1230,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add(p, "--degree", required=False, default=8, help="--shared-cluster: server degree d")
     p.add_argument("--link-rate", default="100Gbps", help="--shared-cluster: link rate B")
     g = p.add_argument_group("procurement (days, dollars, failures)")
-    g.add_argument("--tokens", help="training goal in tokens (language models), e.g. 15e12")
+    g.add_argument("--tokens", help="training goal in tokens (language models), e.g. 15e12 or 15T")
     g.add_argument("--samples", help="training goal in samples")
     g.add_argument("--epochs", help="training goal in epochs (ImageNet models, or with "
                                     "--dataset-samples)")

@@ -45,6 +45,12 @@ def test_goal_errors():
         parse_goal(tokens=-1)
     assert parse_goal() is None
     assert parse_goal(tokens="15e12").tokens == 15e12
+    # Counts with decimal suffixes, as budgets take money ('15T' was refused).
+    assert parse_goal(tokens="15T").tokens == 15e12
+    assert parse_goal(samples="1.2M").samples == 1.2e6 and parse_goal(epochs="90").epochs == 90
+    for bad in ("T", "15Q", "inf"):
+        with pytest.raises(InvalidSpecError, match="e.g. 15e12 or 15T"):
+            parse_goal(tokens=bad)
 
 
 def test_tco_by_hand():
