@@ -273,7 +273,7 @@ def parts_cost(topology, catalog: PartsCatalog | None = None):
 
     Complexity: O(L log L) for L directed links.
     """
-    from topologies.cost import CostBreakdown, group_cables, intra_server_links
+    from topologies.cost import group_cables, intra_server_links
 
     cat = _default() if catalog is None else catalog
     if not isinstance(cat, PartsCatalog):

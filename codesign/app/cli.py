@@ -57,7 +57,7 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any], human: Callable[[],
             if isinstance(value, (list, tuple)) and value and isinstance(value[0], dict):
                 print(f"{key}: {len(value)}")
                 for item in value[:_HUMAN_ROWS]:
-                    print("  " + ", ".join(f"{k} {_human_value(v)}" for k, v in item.items()))
+                    print("  " + _human_value(item))
                 if len(value) > _HUMAN_ROWS:
                     print(f"  ... {len(value) - _HUMAN_ROWS} more (--json for all)")
             else:
@@ -314,9 +314,9 @@ def _collective(args: argparse.Namespace):
     size = parse_size(args.size, field="--size")
     coll = Collective.on(args.collective, topo.npus, size, chunks_per_npu=args.chunks,
                          root=args.root)
-    shard = coll.chunk_bytes * coll.chunks_per_npu  # bytes one NPU's piece splits into
     if coll.chunks_per_npu > 1 and coll.chunk_bytes < 1.0:
         # A schedule moves whole bytes; sub-byte chunks only multiply the work.
+        shard = coll.chunk_bytes * coll.chunks_per_npu  # bytes one NPU's piece splits into
         raise invalid("--chunks", args.chunks,
                       f"at most {max(1, int(shard))} for a {args.size} {args.collective} over "
                       f"{coll.n} NPUs (chunks of at least one byte)")

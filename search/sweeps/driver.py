@@ -517,14 +517,16 @@ def run_sweep(spec: SweepSpec, *, results_dir: str | Path = "results", resume: b
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the library stays quiet
     try:
-        if not run.study_dir.exists():  # a new study: refuse before creating anything
+        new = not run.study_dir.exists()
+        if new:  # refuse before creating anything
             _check_disk(spec, run.study_dir, spec.trials)
         writer = RecordWriter(run.records_dir)
         study = _open_study(run, resume=resume)
         _reconcile(study, run, writer)
         finished = sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
         to_run = max(0, spec.trials - finished)
-        _check_disk(spec, run.study_dir, to_run)
+        if not new:  # a resumed study: what is left to run
+            _check_disk(spec, run.study_dir, to_run)
         if to_run:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
