@@ -37,6 +37,7 @@ __all__ = [
     "format_size",
     "format_bandwidth",
     "format_time",
+    "spec_rate",
     "BARE_BANDWIDTH_BPS",
     "BARE_LATENCY_S",
     "BARE_MEMORY_BYTES",
@@ -266,6 +267,24 @@ def format_bandwidth(bps: float, *, bits: bool = False) -> str:
     if bits:
         return _format(float(bps) * 8.0, "bps", False)
     return _format(float(bps), "B/s", False)
+
+
+def spec_rate(bps: float, unit: str = "Gbps") -> str:
+    """A bandwidth (bytes/s) as a spec-string value: ``100Gbps`` (``unit="Gbps"``) or
+    ``900GB/s`` (``unit="GB/s"``) when exact in that unit, else bytes/s as a plain number.
+
+    >>> spec_rate(12.5e9), spec_rate(900e9, "GB/s"), spec_rate(1e9 + 1)
+    ('100Gbps', '900GB/s', '1000000001.0')
+    """
+    if unit == "Gbps":
+        g = bps * 8 / 1e9
+        exact = g > 0 and float(f"{g:g}") * 1e9 / 8 == bps
+    elif unit == "GB/s":
+        g = float(bps) / 1e9
+        exact = g > 0 and float(f"{g:g}") * 1e9 == float(bps)
+    else:
+        raise invalid("spec_rate unit", unit, "Gbps or GB/s")
+    return f"{g:g}{unit}" if exact else repr(float(bps))
 
 
 def format_time(seconds: float) -> str:

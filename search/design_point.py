@@ -58,6 +58,7 @@ from typing import Any
 
 from codesign.errors import InfeasibleError, invalid
 from codesign.specs import check_int, check_number
+from codesign.units import spec_rate
 
 __all__ = [
     "DESIGN_FAMILIES",
@@ -101,14 +102,6 @@ class DesignPoint:
 
 
 # ------------------------------------------------------------- design -> spec
-def spec_rate(bps: float) -> str:
-    """Spec-string bandwidth: ``100Gbps`` when exact, else bytes/s as a plain number."""
-    gbps = bps * 8 / 1e9
-    if gbps > 0 and float(f"{gbps:g}") * 1e9 / 8 == bps:
-        return f"{gbps:g}Gbps"
-    return repr(float(bps))
-
-
 def _fattree(p: DesignPoint) -> str:
     k = round((4 * p.servers) ** (1 / 3))
     k += k % 2  # fat-trees need an even k
@@ -243,9 +236,9 @@ def topology_spec_for(point: DesignPoint, hardware: Any = None) -> str:
     spec = build(point)
     if hardware is not None and point.family in SCALEUP_FAMILIES and point.degree >= 2:
         from codesign.workloads.hardware import get_hardware
-        from topologies.families.scaleup import NVLINK4_GPU_BW, scaleup_rate
+        from topologies.families.scaleup import NVLINK4_GPU_BW
 
         bw = float(get_hardware(hardware).fabric_bandwidth_Bps)
         if abs(bw - NVLINK4_GPU_BW) > 1e-9 * NVLINK4_GPU_BW:
-            spec += f",scaleup_bw={scaleup_rate(bw)}"
+            spec += f",scaleup_bw={spec_rate(bw, 'GB/s')}"
     return spec

@@ -46,7 +46,7 @@ from functools import lru_cache
 import numpy as np
 
 from codesign.errors import InvalidSpecError, invalid
-from codesign.units import parse_bandwidth
+from codesign.units import parse_bandwidth, spec_rate
 from topologies.builder import LinkBuilder
 from topologies.families.options import (
     DEFAULT_LAT, bandwidth_option, latency_option, parse_int,
@@ -55,7 +55,7 @@ from topologies.model import Topology
 from topologies.registry import register_family
 
 __all__ = ["NVLINK5_GPU_BW", "NVLINK4_GPU_BW", "add_scaleup", "scaleup_options", "nvl",
-           "SCALEUP_KEYS", "DEFAULT_MARK", "mark_default_scaleup", "scaleup_rate",
+           "SCALEUP_KEYS", "DEFAULT_MARK", "mark_default_scaleup",
            "with_gpu_scaleup"]
 
 #: NVLink 5 (Blackwell): 18 links x 50 GB/s per direction per GPU (nvidia.com NVLink page).
@@ -105,14 +105,6 @@ def mark_default_scaleup(topology: Topology, options, key: str = "scaleup_bw") -
     return topology
 
 
-def scaleup_rate(bandwidth_Bps: float) -> str:
-    """Spec-string scale-up bandwidth: ``900GB/s`` when exact, else bytes/s as a plain number."""
-    gb = float(bandwidth_Bps) / 1e9
-    if gb > 0 and float(f"{gb:g}") * 1e9 == float(bandwidth_Bps):
-        return f"{gb:g}GB/s"
-    return repr(float(bandwidth_Bps))
-
-
 def with_gpu_scaleup(topology: Topology, bandwidth_Bps: float) -> Topology:
     """``topology`` with scale-up domains of ``bandwidth_Bps`` per GPU if its spec left
     their bandwidth at the family default (``params["scaleup_bandwidth_default"]``), else
@@ -142,7 +134,7 @@ def with_gpu_scaleup(topology: Topology, bandwidth_Bps: float) -> Topology:
         raise invalid(f"scale-up bandwidth of {topology.name!r}", f"{have / 1e9:g} GB/s",
                       f"the GPU's {float(bandwidth_Bps) / 1e9:g} GB/s: the spec left it at "
                       f"the family default and the topology cannot be rebuilt from its name; "
-                      f"build it with {key}={scaleup_rate(bandwidth_Bps)}")
+                      f"build it with {key}={spec_rate(bandwidth_Bps, 'GB/s')}")
     return rebuilt
 
 
@@ -150,7 +142,7 @@ def with_gpu_scaleup(topology: Topology, bandwidth_Bps: float) -> Topology:
 def _rebuilt(spec: str, key: str, bandwidth_Bps: float) -> Topology:
     from topologies.registry import from_spec
 
-    return from_spec(f"{spec},{key}={scaleup_rate(bandwidth_Bps)}")
+    return from_spec(f"{spec},{key}={spec_rate(bandwidth_Bps, 'GB/s')}")
 
 
 def nvl(size: int, *, bandwidth: float = NVLINK5_GPU_BW, latency: float = DEFAULT_LAT,
