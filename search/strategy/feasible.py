@@ -355,11 +355,8 @@ def _why_nothing_applies(w: Workload, gpus: int, per_server: int) -> str:
         return head + (f"no micro-batch count of the knobs divides the global batch of "
                        f"{batch} samples over the data-parallel replicas")
     tp, pp = max(shapes, key=lambda s: (s[0] * s[1], s[0]))
-    hp = w.hyperparameters
     limits = []
-    heads = [(hp.get(k), what) for k, what in (("heads", "attention heads"),
-                                               ("kv_heads", "key/value heads"))]
-    heads = [(n, what) for n, what in heads if isinstance(n, int)]
+    heads = _head_counts(w)
     if heads:
         limits.append("tp divides the " + " and ".join(f"{n} {what}" for n, what in heads))
     # pp is at most the layer count (one layer a stage, split=balanced), which for a
@@ -392,11 +389,18 @@ def _why_nothing_applies(w: Workload, gpus: int, per_server: int) -> str:
     return head + reason + fix
 
 
+def _head_counts(w: Workload) -> list[tuple[int, str]]:
+    """The attention head counts that bound tensor parallelism, with their names."""
+    hp = w.hyperparameters
+    return [(hp[k], what) for k, what in (("heads", "attention heads"),
+                                          ("kv_heads", "key/value heads"))
+            if isinstance(hp.get(k), int)]
+
+
 def _fewer_gpus(w: Workload, gpus: int, per_server: int) -> int | None:
     """The largest GPU count below ``gpus`` (a multiple of ``per_server``) on which some
     ``tp x pp`` leaves a dp dividing the batch, or None (tp is bounded by the heads)."""
-    heads = [n for n in (w.hyperparameters.get("heads"), w.hyperparameters.get("kv_heads"))
-             if isinstance(n, int)]
+    heads = [n for n, _ in _head_counts(w)]
     if not heads:
         return None
     tps = [t for t in range(1, min(heads) + 1) if _structurally_applicable(w, t, 1)]
