@@ -43,7 +43,8 @@ from evaluators.schedule import COPY, REDUCE, Schedule
 from topologies.routing import shortest_paths
 
 __all__ = ["Send", "Step", "Plan", "concurrent", "sequence", "as_chunks", "shard_chunks",
-           "ordered_members", "prune_above", "Pruned", "busiest_link_s", "COPY", "REDUCE"]
+           "ordered_members", "prune_above", "Pruned", "busiest_link_s", "link_bundles", "COPY",
+           "REDUCE"]
 
 #: One send of a step: ``(chunk ids, src NPU, dst NPU, op)`` - one transfer per chunk.
 Send = tuple[np.ndarray, int, int, int]
@@ -218,13 +219,7 @@ class Plan:
         added, takes the ``k mod m``-th of those ``m`` links on that hop, as
         NCCL-style channels do, so concurrent chunks use the whole bundle.
         """
-        topo = self.topology
-        # Bundles: links with the same ends, bandwidth and latency.
-        _, bundle = np.unique(np.stack([topo.src, topo.dst, topo.bandwidth.view(np.int64),
-                                        topo.latency.view(np.int64)], axis=1),
-                              axis=0, return_inverse=True)
-        bundle = bundle.ravel()
-        size = np.bincount(bundle)
+        bundle, size = link_bundles(self.topology)
         if size.max(initial=1) < 2:
             return
         members = np.lexsort((np.arange(bundle.size), bundle))   # link ids by bundle, then id
@@ -266,6 +261,20 @@ class Plan:
         timed = _replay(sched, self.topology)
         return timed.retimed(timed.start, timed.end, timed.hop_start, algorithm=algorithm,
                              link_model="exclusive")
+
+
+def link_bundles(topology) -> tuple[np.ndarray, np.ndarray]:
+    """Bundles of equal parallel links: ``(bundle id per link, links per bundle)``.
+
+    A bundle is the links with the same ends, bandwidth and latency; :class:`Plan` deals
+    the transfers of an NPU pair round-robin over its bundles' links.
+    """
+    topo = topology
+    _, bundle = np.unique(np.stack([topo.src, topo.dst, topo.bandwidth.view(np.int64),
+                                    topo.latency.view(np.int64)], axis=1),
+                          axis=0, return_inverse=True)
+    bundle = bundle.ravel()
+    return bundle, np.bincount(bundle)
 
 
 def _replay(schedule: Schedule, topology) -> Schedule:

@@ -34,6 +34,11 @@ Ring collectives
   (identical levels, as the steps of a ring, are simulated once).  Levels end at a
   barrier, so this is never faster than the dependency-driven replay; it is exact for
   the ring on symmetric networks and much faster.
+* A ring (``ring``, or ``best`` where ring is its only candidate: groups above ~150
+  nodes) is not materialised under ``flow``: its steps are alike up to which link of a
+  bundle of parallel links they take, so the distinct ones are routed and timed and the
+  rest counted (:meth:`CommTimer._ring_steps_cost`; equal to the schedule's replay).  A
+  2,048-server data-parallel group's all-reduce is 8.4 million transfers as a schedule.
 * Rings follow the fabric on Clos networks: ``ring`` and ``bidir-ring`` get the order
   of :func:`topologies.routing.ring_order` (scale-up domains together, then rails,
   members in tree order, as NCCL builds its rings from the topology it detects) instead
@@ -253,6 +258,10 @@ def best_candidates(topology, kind: str, nodes: int, *,
         names.append(name)
     return names, skipped
 
+
+#: Collective kinds whose ring schedule is timed from its distinct steps under the flow
+#: model (:meth:`CommTimer._ring_steps_cost`).
+_RING_STEP_KINDS = ("allreduce", "reducescatter", "allgather")
 
 #: Synthesizers with an ``order`` option that follow the fabric's ring order on Clos.
 _RING_ORDERED = ("ring", "bidir-ring")
@@ -568,6 +577,13 @@ class CommTimer:
         if hit is not None:
             self.used |= hit.decisions
             return hit
+        if self._ring_by_steps(kind, len(nodes)):
+            cost = self._ring_steps_cost(kind, nodes, size)
+            if self.method == BEST:
+                cost.decisions = frozenset([self._ring_decision(kind, nodes, size)])
+            self._inter[key] = cost
+            self.used |= cost.decisions
+            return cost
         from evaluators.collectives import Collective
         from evaluators.registry import synthesize
 
@@ -620,6 +636,100 @@ class CommTimer:
         self._inter[key] = cost
         self.used |= decisions
         return cost
+
+    # ------------------------------------------------- ring timed step by step
+    def _ring_by_steps(self, kind: str, n: int) -> bool:
+        """Whether a ring collective is timed from its steps instead of its schedule: under
+        the flow model, for ``ring`` and for ``best`` when ring is its only candidate
+        (every other synthesizer's estimated cost is over the limit: groups above ~150
+        nodes, :func:`best_candidates`)."""
+        if self.model != "flow" or kind not in _RING_STEP_KINDS:
+            return False
+        if self.method == "ring":
+            return True
+        return self.method == BEST and best_candidates(self.topology, kind, n)[0] == ["ring"]
+
+    def _ring_steps_cost(self, kind: str, nodes: tuple[int, ...], size: float) -> CommCost:
+        """A ring collective's cost from the distinct steps of its schedule.
+
+        The ring schedule (:mod:`evaluators.algorithms.ring`) is ``n - 1`` steps
+        (reduce-scatter, all-gather; all-reduce ``2 (n - 1)``), and at every step each
+        member sends one shard of ``c`` chunks to its successor; a transfer waits for the
+        one of the step before that delivered its chunk, so dependency level ``s`` is
+        step ``s``, and the level-synchronous flow replay (module docstring) is the sum of
+        the steps' flow phases.  Steps differ only in which link of a bundle of parallel
+        links a transfer takes (:class:`~evaluators.algorithms.plan.Plan` deals the
+        ``k``-th transfer of a pair to the ``k mod m``-th of ``m`` links), so they repeat
+        with a period ``P`` (1 without parallel links): the first ``P`` steps are routed
+        as the synthesizer routes them and timed, and step ``s`` counts as step
+        ``s mod P``.  Time, link bytes and pairs equal those of the materialised schedule
+        (tests/evaluators/test_iteration_ring_steps.py) without its ``2 n (n - 1) c``
+        transfers -- 8.4 million for a 2,048-server data-parallel group (~0.5 GB, minutes
+        to synthesize, replay and validate).
+        """
+        from evaluators.algorithms.plan import Plan, link_bundles, shard_chunks
+        from evaluators.collectives import Collective
+
+        topo = self.topology
+        coll = Collective(kind, nodes, size)
+        c, chunk = coll.chunks_per_npu, coll.chunk_bytes
+        n = len(nodes)
+        steps = (2 if kind == "allreduce" else 1) * (n - 1)
+        key = ("ring-steps", nodes, c)
+        mini = self._structure.get(key)
+        if mini is None:
+            period = 1
+            for m in np.unique(link_bundles(topo)[1]).tolist():
+                period = math.lcm(period, m // math.gcd(m, c))
+            period = min(period, steps)
+            members = _ring_options(topo, "ring", nodes).get("order", list(nodes))
+            blocks = [shard_chunks(coll, coll.position(x)) for x in members]
+            plan = Plan(topo, coll)
+            for s in range(period):   # the chunk ids do not change routing or timing
+                for i in range(n):
+                    plan.send(blocks[(i - s - 1) % n], members[i], members[(i + 1) % n])
+            sched = plan.schedule(algorithm="ring", order=members)
+            _hold(sched)
+            self._structure[key] = mini = (sched, period)
+        sched, period = mini
+        per_step = n * c
+        level = np.repeat(np.arange(period), per_step)
+        times = self._level_times(sched, level, chunk)
+        time_s = 0.0
+        for s in range(steps):    # in step order, as the replay of the whole schedule adds
+            time_s += times[s % period]
+        # Step s of the P routed ones stands for every step s' = s mod P of the collective.
+        reps = np.array([(steps - s + period - 1) // period for s in range(period)])
+        ptr, links = sched.path_ptr, sched.path_links
+        moving = np.diff(ptr) > 0
+        fw = _forwards(topo, ptr, links)
+        weight = np.repeat(reps, per_step)
+        if self._spray:
+            sptr, slinks, owner, share = spray_paths(topo, sched.src[moving], sched.dst[moving])
+            link_bytes = np.bincount(
+                slinks, weights=np.repeat((weight[moving][owner] * share * chunk),
+                                          np.diff(sptr)), minlength=topo.n_links)
+        else:
+            counts = np.bincount(links, weights=np.repeat(weight, np.diff(ptr)),
+                                 minlength=topo.n_links).astype(np.int64)
+            link_bytes = counts * chunk
+        n_moving = int(weight[moving].sum())
+        pairs = frozenset(zip(sched.src[moving].tolist(), sched.dst[moving].tolist()))
+        carried = float(((1 + fw[moving]) * weight[moving]).sum()) * chunk
+        return CommCost(float(time_s), link_bytes.astype(float), n_moving * chunk, carried,
+                        pairs)
+
+    def _ring_decision(self, kind: str, nodes: tuple[int, ...], size: float) -> tuple:
+        """The ``best`` decision of a collective class where ring is the only candidate
+        (:meth:`_ring_by_steps`): ring, timed at the class's representative size."""
+        size_class, rep = best_size_class(size)
+        key = (kind, nodes, size_class)
+        if key not in self._best:
+            _, skipped = best_candidates(self.topology, kind, len(nodes))
+            t = self._ring_steps_cost(kind, nodes, rep).time_s
+            self._best[key] = (BestChoice(kind, len(nodes), size_class, float(rep), "ring", t,
+                                          t, {"ring": t}, skipped), None)
+        return key
 
     def _time(self, sched) -> float:
         """The schedule's time under the network model, seconds."""
@@ -706,15 +816,22 @@ class CommTimer:
         from evaluators.netsim import transfer_dependencies
 
         dptr, didx = transfer_dependencies(sched)
-        level = _levels(dptr, didx)
+        return sum(self._level_times(sched, _levels(dptr, didx)))
+
+    def _level_times(self, sched, level: np.ndarray, chunk: float | None = None
+                     ) -> list[float]:
+        """Each dependency level's time under the flow model, seconds, in level order: one
+        :func:`~.phase.flow_phase` of the level's transfers of ``chunk`` bytes each
+        (default the schedule's), cached by their pairs, paths and size, so identical
+        levels are simulated once."""
         order = np.lexsort((sched.dst, sched.src, level))
         lv = level[order]
         bounds = np.flatnonzero(np.diff(lv)) + 1
         starts = np.concatenate([[0], bounds])
         ends = np.concatenate([bounds, [lv.size]])
         ptr, links = sched.path_ptr, sched.path_links
-        chunk = sched.chunk_bytes
-        total = 0.0
+        chunk = sched.chunk_bytes if chunk is None else chunk
+        times = []
         for a, b in zip(starts.tolist(), ends.tolist()):
             ids = order[a:b]
             lens = np.diff(ptr)[ids]
@@ -739,8 +856,8 @@ class CommTimer:
                                    np.full(int(moving.sum()), chunk), rtol=self.rtol,
                                    paths=(mp, sub_links[keep])).makespan_s
                 self._levels[key] = t
-            total += t
-        return total
+            times.append(t)
+        return times
 
     # ------------------------------------------------------------------ MP phases
     def mp_phase(self, src: np.ndarray, dst: np.ndarray, size: np.ndarray) -> CommCost:

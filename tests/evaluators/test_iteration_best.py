@@ -140,7 +140,9 @@ def test_schedule_caches_stay_within_their_share_of_the_memory_limit(monkeypatch
     sysm = [System(t, t.npus * 4, 4, True, 4.5e11) for t in topos]
 
     def times():
-        return [CommTimer(s, "ring", "flow").inter_collective(
+        # bidir-ring: a materialised schedule (ring is timed from its steps,
+        # test_iteration_ring_steps.py).
+        return [CommTimer(s, "bidir-ring", "flow").inter_collective(
             "allreduce", tuple(range(s.topology.npus)), 2.0 ** 26).time_s for s in sysm]
 
     monkeypatch.setattr(comm, "_SHARED", type(comm._SHARED)())
