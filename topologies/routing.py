@@ -118,11 +118,38 @@ class _Tables:
         self.in_nbrs: np.ndarray | None = None
 
 
+    def nbytes(self) -> int:
+        arrays = (self.hops, self.pred, self.in_nbrs, *(self.best or ()))
+        return sum(int(a.nbytes) for a in arrays if a is not None)
+
+    def clear(self) -> None:
+        self.hops = self.pred = self.best = self.in_nbrs = None
+
+
+#: Share of the memory limit (:mod:`codesign.resources`) the routing tables of all
+#: topologies may hold together.  A sweep or what-if keeps dozens of fabrics alive
+#: (``search.sweeps.trial.cached_topology``), and the all-pairs tables of one
+#: 4,096-server Clos are 210 MB: without a bound a 32k-GPU what-if held gigabytes.
+TABLES_SHARE = 0.25
+
+
 def _tables(topology) -> _Tables:
     t = _TABLES.get(topology)
     if t is None:
         t = _TABLES[topology] = _Tables()
     return t
+
+
+def _make_room(topology, nbytes: float) -> None:
+    """Before ``topology`` keeps ``nbytes`` more of tables: past :data:`TABLES_SHARE` of
+    the memory limit, drop every other topology's tables (rebuilt when asked again)."""
+    from codesign.resources import memory_limit
+
+    held = sum(t.nbytes() for t in list(_TABLES.values()))
+    if held + nbytes > TABLES_SHARE * memory_limit():
+        for topo, tab in list(_TABLES.items()):
+            if topo is not topology:
+                tab.clear()
 
 
 def all_pairs(topology) -> tuple[np.ndarray, np.ndarray]:
@@ -153,6 +180,7 @@ def all_pairs(topology) -> tuple[np.ndarray, np.ndarray]:
         check_memory("the all-pairs hop matrix (diameter, routes)", "nodes", n,
                      24.0 * n * n, "use a smaller network, or commands that need no "
                      "all-pairs routes (topology cost, synth --algorithm themis)")
+        _make_room(topology, 8.0 * n * n)
         adj = csr_matrix((np.ones(topology.n_links), (topology.src, topology.dst)),
                          shape=(n, n))
         adj.sum_duplicates()
@@ -164,18 +192,27 @@ def all_pairs(topology) -> tuple[np.ndarray, np.ndarray]:
     return tab.hops, tab.pred
 
 
-def _best_links(topology) -> np.ndarray:
-    """Dense ``(n_nodes, n_nodes)`` table of the link used for hop ``u -> v`` (-1: none):
-    among parallel links the highest bandwidth, then the lowest id."""
+def _hop_links(topology, u, v) -> np.ndarray:
+    """The link used for each hop ``u -> v`` (-1: none): among parallel links the highest
+    bandwidth, then the lowest id.
+
+    The table is one entry per adjacent node pair (sorted ``u * n_nodes + v`` keys), not
+    a dense ``n_nodes``-square one: 210 MB on a 5,000-node fabric, per topology."""
     tab = _tables(topology)
     if tab.best is None:
         n = topology.n_nodes
-        best = np.full((n, n), -1, dtype=np.int64)
-        order = np.lexsort((np.arange(topology.n_links), -topology.bandwidth))
-        rev = order[::-1]          # the last write wins: the preferred link is written last
-        best[topology.src[rev], topology.dst[rev]] = rev
-        tab.best = best
-    return tab.best
+        key = topology.src.astype(np.int64) * n + topology.dst
+        # The preferred link of every pair first: by key, then bandwidth down, then id.
+        order = np.lexsort((np.arange(topology.n_links), -topology.bandwidth, key))
+        first = np.ones(order.size, dtype=bool)
+        first[1:] = key[order][1:] != key[order][:-1]
+        tab.best = (key[order][first], order[first].astype(np.int64))
+    keys, links = tab.best
+    want = np.asarray(u, dtype=np.int64) * topology.n_nodes + np.asarray(v, dtype=np.int64)
+    at = np.minimum(np.searchsorted(keys, want), max(keys.size - 1, 0))
+    if keys.size == 0:
+        return np.full(want.shape, -1, dtype=np.int64)
+    return np.where(keys[at] == want, links[at], -1)
 
 
 def _check_pairs(topology, src, dst, *, npus_only: bool = False
@@ -248,7 +285,7 @@ def predecessor_walk(src: np.ndarray, dst: np.ndarray, prev_of
 
 
 def _node_paths_to_links(topology, ptr, prev, nxt) -> tuple[np.ndarray, np.ndarray]:
-    return ptr, _best_links(topology)[prev, nxt] if prev.size else prev
+    return ptr, _hop_links(topology, prev, nxt) if prev.size else prev
 
 
 def shortest_paths(topology, src, dst) -> tuple[np.ndarray, np.ndarray]:
@@ -299,14 +336,11 @@ def route(topology, src: int, dst: int) -> tuple[int, ...]:
     if row[dst] < 0:
         raise InfeasibleError(f"node {dst} is not reachable from node {src} in "
                               f"{topology.name!r}", reason="connectivity")
-    best = _best_links(topology)
-    links = []
-    v = int(dst)
-    while v != src:
-        u = int(row[v])
-        links.append(int(best[u, v]))
-        v = u
-    return tuple(reversed(links))
+    nodes = [int(dst)]
+    while nodes[-1] != src:
+        nodes.append(int(row[nodes[-1]]))
+    nodes.reverse()
+    return tuple(_hop_links(topology, nodes[:-1], nodes[1:]).tolist())
 
 
 def _in_neighbours(topology) -> np.ndarray:

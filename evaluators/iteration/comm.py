@@ -285,11 +285,11 @@ def _ring_options(topology, method: str, nodes: tuple[int, ...]) -> dict[str, An
 _SHARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 #: Cached entries per topology before its caches are dropped (bounds memory).
 _MAX_CACHED = 20_000
-#: Bytes of schedules held by the caches of all topologies together, and the share of
-#: the memory limit (codesign.resources) they may take before every cache is dropped:
-#: a ring over a 2,048-server group holds ~8 M transfers (~0.5 GB), and a what-if keeps
-#: dozens of topologies alive, so an entry count alone let a 32k-GPU what-if grow past
-#: 19 GB.
+#: Bytes of schedules and step costs held by the caches of all topologies together, and
+#: the share of the memory limit (codesign.resources) they may take before every cache
+#: is dropped: a what-if keeps dozens of topologies alive, and a cost's per-link bytes
+#: alone are 100 kB on a 4,096-server fabric, so an entry count alone let a 32k-GPU
+#: what-if grow past 19 GB.
 _SCHEDULE_BYTES = [0]
 _SCHEDULE_SHARE = 0.25
 
@@ -301,12 +301,16 @@ def _schedule_bytes(sched: Any) -> int:
                             "op"))
 
 
-def _hold(sched: Any) -> None:
-    """Count a schedule a cache is about to keep; past the budget, drop every cache (of
-    all topologies) first, so the caches never hold more than their share of memory."""
+def _hold(entry: Any) -> None:
+    """Count a schedule or a :class:`CommCost` a cache is about to keep; past the budget,
+    drop every cache (of all topologies) first, so the caches never hold more than their
+    share of memory."""
     from codesign.resources import memory_limit
 
-    nbytes = _schedule_bytes(sched)
+    if isinstance(entry, CommCost):   # its per-link bytes and node pairs (~100 B each)
+        nbytes = int(entry.link_bytes.nbytes) + 100 * len(entry.pairs)
+    else:
+        nbytes = _schedule_bytes(entry)
     if _SCHEDULE_BYTES[0] + nbytes > _SCHEDULE_SHARE * memory_limit():
         for per_topo in list(_SHARED.values()):
             per_topo.clear()
@@ -482,6 +486,7 @@ class CommTimer:
         hit = self._sets.get(key)
         if hit is None:
             hit = self._sets[key] = self._collective_set(kind, groups, float(size))
+            _hold(hit)
         self.used |= hit.decisions
         return hit
 
@@ -582,6 +587,7 @@ class CommTimer:
             if self.method == BEST:
                 cost.decisions = frozenset([self._ring_decision(kind, nodes, size)])
             self._inter[key] = cost
+            _hold(cost)
             self.used |= cost.decisions
             return cost
         from evaluators.collectives import Collective
@@ -634,6 +640,7 @@ class CommTimer:
         cost = CommCost(float(time_s), link_bytes.astype(float), n_moving * chunk,
                         float((1 + fw[moving]).sum()) * chunk, pairs, decisions)
         self._inter[key] = cost
+        _hold(cost)
         self.used |= decisions
         return cost
 
@@ -869,6 +876,7 @@ class CommTimer:
         hit = self._phases.get(key)
         if hit is None:
             hit = self._phases[key] = self._mp_phase(src, dst, size)
+            _hold(hit)
         return hit
 
     def _mp_phase(self, src: np.ndarray, dst: np.ndarray, size: np.ndarray) -> CommCost:

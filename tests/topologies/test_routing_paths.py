@@ -110,3 +110,48 @@ def test_predecessor_walk_and_errors():
     with pytest.raises(InvalidSpecError, match="route src"):
         route(t, -1, 2)
     assert route(t, 2, 2) == ()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_hop_takes_the_fastest_then_lowest_id_parallel_link(seed):
+    # Oracle: the preferred link of every adjacent pair found by brute force over the
+    # link list (random parallel links of mixed bandwidths).
+    from topologies.builder import LinkBuilder
+    from topologies.routing import _hop_links
+
+    rng = np.random.default_rng(seed)
+    b = LinkBuilder(6)
+    for u in range(6):            # a ring so that every node reaches every other
+        b.cable(u, (u + 1) % 6, 1e9, 1e-6)
+    for _ in range(20):
+        u, v = rng.choice(6, 2, replace=False)
+        b.cable(int(u), int(v), float(rng.choice([1e9, 2e9, 4e9])), 1e-6,
+                count=int(rng.integers(1, 3)))
+    t = b.build(name="multi")
+    u, v = np.meshgrid(np.arange(6), np.arange(6), indexing="ij")
+    got = _hop_links(t, u.ravel(), v.ravel())
+    for a, c, link in zip(u.ravel().tolist(), v.ravel().tolist(), got.tolist()):
+        cands = [i for i in range(t.n_links) if t.src[i] == a and t.dst[i] == c]
+        want = min(cands, key=lambda i: (-t.bandwidth[i], i)) if cands else -1
+        assert link == want
+    for a in range(6):
+        for c in range(6):
+            hops = route(t, a, c)
+            assert all(h == _hop_links(t, [t.src[h]], [t.dst[h]])[0] for h in hops)
+
+
+def test_routing_tables_of_all_topologies_stay_within_their_share(monkeypatch):
+    # The all-pairs tables of every topology count against one share of the memory
+    # limit; past it the other topologies' tables are dropped (and rebuilt when asked).
+    from codesign.resources import memory_limit
+    from topologies import routing
+
+    topos = [from_spec(f"torus:{k}x{k}") for k in (10, 11, 12)]
+    each = [8 * t.n_nodes ** 2 for t in topos]
+    monkeypatch.setattr(routing, "TABLES_SHARE", 1.5 * max(each) / memory_limit())
+    want = [all_pairs(from_spec(f"torus:{k}x{k}"))[0].copy() for k in (10, 11, 12)]
+    for t, w in zip(topos, want):
+        assert np.array_equal(all_pairs(t)[0], w)
+    held = [routing._tables(t).nbytes() for t in topos]
+    assert sum(held) <= 1.5 * max(each) and held[-1] > 0 and held[0] == 0
+    assert np.array_equal(all_pairs(topos[0])[0], want[0])   # rebuilt on demand
