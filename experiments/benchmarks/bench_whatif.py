@@ -9,12 +9,17 @@ processes) and, with
 searched, and the answers.  The clock includes imports of the evaluators but not of
 Python itself.
 
+With ``--scale``, also the bounded-resources question at 32,768 GPUs: ``--gpus 32768 --gpu
+H100 --workload llama3-405b --families leafspine --budget 3e8`` (4,096 servers; a
+2,048-server data-parallel group's all-reduce is 8.4 million transfers as a schedule), with
+the peak resident memory of this process and of its largest worker.
+
 Prints a table and appends it to ``experiments/benchmarks/RESULTS.md``.
 
 Usage::
 
-    python experiments/benchmarks/bench_whatif.py [--llm] [--finalists 3] [--evaluations 12]
-        [--workers 2] [--no-append]
+    python experiments/benchmarks/bench_whatif.py [--llm] [--scale] [--finalists 3]
+        [--evaluations 12] [--workers 2] [--no-append]
 """
 
 from __future__ import annotations
@@ -30,18 +35,26 @@ from results_file import append_result, markdown_table, print_rows  # noqa: E402
 TARGET_S = 60.0
 
 
-def run(label, budgets, servers, mix, gpu, finalists, evaluations, workers):
+def run(label, budgets, servers, mix, gpu, finalists, evaluations, workers,
+        families=None, target_s=TARGET_S):
+    import resource
+
     from search.per_fabric import SearchBudget
-    from search.whatif import format_whatif, parse_mix, run_whatif
+    from search.whatif import DEFAULT_FAMILIES, format_whatif, parse_mix, run_whatif
 
     t0 = time.perf_counter()
     res = run_whatif(budgets, servers=servers, workloads=parse_mix(mix), gpu=gpu,
                      finalists=finalists, workers=workers,
+                     families=families or DEFAULT_FAMILIES,
                      search=SearchBudget(evaluations) if evaluations else None)
     wall = time.perf_counter() - t0
     print(format_whatif(res), flush=True)
-    rows = [(f"{label}: wall s", f"{wall:.1f} (target < {TARGET_S:g} s: "
-                                 f"{'met' if wall < TARGET_S else 'MISSED'})"),
+    peak = [resource.getrusage(who).ru_maxrss / 2 ** 20   # KiB -> GiB
+            for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    rows = [(f"{label}: wall s", f"{wall:.1f} (target < {target_s:g} s: "
+                                 f"{'met' if wall < target_s else 'MISSED'})"),
+            (f"{label}: peak RSS GiB (this process / largest worker so far)",
+             f"{peak[0]:.2f} / {peak[1]:.2f}"),
             (f"{label}: worker processes", str(workers)),
             (f"{label}: fabrics priced / timed / searched",
              f"{res.evaluated} / {res.timed} / {res.searched}"),
@@ -62,6 +75,8 @@ def run(label, budgets, servers, mix, gpu, finalists, evaluations, workers):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--llm", action="store_true", help="also the llama3-70b question")
+    ap.add_argument("--scale", action="store_true",
+                    help="also Llama 3 405B on 32,768 H100 (leaf-spine; several minutes)")
     ap.add_argument("--finalists", type=int, default=3)
     ap.add_argument("--evaluations", type=int, default=12)
     ap.add_argument("--workers", type=int, default=2, help="the CLI's default")
@@ -72,6 +87,11 @@ def main(argv=None) -> int:
     if args.llm:
         rows += run("llama3-70b", (5e6, 1e7, 2e7), 128, "llama3-70b", "H100", args.finalists,
                     args.evaluations, args.workers)
+    if args.scale:
+        # 4,096 servers; no time target of its own: it must answer, in bounded memory.
+        rows += run("llama3-405b 32k GPUs", (3e8,), 4096, "llama3-405b", "H100",
+                    args.finalists, args.evaluations, args.workers, families=("leafspine",),
+                    target_s=900.0)
     print_rows(rows)
     if not args.no_append:
         cmd = "python experiments/benchmarks/bench_whatif.py " + " ".join(
