@@ -165,19 +165,27 @@ def _has_attention(w: Workload) -> bool:
     return any(layer.kind == "attention" for layer in w.layers)
 
 
-def _consistent(s: Strategy, **values: Any) -> Strategy:
+def _consistent(s: Strategy, batch: int = 0, **values: Any) -> Strategy:
     """``s`` with ``values`` (axis degrees, micro-batches) and the knobs that depend on
-    them made valid again: micro-batches at least ``pp`` (1F1B fill) and a multiple of it
-    for the interleaved schedule, ``ep`` a divisor of ``dp`` (of ``tp x dp`` with folded
-    experts, ``etp=1``), ``sp`` only with ``tp > 1``,
+    them made valid again: micro-batches at least ``pp`` (1F1B fill) -- or, when a
+    replica's share of the global ``batch`` (samples; 0: not known) is smaller than
+    ``pp``, one sample per micro-batch, as the feasible start runs such replicas -- and a
+    multiple of ``pp`` for the interleaved schedule, ``ep`` a divisor of ``dp`` (of
+    ``tp x dp`` with folded experts, ``etp=1``), ``sp`` only with ``tp > 1``,
     ``cp`` only with ``ep = 1``, placed tables only without model parallelism."""
     new = {k: values.get(k, getattr(s, k)) for k in ("dp", "tp", "pp", "cp")}
     micro = values.get("microbatches", s.microbatches)
     schedule, vpp = s.schedule, s.vpp
+    replica = batch // new["dp"] if batch and batch % new["dp"] == 0 else 0
     if new["pp"] == 1:
         schedule, vpp = ("gpipe" if schedule == "gpipe" else "1f1b"), 1
         if micro is not None and "microbatches" not in values and s.pp > 1:
             micro = None
+    elif 0 < replica < new["pp"]:
+        # pp micro-batches (the fill; also the default) would not divide the replica's
+        # batch: from 2,048 replicas of one sample and two stages (Llama 3 405B on 32,768
+        # GPUs) no deeper pipeline could be proposed at all.
+        micro = replica
     elif micro is not None and micro < new["pp"]:
         micro = new["pp"]
     if schedule == "interleaved":
@@ -207,7 +215,7 @@ def _move_axes(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate
     p = factors[rng.integers(len(factors))]
     values[src] //= p
     values[dst] *= p
-    return replace(c, strategy=_consistent(s, **values))
+    return replace(c, strategy=_consistent(s, batch=w.batch_size, **values))
 
 
 def _move_microbatches(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:

@@ -59,6 +59,26 @@ def test_axes_move_reaches_context_parallelism_for_attention_models() -> None:
         assert propose(c, resnet, rng, moves=("axes",)).strategy.cp == 1
 
 
+def test_axes_move_deepens_a_pipeline_whose_replicas_hold_fewer_samples_than_stages():
+    # 32 GPUs, a global batch of 8: dp=16, tp=1, pp=2 runs one sample per replica. Moving
+    # a factor of dp to pp must propose dp=8, pp=4 with one sample per micro-batch (2
+    # micro-batches), not pp=4 micro-batches (which do not divide the replica's 1 sample x
+    # 2 = 2 samples and were refused, so no deeper pipeline was reachable). Oracle: every
+    # dp -> pp move of the brute-force neighbourhood that applies.
+    w = gpt(batch=16)
+    c = Candidate(Strategy(dp=16, pp=2, microbatches=1))
+    check_applicable(w, c.strategy)
+    rng = np.random.default_rng(0)
+    seen = set()
+    for _ in range(300):
+        new = propose(c, w, rng, moves=("axes",))
+        check_applicable(w, new.strategy)
+        seen.add((new.strategy.dp, new.strategy.tp, new.strategy.pp, new.strategy.cp,
+                  new.strategy.m))
+    assert (8, 1, 4, 1, 2) in seen          # dp -> pp, one sample per micro-batch
+    assert all(m <= w.batch_size // dp for dp, _, _, _, m in seen)
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_random_walks_over_every_move_stay_valid(seed: int) -> None:
     w = gpt()
