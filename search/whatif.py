@@ -322,7 +322,10 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
 
     t0 = time.perf_counter()
     if isinstance(servers, bool) or not isinstance(servers, int) or servers < 2:
-        raise invalid("whatif servers", servers, "an integer >= 2")
+        raise invalid("whatif servers", servers,
+                      "an integer >= 2 (a what-if buys the network between servers; one "
+                      "server's GPUs use its own scale-up fabric, which codesign evaluate "
+                      "times)")
     if isinstance(finalists, bool) or not isinstance(finalists, int) or finalists < 1:
         raise invalid("whatif finalists", finalists, "an integer >= 1")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:

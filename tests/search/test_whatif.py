@@ -101,6 +101,10 @@ def test_cli_json_and_bad_input(capsys):
         {k: v for k, v in out.items() if k != "seconds"}
     assert main(["whatif", "--budget", "1e5", "--gpus", "12"]) == 2
     assert "multiple of 8" in capsys.readouterr().err
+    # One server has no network to buy: refused with what to use instead.
+    assert main(["whatif", "--budget", "1e5", "--gpus", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "servers 1" in err and "codesign evaluate" in err and err.count("\n") == 1
 
 
 def test_shared_cluster_properties():
