@@ -6,7 +6,7 @@ sizes from the papers, one entry per name with named configurations) plus builde
 
 User model files (YAML, strict keys) come in three forms::
 
-    name: my-llm                   # a builder with its hyper-parameters
+    name: my-llm                   # a builder with its hyper-parameters (required)
     builder: transformer
     params: {layers: 40, hidden: 5120, heads: 40, vocab: 32000, seq_len: 4096}
     batch_size: 512
@@ -312,6 +312,11 @@ def workload_from_dict(spec: Any, *, source: str = "") -> Workload:
         if "config" in spec:
             raise invalid(f"{where} config", spec["config"], "only with base")
         check_choice(f"{where} builder", spec["builder"], BUILDERS)
+        if not params:   # the builder's defaults are a toy (transformer: GPT-2 small)
+            names = ", ".join(list(BUILDERS[spec["builder"]].params)[:4])
+            raise invalid(f"{where} params", spec.get("params"),
+                          f"the {spec['builder']} builder's hyper-parameters ({names}, ...); "
+                          f"without them it would build its defaults, not your model")
         return build_workload(name, spec["builder"], params, settings,
                               description=text["description"], source=text["source"] or source)
     if form == "base":

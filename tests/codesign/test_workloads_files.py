@@ -52,7 +52,11 @@ def test_builder_and_base_forms():
     ({"name": "x", "builder": "cnn", "batch_size": 1}, "one of resnet"),
     ({"name": "x", "builder": "transformer", "params": {"hiden": 4}, "batch_size": 1},
      "unknown parameter 'hiden'"),
-    ({"name": "x", "builder": "transformer"}, "batch_size"),
+    ({"name": "x", "builder": "transformer", "params": {"layers": 2}}, "batch_size"),
+    # No hyper-parameters: the builder's defaults (GPT-2 small) are not the user's model.
+    ({"name": "x", "builder": "transformer", "batch_size": 1}, "params None.*defaults"),
+    ({"name": "x", "builder": "transformer", "params": {}, "batch_size": 1},
+     r"params \{\}.*layers, hidden"),
     ({"name": "x", "base": "gpt3-175b", "dtype_bytes": 4}, "under params"),
     ({"name": "x", "layers": [], "batch_size": 1}, "non-empty list"),
     ({"name": "x", "layers": [{"name": "a", "kind": "dense", "params": 1}],
