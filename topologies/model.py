@@ -306,7 +306,9 @@ class Topology:
         """
         if "diameter" in self.params:
             return int(self.params["diameter"])
-        return int(self.hop_matrix[: self.npus, : self.npus].max())
+        from topologies.routing import npu_hop_stats
+
+        return npu_hop_stats(self)[0]
 
     @cached_property
     def mean_path_length(self) -> float:
@@ -314,10 +316,9 @@ class Topology:
         form ``params["mean_path_length"]`` when given)."""
         if "mean_path_length" in self.params:
             return float(self.params["mean_path_length"])
-        if self.npus < 2:
-            return 0.0
-        h = self.hop_matrix[: self.npus, : self.npus]
-        return float(h.sum() / (self.npus * (self.npus - 1)))
+        from topologies.routing import npu_hop_stats
+
+        return npu_hop_stats(self)[1]
 
     def injection_bandwidth(self) -> np.ndarray:
         """Per-NPU injection bandwidth (sum of outgoing link bandwidths), bytes/s."""

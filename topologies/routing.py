@@ -133,6 +133,13 @@ class _Tables:
 TABLES_SHARE = 0.25
 
 
+#: Node and link visits the breadth-first searches of one call may plan when the tables
+#: do not fit (sources x (nodes + links)); about 40 million a second on the benchmark
+#: machine, so 4e9 is ~100 s (the 16,384-GPU rail-optimised fabric's diameter: 2.5e9,
+#: 60 s).  Above it the call is refused in one line, as the tables' memory check does.
+BFS_WORK_LIMIT = 4e9
+
+
 def _tables(topology) -> _Tables:
     t = _TABLES.get(topology)
     if t is None:
@@ -170,9 +177,6 @@ def all_pairs(topology) -> tuple[np.ndarray, np.ndarray]:
     """
     tab = _tables(topology)
     if tab.hops is None:
-        from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import shortest_path
-
         from codesign.resources import check_memory
 
         # float64 distances + int32 predecessors from scipy, then int32 copies of both.
@@ -181,15 +185,82 @@ def all_pairs(topology) -> tuple[np.ndarray, np.ndarray]:
                      24.0 * n * n, "use a smaller network, or commands that need no "
                      "all-pairs routes (topology cost, synth --algorithm themis)")
         _make_room(topology, 8.0 * n * n)
-        adj = csr_matrix((np.ones(topology.n_links), (topology.src, topology.dst)),
-                         shape=(n, n))
-        adj.sum_duplicates()
-        adj.data[:] = 1.0
-        dist, pred = shortest_path(adj, method="D", unweighted=True,
-                                   return_predecessors=True)
-        tab.hops = np.where(np.isinf(dist), -1, dist).astype(np.int32)
-        tab.pred = pred.astype(np.int32)
+        tab.hops, tab.pred = _bfs(topology, None)
     return tab.hops, tab.pred
+
+
+def _bfs(topology, sources) -> tuple[np.ndarray, np.ndarray]:
+    """Hop counts and BFS predecessors (int32) from ``sources`` (``None``: every node),
+    one row per source, as :func:`all_pairs` has them: scipy's unweighted Dijkstra runs
+    each source on its own, so a row does not depend on which other sources are asked."""
+    from scipy.sparse import csr_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    n = topology.n_nodes
+    adj = csr_matrix((np.ones(topology.n_links), (topology.src, topology.dst)), shape=(n, n))
+    adj.sum_duplicates()
+    adj.data[:] = 1.0
+    dist, pred = shortest_path(adj, method="D", unweighted=True, return_predecessors=True,
+                               indices=sources)
+    return np.where(np.isinf(dist), -1, dist).astype(np.int32), pred.astype(np.int32)
+
+
+def _tables_fit(topology) -> bool:
+    """Whether the all-pairs tables are kept for ``topology``: built already, or their
+    build (24 bytes per node pair) fits in :data:`TABLES_SHARE` of the memory limit.
+    Otherwise routes and hop counts come from BFS rows of the sources asked, a block
+    at a time (:func:`_row_blocks`), and nothing is kept: a 16,384-GPU rail-optimised
+    fabric (19,712 nodes) needed 9 GB for its tables."""
+    from codesign.resources import memory_limit
+
+    n = topology.n_nodes
+    return _tables(topology).hops is not None or 24.0 * n * n <= TABLES_SHARE * memory_limit()
+
+
+def _row_blocks(topology, sources: np.ndarray):
+    """``(block, hops rows, pred rows)`` for the distinct ``sources`` in blocks whose BFS
+    rows take at most a sixteenth of the memory limit; from the kept tables when
+    :func:`_tables_fit`."""
+    from codesign.resources import check_count, memory_limit
+
+    sources = np.unique(np.asarray(sources, dtype=np.int64))
+    if _tables_fit(topology):
+        hops, pred = all_pairs(topology)
+        yield sources, hops[sources], pred[sources]
+        return
+    n = topology.n_nodes
+    check_count("minimum-hop routes by breadth-first search (diameter, routes)", "nodes", n,
+                float(sources.size) * (n + topology.n_links),
+                "use a smaller network, or commands that need no all-pairs routes "
+                "(topology cost, synth --algorithm themis)", maximum=BFS_WORK_LIMIT)
+    rows = max(1, int(memory_limit() / 16 / (24.0 * n)))
+    for a in range(0, sources.size, rows):
+        block = sources[a:a + rows]
+        yield (block, *_bfs(topology, block))
+
+
+def hop_counts(topology, src, dst) -> np.ndarray:
+    """Minimum hop counts of node pairs (``-1``: unreachable), without the all-pairs
+    tables when they do not fit (:func:`_tables_fit`)."""
+    src, dst = _check_pairs(topology, src, dst)
+    out = np.empty(src.size, dtype=np.int64)
+    for block, hops, _ in _row_blocks(topology, src):
+        ids = np.flatnonzero(np.isin(src, block))
+        out[ids] = hops[np.searchsorted(block, src[ids]), dst[ids]]
+    return out
+
+
+def npu_hop_stats(topology) -> tuple[int, float]:
+    """``(diameter, mean hop count)`` over ordered pairs of distinct NPUs, by BFS rows of
+    the NPUs a block at a time when the all-pairs tables do not fit."""
+    k = topology.npus
+    if k < 2:
+        return 0, 0.0
+    top, total = 0, 0.0
+    for _, hops, _ in _row_blocks(topology, np.arange(k)):
+        h = hops[:, :k]
+        top, total = max(top, int(h.max())), total + float(h.sum())
+    return top, total / (k * (k - 1))
 
 
 def _hop_links(topology, u, v) -> np.ndarray:
@@ -311,9 +382,21 @@ def shortest_paths(topology, src, dst) -> tuple[np.ndarray, np.ndarray]:
         A destination unreachable from its source.
     """
     src, dst = _check_pairs(topology, src, dst)
-    pred = all_pairs(topology)[1]
-    ptr, prev, nxt = predecessor_walk(src, dst, lambda a, cur: pred[src[a], cur])
-    return _node_paths_to_links(topology, ptr, prev, nxt)
+    parts = []
+    for block, _, pred in _row_blocks(topology, src):
+        ids = np.flatnonzero(np.isin(src, block))
+        row = np.searchsorted(block, src[ids])
+        ptr, prev, nxt = predecessor_walk(src[ids], dst[ids],
+                                          lambda a, cur: pred[row[a], cur])
+        parts.append((ids, *_node_paths_to_links(topology, ptr, prev, nxt)))
+    return _joined(src.size, parts)
+
+
+def _joined(k: int, parts: list) -> tuple[np.ndarray, np.ndarray]:
+    """CSR paths of ``k`` pairs from per-block parts (one block: as it is)."""
+    if len(parts) == 1 and parts[0][0].size == k:
+        return parts[0][1], parts[0][2]
+    return _merge(k, parts)
 
 
 def route(topology, src: int, dst: int) -> tuple[int, ...]:
@@ -332,8 +415,8 @@ def route(topology, src: int, dst: int) -> tuple[int, ...]:
     if src == dst:
         return ()
     # One pair: the walk of shortest_paths in plain Python (no array set-up per call).
-    row = all_pairs(topology)[1][src]
-    if row[dst] < 0:
+    row = next(_row_blocks(topology, [src]))[2][0]
+    if row[dst] < 0 and dst != src:
         raise InfeasibleError(f"node {dst} is not reachable from node {src} in "
                               f"{topology.name!r}", reason="connectivity")
     nodes = [int(dst)]
@@ -360,13 +443,13 @@ def _in_neighbours(topology) -> np.ndarray:
 
 
 def _ecmp_prev(topology, src: np.ndarray, dst: np.ndarray, cur: np.ndarray,
-               seed: int) -> np.ndarray:
+               seed: int, hops: np.ndarray, row: np.ndarray) -> np.ndarray:
     """A predecessor of ``cur`` on a minimum-hop path from ``src``, picked by a hash of
-    (src, dst, cur, seed) among all of them (per-flow hashing)."""
-    dist = all_pairs(topology)[0]
+    (src, dst, cur, seed) among all of them (per-flow hashing); ``hops[row]`` are the
+    sources' hop-count rows."""
     cand = _in_neighbours(topology)[cur]                     # (A, width)
     safe = np.where(cand < 0, 0, cand)
-    ok = (cand >= 0) & (dist[src[:, None], safe] == (dist[src, cur] - 1)[:, None])
+    ok = (cand >= 0) & (hops[row[:, None], safe] == (hops[row, cur] - 1)[:, None])
     count = ok.sum(axis=1)
     with np.errstate(over="ignore"):          # the products wrap modulo 2^64 on purpose
         h = (src.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
@@ -387,9 +470,14 @@ def ecmp_hashed_paths(topology, src, dst, *, seed: int = 0) -> tuple[np.ndarray,
     hash function.
     """
     src, dst = _check_pairs(topology, src, dst)
-    ptr, prev, nxt = predecessor_walk(
-        src, dst, lambda a, cur: _ecmp_prev(topology, src[a], dst[a], cur, seed))
-    return _node_paths_to_links(topology, ptr, prev, nxt)
+    parts = []
+    for block, hops, _ in _row_blocks(topology, src):
+        ids = np.flatnonzero(np.isin(src, block))
+        s, d, row = src[ids], dst[ids], np.searchsorted(block, src[ids])
+        ptr, prev, nxt = predecessor_walk(
+            s, d, lambda a, cur: _ecmp_prev(topology, s[a], d[a], cur, seed, hops, row[a]))
+        parts.append((ids, *_node_paths_to_links(topology, ptr, prev, nxt)))
+    return _joined(src.size, parts)
 
 
 def pair_paths(topology, src, dst, *, method: str = "shortest", seed: int = 0

@@ -75,6 +75,7 @@ from codesign.errors import invalid
 from evaluators.iteration.comm import BEST, CommCost, CommTimer, System
 from evaluators.iteration.inputs import as_cluster, as_execution
 from evaluators.iteration.phase import DEFAULT_RTOL
+from topologies.routing import hop_counts
 
 __all__ = ["IterationResult", "evaluate", "resolve_system", "resolve_auto", "PURPOSES",
            "BREAKDOWN"]
@@ -624,7 +625,7 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     util = link_bytes / cap if iteration > 0 else np.zeros_like(link_bytes)
     if pairs:
         pa = np.array(sorted(pairs), dtype=np.int64)
-        mpl = float(topo.hop_matrix[pa[:, 0], pa[:, 1]].mean())
+        mpl = float(hop_counts(topo, pa[:, 0], pa[:, 1]).mean())
     else:
         mpl = 0.0
     per_purpose = purpose_s.max(axis=0)

@@ -389,11 +389,17 @@ def test_sweep_trials_of_oversized_designs_are_pruned_with_the_reason():
     from search.sweeps.driver import SweepPoint, evaluate_trial
 
     with memory_limit_scope(256 * 2 ** 20):
-        big = evaluate_trial(SweepPoint("torus", 4096, 4, 12.5e9))   # 4096^2 hop matrix
+        # 65,536 servers: neither the all-pairs tables (24 B x 65536^2) nor breadth-first
+        # searches from every server (65536 x 327,680 visits) are within bounds.
+        big = evaluate_trial(SweepPoint("torus", 65536, 4, 12.5e9))
         small = evaluate_trial(SweepPoint("torus", 16, 4, 12.5e9))
-    assert big.status == "pruned" and "refused" in big.reason and "nodes=4096" in big.reason
+    with memory_limit_scope(64 * 2 ** 20):
+        # 1,024: the tables' build (25 MB) is over their share of 64 MiB, BFS rows a
+        # block at a time are not: the trial completes without them.
+        mid = evaluate_trial(SweepPoint("torus", 1024, 4, 12.5e9))
+    assert big.status == "pruned" and "refused" in big.reason and "nodes=65536" in big.reason
     assert "\n" not in big.reason
-    assert small.status == "complete"
+    assert mid.status == small.status == "complete"
 
 
 @pytest.mark.parametrize("spec, algorithm, kind", [

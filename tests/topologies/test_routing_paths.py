@@ -155,3 +155,28 @@ def test_routing_tables_of_all_topologies_stay_within_their_share(monkeypatch):
     held = [routing._tables(t).nbytes() for t in topos]
     assert sum(held) <= 1.5 * max(each) and held[-1] > 0 and held[0] == 0
     assert np.array_equal(all_pairs(topos[0])[0], want[0])   # rebuilt on demand
+
+
+@pytest.mark.parametrize("spec", SPECS + ["railopt:4,gpus=2,radix=4", "dgx1"])
+def test_routes_without_all_pairs_tables_equal_those_with_them(spec, monkeypatch):
+    # Where the all-pairs tables do not fit, routes and hop counts come from BFS rows of
+    # the sources asked, a few at a time. Oracle: the same calls with the full tables.
+    from codesign.resources import memory_limit_scope
+    from topologies import routing
+
+    full = from_spec(spec)
+    n = full.n_nodes
+    s, d = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    want = (shortest_paths(full, s, d), ecmp_hashed_paths(full, s, d, seed=5),
+            routing.hop_counts(full, s, d), (full.diameter, full.mean_path_length),
+            [route(full, int(a), int(b)) for a, b in zip(s[::5], d[::5])])
+    t = from_spec(spec)
+    monkeypatch.setattr(routing, "TABLES_SHARE", 0.0)
+    with memory_limit_scope(16 * 24.0 * n * 3):        # three BFS rows per block
+        got = (shortest_paths(t, s, d), ecmp_hashed_paths(t, s, d, seed=5),
+               routing.hop_counts(t, s, d), (t.diameter, t.mean_path_length),
+               [route(t, int(a), int(b)) for a, b in zip(s[::5], d[::5])])
+    assert routing._tables(t).hops is None            # nothing all-pairs was built
+    for (p1, l1), (p2, l2) in zip(want[:2], got[:2]):
+        assert np.array_equal(p1, p2) and np.array_equal(l1, l2)
+    assert np.array_equal(want[2], got[2]) and want[3] == got[3] and want[4] == got[4]
