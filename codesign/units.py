@@ -14,6 +14,7 @@ Rules
   A bare number is seconds.
 * Money: ``$1200``, ``1200``, ``1.2k``, ``3M``, ``1.5B``, ``2_000_000`` (US dollars;
   ``k``/``M``/``B`` in either case, ``_`` and ``,`` separators ignored).
+* Counts (tokens, samples): ``15T``, ``1.2M``, ``175B`` (decimal: k, M, B or G, T, P).
 
 Numbers may use exponents (``1e3MB``).  Negative or non-finite values are
 rejected; zero is accepted only where the caller allows it.  Where a user writes the
@@ -34,6 +35,7 @@ __all__ = [
     "parse_bandwidth",
     "parse_time",
     "parse_money",
+    "parse_count",
     "format_size",
     "format_bandwidth",
     "format_time",
@@ -244,6 +246,26 @@ def parse_money(value: str | float, *, field: str = "cost", allow_zero: bool = T
     return _parse(value, field, allow_zero, _MONEY_RE, "an amount in US dollars such as 1200, "
                   "$1.2k or 3M", lambda n, p: float(n) * _MONEY_SCALE[p and p.lower()],
                   clean=True, upper=MAX_MONEY_USD, unit="USD")
+
+
+_COUNT_RE = re.compile(rf"^\s*{_NUMBER}\s*([kKMBGTP])?\s*$")
+#: Decimal count suffixes (``B`` = billion, as in model sizes; ``G`` the same).
+_COUNT_SCALE = {None: 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12,
+                "P": 1e15}
+
+
+def parse_count(value: str | float, *, field: str = "count", allow_zero: bool = False
+                ) -> float:
+    """Parse a count of things (tokens, samples): a number, or one with a decimal suffix
+    (``15T`` tokens, ``1.2M`` samples, ``175B``; ``_`` and ``,`` separators ignored).
+
+    Examples
+    --------
+    >>> parse_count("15T"), parse_count("1.2M"), parse_count("2_000"), parse_count(90)
+    (15000000000000.0, 1200000.0, 2000.0, 90.0)
+    """
+    return _parse(value, field, allow_zero, _COUNT_RE, "a number > 0, e.g. 15e12 or 15T",
+                  lambda n, p: float(n) * _COUNT_SCALE[p], clean=True)
 
 
 def _format(value: float, unit: str, binary: bool) -> str:

@@ -46,24 +46,11 @@ DATASET_SAMPLES = {"resnet50": 1_281_167, "resnet152": 1_281_167, "vgg16": 1_281
 SECONDS_PER_DAY = 86400.0
 
 
-#: Count suffixes of a training goal (``15T`` tokens, ``1.2M`` samples), decimal.
-_COUNT_SUFFIX = {"k": 1e3, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12, "P": 1e15}
-
-
 def _amount(value: Any, name: str) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        text = value.strip().replace("_", "").replace(",", "")
-        scale = _COUNT_SUFFIX.get(text[-1:], 1.0) if text else 1.0
-        try:
-            value = float(text[:-1] if scale != 1.0 else text) * scale
-        except ValueError:
-            raise invalid(name, value, "a number > 0, e.g. 15e12 or 15T") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) \
-            or not math.isfinite(value) or value <= 0:
-        raise invalid(name, value, "a number > 0, e.g. 15e12 or 15T")
-    return float(value)
+    """A training goal's count (``15T`` tokens, ``1.2M`` samples), ``None`` if not given."""
+    from codesign.units import parse_count
+
+    return None if value is None else parse_count(value, field=name)
 
 
 @dataclass(frozen=True)

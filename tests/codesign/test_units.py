@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from codesign.errors import InvalidSpecError
 from codesign.units import (
     BARE_BANDWIDTH_BPS, BARE_LATENCY_S, BARE_MEMORY_BYTES, format_bandwidth, format_size,
-    format_time, parse_bandwidth, parse_money, parse_size, parse_time,
+    format_time, parse_bandwidth, parse_count, parse_money, parse_size, parse_time,
 )
 
 # ----------------------------------------------------------------- hand values
@@ -107,6 +107,15 @@ def test_time_format_parse_round_trip(value):
     assert _close(parse_time(format_time(value)), value)
 
 
+@given(st.floats(min_value=1e-3, max_value=1e6, allow_nan=False),
+       st.sampled_from([("", 1.0), ("k", 1e3), ("K", 1e3), ("M", 1e6), ("B", 1e9),
+                        ("G", 1e9), ("T", 1e12), ("P", 1e15)]))
+def test_count_suffixes_scale_decimally(value, suffix):
+    text, scale = suffix
+    assert math.isclose(parse_count(f"{value!r}{text}"), value * scale, rel_tol=1e-12)
+    assert parse_count(f" {value!r} {text} ") == parse_count(f"{value!r}{text}")
+
+
 _garbage = st.one_of(
     st.text(max_size=20),
     st.text(alphabet="0123456789.eE+-kKMGTPibBpsun/µ$ ", max_size=12),
@@ -116,7 +125,8 @@ _garbage = st.one_of(
 
 
 @settings(max_examples=400)
-@given(_garbage, st.sampled_from([parse_size, parse_bandwidth, parse_time, parse_money]))
+@given(_garbage, st.sampled_from([parse_size, parse_bandwidth, parse_time, parse_money,
+                                  parse_count]))
 def test_garbage_only_raises_invalid_spec(value, parser):
     try:
         out = parser(value)
