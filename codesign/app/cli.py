@@ -811,7 +811,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         print(f"codesign: note: {note}", file=sys.stderr)
     with _progress(args, spec.trials) as update:
         result = run_sweep(spec, results_dir=args.results, resume=args.resume,
-                           ray_address=args.ray_address, progress=update)
+                           ray_address=args.ray_address, progress=update,
+                           notify=lambda line: print(f"codesign: note: {line}",
+                                                     file=sys.stderr))
     reasons = ", ".join(f"{k}: {v}" for k, v in (result.reasons or {}).items())
 
     def human() -> None:

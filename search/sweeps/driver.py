@@ -43,7 +43,9 @@ The loop (moved here from the quickstart, which is now a sweep with an embedded 
   is topped up to ``trials`` (nothing runs if it is complete).  A different
   specification under the same study folder is refused (its ``config_hash``
   differs).  A resumed study proposes valid designs, not necessarily those an
-  uninterrupted run would have.
+  uninterrupted run would have.  A resume under other code than the study was made
+  with (:func:`codesign.provenance.code_fingerprint`) is said in one note: its old
+  records keep the old model's times.
 
 The evaluation of one trial (:func:`evaluate_trial`, the performance models) lives in
 :mod:`search.sweeps.trial`.
@@ -63,6 +65,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import InvalidSpecError
+from codesign.provenance import code_fingerprint
 from codesign.units import format_size
 from search.sweeps.spec import SweepSpec
 from search.sweeps.trial import SweepPoint, TrialOutcome, evaluate_trial, time_model_name
@@ -76,12 +79,16 @@ __all__ = [
     "time_model_name",
     "distinct_designs",
     "planned_note",
+    "resume_note",
 ]
 
 #: Optuna user attribute holding a trial's record (JSON).
 RECORD_ATTR = "codesign_record"
 #: Optuna study user attribute holding the configuration hash.
 CONFIG_HASH_ATTR = "codesign_config_hash"
+#: Study attribute: :func:`codesign.provenance.code_fingerprint` of the code that created
+#: the study (a resume under other code is noted, :func:`resume_note`).
+CODE_ATTR = "codesign_code"
 #: Disk a trial takes, bytes: its Parquet row (8.6-12.7 KB a trial on the committed sweeps,
 #: mostly each part file's schema) and its Optuna journal entries (7-17 KB; more with
 #: strategy searches), measured on experiments/sweeps/ and the quickstart; rounded up.
@@ -106,6 +113,21 @@ def planned_note(spec: SweepSpec) -> str | None:
     return (f"{spec.trials:,} trials planned over {n:,} distinct designs: designs drawn "
             f"again are timed again (records about "
             f"{format_size(spec.trials * BYTES_PER_TRIAL)})")
+
+
+def resume_note(study, finished: int) -> str | None:
+    """A one-line note when a resumed study's records so far were made by other code
+    (:data:`CODE_ATTR`), else ``None``: its new trials are timed by today's model, the
+    old ones keep their times, and one report would rank the two together."""
+    made = study.user_attrs.get(CODE_ATTR)
+    now = code_fingerprint()
+    if not finished or made == now:
+        return None
+    made = made or "unrecorded"
+    return (f"the study's {finished:,} finished trials were made by other code "
+            f"(fingerprint {made}, now {now}); new trials use today's model, so their "
+            f"times may not compare with the old records -- start another results folder "
+            f"to time every design with one model")
 
 
 def _check_disk(spec: SweepSpec, study_dir: Path, to_run: int) -> None:
@@ -341,6 +363,7 @@ def _open_study(run: _Run, *, resume: bool):
     found = study.user_attrs.get(CONFIG_HASH_ATTR)
     if found is None:
         study.set_user_attr(CONFIG_HASH_ATTR, wanted)
+        study.set_user_attr(CODE_ATTR, code_fingerprint())
         study.set_user_attr("codesign_config", json.loads(json.dumps(spec.identity(),
                                                                       default=str)))
         with warnings.catch_warnings():  # experimental in Optuna 3.2-5: harmless here
@@ -471,7 +494,8 @@ def _run_trials(study, run: _Run, writer, to_run: int,
 def run_sweep(spec: SweepSpec, *, results_dir: str | Path = "results", resume: bool = False,
               ray_address: str | None = None, num_cpus: int | None = None,
               progress: Callable[[int, int], Any] | None = None,
-              evaluate: Callable[[SweepPoint], TrialOutcome] | None = None) -> SweepResult:
+              evaluate: Callable[[SweepPoint], TrialOutcome] | None = None,
+              notify: Callable[[str], Any] | None = None) -> SweepResult:
     """Run (or, with ``resume``, top up) a sweep and write its records.
 
     Parameters
@@ -491,6 +515,9 @@ def run_sweep(spec: SweepSpec, *, results_dir: str | Path = "results", resume: b
     evaluate : callable, optional
         The evaluation run in each Ray task, ``SweepPoint -> TrialOutcome`` (default
         :func:`evaluate_trial`); must be picklable.
+    notify : callable, optional
+        ``notify(line)`` with a note before the trials run (a resume under other code,
+        :func:`resume_note`).
 
     Returns
     -------
@@ -527,6 +554,9 @@ def run_sweep(spec: SweepSpec, *, results_dir: str | Path = "results", resume: b
         to_run = max(0, spec.trials - finished)
         if not new:  # a resumed study: what is left to run
             _check_disk(spec, run.study_dir, to_run)
+            note = resume_note(study, finished) if to_run else None
+            if note and notify is not None:
+                notify(note)
         if to_run:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)

@@ -154,8 +154,18 @@ def test_tiny_sweep_records_resume_and_refusals(tmp_path, ray_cluster):
         run_sweep(spec.replace(trials=4), results_dir=tmp_path / "a")
     with pytest.raises(InvalidSpecError, match="another specification"):
         run_sweep(spec.replace(seed=12), results_dir=tmp_path / "a", resume=True)
-    more = run_sweep(spec.replace(trials=4), results_dir=tmp_path / "a", resume=True)
+    notes = []
+    more = run_sweep(spec.replace(trials=4), results_dir=tmp_path / "a", resume=True,
+                     notify=notes.append)
     assert more.trials_run == 1 and load_records(tmp_path / "a")["trial"].tolist() == [0, 1, 2, 3]
+    assert notes == []          # same code: nothing to say
+    # A resume under other code than the study was made with says so, once, before the
+    # trials run (its old records keep the old model's times).
+    study = optuna.load_study(study_name="t", storage=storage)
+    study.set_user_attr("codesign_code", "0123456789abcdef")
+    run_sweep(spec.replace(trials=5), results_dir=tmp_path / "a", resume=True,
+              notify=notes.append)
+    assert len(notes) == 1 and "4 finished trials" in notes[0] and "0123456789abcdef" in notes[0]
 
 
 def test_failures_and_timeouts_are_recorded(tmp_path, ray_cluster):
