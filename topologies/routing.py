@@ -116,14 +116,18 @@ class _Tables:
         self.pred: np.ndarray | None = None
         self.best: np.ndarray | None = None
         self.in_nbrs: np.ndarray | None = None
-
+        #: Hop-count rows of single sources (int16 where the node count allows), kept
+        #: where the full tables do not fit (:func:`_row_blocks`).
+        self.rows: dict[int, np.ndarray] = {}
+        self.rows_bytes = 0
 
     def nbytes(self) -> int:
         arrays = (self.hops, self.pred, self.in_nbrs, *(self.best or ()))
-        return sum(int(a.nbytes) for a in arrays if a is not None)
+        return sum(int(a.nbytes) for a in arrays if a is not None) + self.rows_bytes
 
     def clear(self) -> None:
         self.hops = self.pred = self.best = self.in_nbrs = None
+        self.rows, self.rows_bytes = {}, 0
 
 
 #: Share of the memory limit (:mod:`codesign.resources`) the routing tables of all
@@ -217,26 +221,60 @@ def _tables_fit(topology) -> bool:
     return _tables(topology).hops is not None or 24.0 * n * n <= TABLES_SHARE * memory_limit()
 
 
-def _row_blocks(topology, sources: np.ndarray):
+def _row_blocks(topology, sources: np.ndarray, *, pred: bool = True):
     """``(block, hops rows, pred rows)`` for the distinct ``sources`` in blocks whose BFS
     rows take at most a sixteenth of the memory limit; from the kept tables when
-    :func:`_tables_fit`."""
+    :func:`_tables_fit`.
+
+    Without the tables, the hop rows of every source searched are kept (int16, within the
+    tables' share, :func:`_make_room`): an evaluation asks for the hop counts of the
+    pairs it used and ECMP for its sources' rows, again for every strategy of a search,
+    and a 16,384-GPU fabric's rows take a minute to search and 650 MB to keep.  With
+    ``pred=False`` only hop rows are wanted (``None`` in the third place) and kept rows
+    are not searched again."""
     from codesign.resources import check_count, memory_limit
 
     sources = np.unique(np.asarray(sources, dtype=np.int64))
     if _tables_fit(topology):
-        hops, pred = all_pairs(topology)
-        yield sources, hops[sources], pred[sources]
+        hops, preds = all_pairs(topology)
+        yield sources, hops[sources], preds[sources] if pred else None
         return
     n = topology.n_nodes
+    tab = _tables(topology)
+    todo = sources if pred else np.array([x for x in sources.tolist() if x not in tab.rows],
+                                         dtype=np.int64)
     check_count("minimum-hop routes by breadth-first search (diameter, routes)", "nodes", n,
-                float(sources.size) * (n + topology.n_links),
+                float(todo.size) * (n + topology.n_links),
                 "use a smaller network, or commands that need no all-pairs routes "
                 "(topology cost, synth --algorithm themis)", maximum=BFS_WORK_LIMIT)
-    rows = max(1, int(memory_limit() / 16 / (24.0 * n)))
-    for a in range(0, sources.size, rows):
-        block = sources[a:a + rows]
-        yield (block, *_bfs(topology, block))
+    step = max(1, int(memory_limit() / 16 / (24.0 * n)))
+    for a in range(0, sources.size, step):
+        block = sources[a:a + step]
+        missing = block if pred else block[~np.isin(block, list(tab.rows))]
+        hops = preds = None
+        if missing.size:
+            hops, preds = _bfs(topology, missing)
+            _keep_rows(topology, tab, missing, hops)
+        if missing.size == block.size:
+            yield block, hops, preds
+        else:
+            yield block, np.stack([tab.rows[x] for x in block.tolist()]).astype(np.int32), None
+
+
+def _keep_rows(topology, tab: _Tables, sources: np.ndarray, hops: np.ndarray) -> None:
+    """Keep the hop rows of ``sources`` while the tables' share has room for them."""
+    from codesign.resources import memory_limit
+
+    small = hops.astype(np.int16 if topology.n_nodes < 2 ** 15 else np.int32)
+    nbytes = int(small.nbytes)
+    if sum(t.nbytes() for t in list(_TABLES.values())) + nbytes > TABLES_SHARE * memory_limit():
+        _make_room(topology, nbytes)
+        if tab.nbytes() + nbytes > TABLES_SHARE * memory_limit():
+            return      # this topology's rows alone fill the share: search again later
+    for x, row in zip(sources.tolist(), small):
+        if x not in tab.rows:
+            tab.rows[x] = row
+            tab.rows_bytes += int(row.nbytes)
 
 
 def hop_counts(topology, src, dst) -> np.ndarray:
@@ -244,7 +282,7 @@ def hop_counts(topology, src, dst) -> np.ndarray:
     tables when they do not fit (:func:`_tables_fit`)."""
     src, dst = _check_pairs(topology, src, dst)
     out = np.empty(src.size, dtype=np.int64)
-    for block, hops, _ in _row_blocks(topology, src):
+    for block, hops, _ in _row_blocks(topology, src, pred=False):
         ids = np.flatnonzero(np.isin(src, block))
         out[ids] = hops[np.searchsorted(block, src[ids]), dst[ids]]
     return out
@@ -257,7 +295,7 @@ def npu_hop_stats(topology) -> tuple[int, float]:
     if k < 2:
         return 0, 0.0
     top, total = 0, 0.0
-    for _, hops, _ in _row_blocks(topology, np.arange(k)):
+    for _, hops, _ in _row_blocks(topology, np.arange(k), pred=False):
         h = hops[:, :k]
         top, total = max(top, int(h.max())), total + float(h.sum())
     return top, total / (k * (k - 1))
@@ -471,7 +509,7 @@ def ecmp_hashed_paths(topology, src, dst, *, seed: int = 0) -> tuple[np.ndarray,
     """
     src, dst = _check_pairs(topology, src, dst)
     parts = []
-    for block, hops, _ in _row_blocks(topology, src):
+    for block, hops, _ in _row_blocks(topology, src, pred=False):
         ids = np.flatnonzero(np.isin(src, block))
         s, d, row = src[ids], dst[ids], np.searchsorted(block, src[ids])
         ptr, prev, nxt = predecessor_walk(

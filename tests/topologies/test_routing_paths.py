@@ -180,3 +180,32 @@ def test_routes_without_all_pairs_tables_equal_those_with_them(spec, monkeypatch
     for (p1, l1), (p2, l2) in zip(want[:2], got[:2]):
         assert np.array_equal(p1, p2) and np.array_equal(l1, l2)
     assert np.array_equal(want[2], got[2]) and want[3] == got[3] and want[4] == got[4]
+
+
+def test_hop_rows_searched_once_are_kept_within_the_share(monkeypatch):
+    # Tables that do not fit, rows that do: a second ask for the same sources' hop
+    # counts searches nothing, and the answers are the tables' (oracle: the full tables).
+    from codesign.resources import memory_limit_scope
+    from topologies import routing
+
+    full = from_spec("fattree:k=4")
+    n = full.n_nodes
+    s, d = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    want = routing.hop_counts(full, s, d)
+    t = from_spec("fattree:k=4")
+    limit = 16 * 24.0 * n * 3
+    monkeypatch.setattr(routing, "TABLES_SHARE", 4.0 * n * n / limit)   # rows, not tables
+    searched = []
+    bfs = routing._bfs
+    monkeypatch.setattr(routing, "_bfs", lambda topo, src: searched.append(
+        topo.n_nodes if src is None else len(src)) or bfs(topo, src))
+    with memory_limit_scope(limit):
+        first = routing.hop_counts(t, s, d)
+        done = sum(searched)
+        again = routing.hop_counts(t, s, d)
+        ecmp = ecmp_hashed_paths(t, s, d, seed=5)
+    assert done == n and sum(searched) == n            # every source searched once
+    monkeypatch.setattr(routing, "_bfs", bfs)
+    assert np.array_equal(first, want) and np.array_equal(again, want)
+    assert np.array_equal(ecmp[1], ecmp_hashed_paths(full, s, d, seed=5)[1])
+    assert routing._tables(t).hops is None and len(routing._tables(t).rows) == n
