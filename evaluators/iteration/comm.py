@@ -86,7 +86,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -307,8 +307,8 @@ def _hold(entry: Any) -> None:
     share of memory."""
     from codesign.resources import memory_limit
 
-    if isinstance(entry, CommCost):   # its per-link bytes and node pairs (~100 B each)
-        nbytes = int(entry.link_bytes.nbytes) + 100 * len(entry.pairs)
+    if isinstance(entry, CommCost):
+        nbytes = entry.nbytes()
     else:
         nbytes = _schedule_bytes(entry)
     if _SCHEDULE_BYTES[0] + nbytes > _SCHEDULE_SHARE * memory_limit():
@@ -356,28 +356,64 @@ class System:
         return r // self.g if self.server_level else r
 
 
-@dataclass
 class CommCost:
     """Time and network footprint of one communication step (one occurrence).
 
-    ``link_bytes`` per topology link; ``net_bytes`` logical bytes between nodes;
-    ``carried_bytes`` the same counting every host-based forwarding again (bytes x
-    (1 + intermediate NPUs)); ``pairs`` the node pairs that carry traffic.
+    ``link_bytes`` per topology link (given dense, kept sparse: the links that carry
+    bytes, :attr:`links` and :attr:`load` -- a step touches a few of a 16,384-GPU
+    fabric's 131,072 links, and an evaluation caches thousands of steps); ``net_bytes``
+    logical bytes between nodes; ``carried_bytes`` the same counting every host-based
+    forwarding again (bytes x (1 + intermediate NPUs)); ``pairs`` the node pairs that
+    carry traffic; ``decisions`` the ``best`` decisions the step uses, as keys of the
+    timer's decision cache.
     """
 
-    time_s: float
-    link_bytes: np.ndarray
-    net_bytes: float = 0.0
-    carried_bytes: float = 0.0
-    pairs: frozenset = field(default_factory=frozenset)
-    #: The ``best`` decisions this step uses, as keys of the timer's decision cache.
-    decisions: frozenset = field(default_factory=frozenset)
+    __slots__ = ("time_s", "n_links", "links", "load", "net_bytes", "carried_bytes", "pairs",
+                 "decisions")
+
+    def __init__(self, time_s: float, link_bytes: np.ndarray, net_bytes: float = 0.0,
+                 carried_bytes: float = 0.0, pairs: frozenset = frozenset(),
+                 decisions: frozenset = frozenset()) -> None:
+        self.time_s = time_s
+        self.link_bytes = link_bytes
+        self.net_bytes = net_bytes
+        self.carried_bytes = carried_bytes
+        self.pairs = pairs
+        self.decisions = decisions
+
+    @property
+    def link_bytes(self) -> np.ndarray:
+        """Bytes per topology link (dense, built on each call)."""
+        dense = np.zeros(self.n_links)
+        dense[self.links] = self.load
+        return dense
+
+    @link_bytes.setter
+    def link_bytes(self, dense: np.ndarray) -> None:
+        dense = np.asarray(dense, dtype=float)
+        self.n_links = dense.size
+        self.links = np.flatnonzero(dense)
+        self.load = dense[self.links]
+
+    def add_link_bytes(self, into: np.ndarray, times: float = 1.0) -> None:
+        """``into[link] += bytes x times`` for every link this step loads."""
+        into[self.links] += self.load * times
+
+    def nbytes(self) -> int:
+        """Bytes this cost holds (its arrays and, at ~100 B each, its node pairs)."""
+        return int(self.links.nbytes + self.load.nbytes) + 100 * len(self.pairs)
 
     def add_footprint(self, other: "CommCost") -> None:
         """Add ``other``'s network footprint (bytes, pairs) and the ``best`` decisions it
         uses to this step's; the time is the caller's (steps that run side by side take
         the longest)."""
-        self.link_bytes = self.link_bytes + other.link_bytes
+        if other.links.size:
+            # A link's bytes add in the same order as the dense sum (this step's, then
+            # the other's), so the totals are bit for bit those of dense vectors.
+            both = np.concatenate([self.links, other.links])
+            self.links, at = np.unique(both, return_inverse=True)
+            self.load = np.bincount(at, weights=np.concatenate([self.load, other.load]),
+                                    minlength=self.links.size)
         self.net_bytes += other.net_bytes
         self.carried_bytes += other.carried_bytes
         self.pairs = self.pairs | other.pairs

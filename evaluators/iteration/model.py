@@ -523,7 +523,7 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
 
     def account(step: _Step, occurrences: float, stage: int) -> None:
         c = step.cost
-        link_bytes[:] += c.link_bytes * occurrences
+        c.add_link_bytes(link_bytes, occurrences)
         net[0] += c.net_bytes * occurrences
         net[1] += c.carried_bytes * occurrences
         pairs.update(c.pairs)
