@@ -213,8 +213,8 @@ def _tables_fit(topology) -> bool:
     """Whether the all-pairs tables are kept for ``topology``: built already, or their
     build (24 bytes per node pair) fits in :data:`TABLES_SHARE` of the memory limit.
     Otherwise routes and hop counts come from BFS rows of the sources asked, a block
-    at a time (:func:`_row_blocks`), and nothing is kept: a 16,384-GPU rail-optimised
-    fabric (19,712 nodes) needed 9 GB for its tables."""
+    at a time (:func:`_row_blocks`), of which only the hop rows are kept: a 16,384-GPU
+    rail-optimised fabric (19,712 nodes) needed 9 GB for its tables."""
     from codesign.resources import memory_limit
 
     n = topology.n_nodes
@@ -231,14 +231,15 @@ def _row_blocks(topology, sources: np.ndarray, *, pred: bool = True):
     pairs it used and ECMP for its sources' rows, again for every strategy of a search,
     and a 16,384-GPU fabric's rows take a minute to search and 650 MB to keep.  With
     ``pred=False`` only hop rows are wanted (``None`` in the third place) and kept rows
-    are not searched again."""
+    are not searched again.  Blocks hold sources in ascending order; with the tables,
+    the one block is every node (callers pick their rows by :func:`numpy.searchsorted`)."""
     from codesign.resources import check_count, memory_limit
 
-    sources = np.unique(np.asarray(sources, dtype=np.int64))
-    if _tables_fit(topology):
+    if _tables_fit(topology):   # the tables themselves, rows by node id (no copies)
         hops, preds = all_pairs(topology)
-        yield sources, hops[sources], preds[sources] if pred else None
+        yield np.arange(topology.n_nodes), hops, preds if pred else None
         return
+    sources = np.unique(np.asarray(sources, dtype=np.int64))
     n = topology.n_nodes
     tab = _tables(topology)
     todo = sources if pred else np.array([x for x in sources.tolist() if x not in tab.rows],
@@ -295,8 +296,8 @@ def npu_hop_stats(topology) -> tuple[int, float]:
     if k < 2:
         return 0, 0.0
     top, total = 0, 0.0
-    for _, hops, _ in _row_blocks(topology, np.arange(k), pred=False):
-        h = hops[:, :k]
+    for block, hops, _ in _row_blocks(topology, np.arange(k), pred=False):
+        h = hops[:int(np.count_nonzero(block < k)), :k]   # the NPUs' rows lead a block
         top, total = max(top, int(h.max())), total + float(h.sum())
     return top, total / (k * (k - 1))
 
@@ -453,7 +454,10 @@ def route(topology, src: int, dst: int) -> tuple[int, ...]:
     if src == dst:
         return ()
     # One pair: the walk of shortest_paths in plain Python (no array set-up per call).
-    row = next(_row_blocks(topology, [src]))[2][0]
+    if _tables_fit(topology):
+        row = all_pairs(topology)[1][src]
+    else:
+        row = next(_row_blocks(topology, [src]))[2][0]   # the one source's BFS row
     if row[dst] < 0 and dst != src:
         raise InfeasibleError(f"node {dst} is not reachable from node {src} in "
                               f"{topology.name!r}", reason="connectivity")
