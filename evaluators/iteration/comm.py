@@ -287,9 +287,9 @@ _SHARED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _MAX_CACHED = 20_000
 #: Bytes of schedules and step costs held by the caches of all topologies together, and
 #: the share of the memory limit (codesign.resources) they may take before every cache
-#: is dropped: a what-if keeps dozens of topologies alive, and a cost's per-link bytes
-#: alone are 100 kB on a 4,096-server fabric, so an entry count alone let a 32k-GPU
-#: what-if grow past 19 GB.
+#: is dropped: a what-if keeps dozens of topologies alive, and an entry count alone let a
+#: 32k-GPU what-if grow past 19 GB (costs then held their per-link bytes densely, 100 kB
+#: each on a 4,096-server fabric; they are sparse now, :class:`CommCost`).
 _SCHEDULE_BYTES = [0]
 _SCHEDULE_SHARE = 0.25
 
