@@ -660,21 +660,8 @@ class CommTimer:
                               root=base.collective.root)
             sched = Schedule(coll, base.chunk, base.src, base.dst, base.path_ptr,
                              base.path_links, base.start, base.end, base.op, base.metadata)
-        ptr, links = sched.path_ptr, sched.path_links
-        chunk = sched.chunk_bytes
-        fw = _forwards(topo, ptr, links)
-        moving = np.diff(ptr) > 0
-        if self._spray:
-            sptr, slinks, _, share = spray_paths(topo, sched.src[moving], sched.dst[moving])
-            link_bytes = np.bincount(slinks, weights=np.repeat(share * chunk, np.diff(sptr)),
-                                     minlength=topo.n_links)
-        else:
-            link_bytes = np.bincount(links, minlength=topo.n_links) * chunk
-        n_moving = int(moving.sum())
-        pairs = frozenset(zip(sched.src[moving].tolist(), sched.dst[moving].tolist()))
-        time_s = self._time(sched)
-        cost = CommCost(float(time_s), link_bytes.astype(float), n_moving * chunk,
-                        float((1 + fw[moving]).sum()) * chunk, pairs, decisions)
+        cost = self._footprint(sched, sched.chunk_bytes, self._time(sched))
+        cost.decisions = decisions
         self._inter[key] = cost
         _hold(cost)
         self.used |= decisions
@@ -743,24 +730,30 @@ class CommTimer:
             time_s += times[s % period]
         # Step s of the P routed ones stands for every step s' = s mod P of the collective.
         reps = np.array([(steps - s + period - 1) // period for s in range(period)])
+        return self._footprint(sched, chunk, time_s, np.repeat(reps, per_step))
+
+    def _footprint(self, sched, chunk: float, time_s: float,
+                   weight: np.ndarray | None = None) -> CommCost:
+        """The :class:`CommCost` of ``sched``'s transfers of ``chunk`` bytes taking
+        ``time_s``, transfer ``t`` counted ``weight[t]`` times (default once): bytes per
+        link (on the schedule's paths, or split over the planes under ``spray``), net and
+        carried bytes (each host forwarding again), node pairs."""
+        topo = self.topology
         ptr, links = sched.path_ptr, sched.path_links
         moving = np.diff(ptr) > 0
-        fw = _forwards(topo, ptr, links)
-        weight = np.repeat(reps, per_step)
+        w = np.ones(moving.size, dtype=np.int64) if weight is None else weight
         if self._spray:
             sptr, slinks, owner, share = spray_paths(topo, sched.src[moving], sched.dst[moving])
-            link_bytes = np.bincount(
-                slinks, weights=np.repeat((weight[moving][owner] * share * chunk),
-                                          np.diff(sptr)), minlength=topo.n_links)
-        else:
-            counts = np.bincount(links, weights=np.repeat(weight, np.diff(ptr)),
-                                 minlength=topo.n_links).astype(np.int64)
-            link_bytes = counts * chunk
-        n_moving = int(weight[moving].sum())
+            link_bytes = np.bincount(slinks, weights=np.repeat(w[moving][owner] * share * chunk,
+                                                               np.diff(sptr)),
+                                     minlength=topo.n_links)
+        else:   # whole transfers per link (exact integers), then bytes
+            link_bytes = np.bincount(links, weights=np.repeat(w, np.diff(ptr)),
+                                     minlength=topo.n_links).astype(np.int64) * chunk
+        fw = _forwards(topo, ptr, links)
         pairs = frozenset(zip(sched.src[moving].tolist(), sched.dst[moving].tolist()))
-        carried = float(((1 + fw[moving]) * weight[moving]).sum()) * chunk
-        return CommCost(float(time_s), link_bytes.astype(float), n_moving * chunk, carried,
-                        pairs)
+        return CommCost(float(time_s), link_bytes.astype(float), int(w[moving].sum()) * chunk,
+                        float(((1 + fw[moving]) * w[moving]).sum()) * chunk, pairs)
 
     def _ring_decision(self, kind: str, nodes: tuple[int, ...], size: float) -> tuple:
         """The ``best`` decision of a collective class where ring is the only candidate
