@@ -268,14 +268,22 @@ def _keep_rows(topology, tab: _Tables, sources: np.ndarray, hops: np.ndarray) ->
 
     small = hops.astype(np.int16 if topology.n_nodes < 2 ** 15 else np.int32)
     nbytes = int(small.nbytes)
-    if sum(t.nbytes() for t in list(_TABLES.values())) + nbytes > TABLES_SHARE * memory_limit():
-        _make_room(topology, nbytes)
-        if tab.nbytes() + nbytes > TABLES_SHARE * memory_limit():
-            return      # this topology's rows alone fill the share: search again later
+    _make_room(topology, nbytes)
+    if tab.nbytes() + nbytes > TABLES_SHARE * memory_limit():
+        return      # this topology's rows alone fill the share: search again later
     for x, row in zip(sources.tolist(), small):
         if x not in tab.rows:
             tab.rows[x] = row
             tab.rows_bytes += int(row.nbytes)
+
+
+def _pair_blocks(topology, src: np.ndarray, *, pred: bool = True):
+    """:func:`_row_blocks` for pairs with sources ``src``: per block ``(ids, row, hops,
+    preds)``, ``ids`` the pairs whose source is in the block and ``row`` their sources'
+    rows in ``hops`` (and ``preds``)."""
+    for block, hops, preds in _row_blocks(topology, src, pred=pred):
+        ids = np.flatnonzero(np.isin(src, block))
+        yield ids, np.searchsorted(block, src[ids]), hops, preds
 
 
 def hop_counts(topology, src, dst) -> np.ndarray:
@@ -283,9 +291,8 @@ def hop_counts(topology, src, dst) -> np.ndarray:
     tables when they do not fit (:func:`_tables_fit`)."""
     src, dst = _check_pairs(topology, src, dst)
     out = np.empty(src.size, dtype=np.int64)
-    for block, hops, _ in _row_blocks(topology, src, pred=False):
-        ids = np.flatnonzero(np.isin(src, block))
-        out[ids] = hops[np.searchsorted(block, src[ids]), dst[ids]]
+    for ids, row, hops, _ in _pair_blocks(topology, src, pred=False):
+        out[ids] = hops[row, dst[ids]]
     return out
 
 
@@ -422,9 +429,7 @@ def shortest_paths(topology, src, dst) -> tuple[np.ndarray, np.ndarray]:
     """
     src, dst = _check_pairs(topology, src, dst)
     parts = []
-    for block, _, pred in _row_blocks(topology, src):
-        ids = np.flatnonzero(np.isin(src, block))
-        row = np.searchsorted(block, src[ids])
+    for ids, row, _, pred in _pair_blocks(topology, src):
         ptr, prev, nxt = predecessor_walk(src[ids], dst[ids],
                                           lambda a, cur: pred[row[a], cur])
         parts.append((ids, *_node_paths_to_links(topology, ptr, prev, nxt)))
@@ -513,9 +518,8 @@ def ecmp_hashed_paths(topology, src, dst, *, seed: int = 0) -> tuple[np.ndarray,
     """
     src, dst = _check_pairs(topology, src, dst)
     parts = []
-    for block, hops, _ in _row_blocks(topology, src, pred=False):
-        ids = np.flatnonzero(np.isin(src, block))
-        s, d, row = src[ids], dst[ids], np.searchsorted(block, src[ids])
+    for ids, row, hops, _ in _pair_blocks(topology, src, pred=False):
+        s, d = src[ids], dst[ids]
         ptr, prev, nxt = predecessor_walk(
             s, d, lambda a, cur: _ecmp_prev(topology, s[a], d[a], cur, seed, hops, row[a]))
         parts.append((ids, *_node_paths_to_links(topology, ptr, prev, nxt)))
