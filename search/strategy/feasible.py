@@ -55,7 +55,7 @@ from codesign.workloads.model import Workload
 from codesign.workloads.placement import Placement
 from codesign.workloads.strategy import (
     Strategy, check_applicable, is_table, recompute_ladder, with_expert_parallelism)
-from search.strategy.space import Candidate
+from search.strategy.space import Candidate, replica_batch
 
 __all__ = ["Knob", "KNOBS", "feasible_start", "model_parallel_shapes", "fit_to_memory"]
 
@@ -96,15 +96,10 @@ class Knob:
 _MAX_MICROBATCH_OPTIONS = 24
 
 
-def _replica_batch(s: Strategy, w: Workload) -> int:
-    """Samples per data-parallel replica, 0 when ``dp`` does not divide the batch."""
-    return w.batch_size // s.dp if w.batch_size % s.dp == 0 else 0
-
-
 def _counts_above(s: Strategy, w: Workload, low: int) -> list[int]:
     """Micro-batch counts above ``low`` that divide the replica's batch, ascending (the
     first :data:`_MAX_MICROBATCH_OPTIONS`)."""
-    per_replica = _replica_batch(s, w)
+    per_replica = replica_batch(w.batch_size, s.dp)
     return [m for m in range(low + 1, per_replica + 1)
             if per_replica % m == 0][:_MAX_MICROBATCH_OPTIONS]
 
@@ -117,7 +112,7 @@ def _microbatches(s: Strategy, w: Workload) -> list[Strategy]:
     # default (pp micro-batches; 1 without pipelining), ascending.
     out = [replace(s, microbatches=None)] + [replace(s, microbatches=m)
                                             for m in _counts_above(s, w, s.pp)]
-    per_replica = _replica_batch(s, w)
+    per_replica = replica_batch(w.batch_size, s.dp)
     if 0 < per_replica < s.pp:
         # A replica's batch smaller than the pipeline (many replicas of a small global
         # batch: 2,048 samples over 256 replicas of 16 stages): no count fills the

@@ -58,7 +58,7 @@ from codesign.workloads.strategy import (
     with_expert_parallelism)
 
 __all__ = ["Candidate", "MOVES", "MOVES_BY_COST", "guided_moves", "workload_moves", "propose",
-           "initial_candidate", "prime_factors"]
+           "initial_candidate", "prime_factors", "replica_batch"]
 
 #: The kinds of local change, in the order :func:`propose` draws from.
 MOVES = ("axes", "microbatches", "zero", "ep", "embedding", "order", "table", "recompute",
@@ -165,6 +165,12 @@ def _has_attention(w: Workload) -> bool:
     return any(layer.kind == "attention" for layer in w.layers)
 
 
+def replica_batch(batch: int, dp: int) -> int:
+    """Samples per data-parallel replica of a global ``batch`` (0: not known, or ``dp``
+    does not divide it)."""
+    return batch // dp if batch and batch % dp == 0 else 0
+
+
 def _consistent(s: Strategy, batch: int = 0, **values: Any) -> Strategy:
     """``s`` with ``values`` (axis degrees, micro-batches) and the knobs that depend on
     them made valid again: micro-batches at least ``pp`` (1F1B fill) -- or, when a
@@ -176,7 +182,7 @@ def _consistent(s: Strategy, batch: int = 0, **values: Any) -> Strategy:
     new = {k: values.get(k, getattr(s, k)) for k in ("dp", "tp", "pp", "cp")}
     micro = values.get("microbatches", s.microbatches)
     schedule, vpp = s.schedule, s.vpp
-    replica = batch // new["dp"] if batch and batch % new["dp"] == 0 else 0
+    replica = replica_batch(batch, new["dp"])
     if new["pp"] == 1:
         schedule, vpp = ("gpipe" if schedule == "gpipe" else "1f1b"), 1
         if micro is not None and "microbatches" not in values and s.pp > 1:

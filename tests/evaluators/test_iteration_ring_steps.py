@@ -106,5 +106,5 @@ def test_a_2048_server_ring_is_timed_without_its_schedule():
     steps = 2 * 2047
     assert got.time_s == pytest.approx(steps * (8e9 / 2048 / (400e9 / 8) + 4e-6), rel=1e-9)
     assert got.net_bytes == pytest.approx(2 * 2047 * 8e9)
-    held = max(s[0].path_links.nbytes for c in timer._structure.values() for s in [c])
+    held = max(sched.path_links.nbytes for sched, _ in timer._structure.values())
     assert held < 2 ** 20
