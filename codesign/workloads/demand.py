@@ -15,6 +15,15 @@ the last micro-batch's backward); then ZeRO's parameter all-gather after the opt
 step (``phase="optimizer"``).  How the 1F1B schedule interleaves micro-batches is the
 iteration model's business; :attr:`Demand.bubble_fraction` gives ``(p-1)/(m+p-1)``.
 
+Concurrent groups
+-----------------
+The same collective on every group of a stage -- the TP groups (one per data-parallel
+replica), the DP groups (one per TP rank), the CP groups -- is stored once
+(:attr:`Demand.op_sets`): one :class:`CollectiveOp` whose ``groups`` lists them all
+(a :class:`GroupSet`), where one op per group made a 32k-GPU job's demand about a million
+ops.  :attr:`Demand.ops` expands the sets to one op per group for readers that want
+that view; the matrices and totals below read the sets directly.
+
 What each strategy emits (``b`` = micro-batch samples, ``T`` = tp, sizes follow the
 nccl-tests convention of docs/architecture.md section 4)
 --------------------------------------------------------------------------------------
@@ -76,6 +85,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from functools import cached_property, lru_cache
 from typing import Any, Union
 
 import numpy as np
@@ -133,7 +143,9 @@ class CollectiveOp:
     ``sm_share`` is the fraction of the GPU's SMs the collective's kernels take from that
     compute while they run (DeepEP's all-to-alls:
     :func:`codesign.workloads.dispatch.overlap_sm_share`), so a hidden collective still
-    costs that share of its time.
+    costs that share of its time.  ``groups`` (when not empty) lists every group the op
+    runs on at the same time, ``members`` being the first (:attr:`all_groups`,
+    :meth:`expand`).
     """
 
     kind: str
@@ -149,6 +161,58 @@ class CollectiveOp:
     repeat: int = 1
     hidden_s: float = 0.0
     sm_share: float = 0.0
+    groups: tuple[tuple[int, ...], ...] = ()
+
+    @property
+    def all_groups(self) -> tuple[tuple[int, ...], ...]:
+        """Every group the op runs on at once: ``groups``, or ``(members,)`` alone."""
+        return self.groups or (self.members,)
+
+    def expand(self) -> list[CollectiveOp]:
+        """One op per group (``groups`` empty): the per-group view of :attr:`Demand.ops`."""
+        if not self.groups:
+            return [self]
+        return [replace(self, members=g, groups=()) for g in self.groups]
+
+
+class GroupSet(tuple):
+    """A tuple of rank groups that computes its hash once.
+
+    The iteration model looks the same set of groups (a stage's TP groups, ...) up in
+    its caches once per layer and pass; hashing thousands of member tuples each time
+    cost more than timing them.  Equal to (and hashed as) the plain tuple."""
+
+    def __hash__(self) -> int:
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash = h = tuple.__hash__(self)
+            return h
+
+
+@lru_cache(maxsize=64)
+def _interned(groups: GroupSet) -> GroupSet:
+    """The first-seen equal group set: lookups of a later evaluation's set in the iteration
+    model's caches then find their own key object (identity) instead of comparing
+    thousands of members (64 sets: a 32k-GPU stage's set is about 1 MB)."""
+    return groups
+
+
+def _on(groups, kind: str, nbytes: float, phase: str, purpose: str,
+        *args: Any, **fields: Any) -> list[CollectiveOp]:
+    """One op of ``kind`` on every group of ``groups`` at once (none without groups).
+
+    The same collective on the TP groups of a stage (one per data-parallel replica), its
+    DP groups (one per TP rank), ... is one :class:`CollectiveOp` whose ``groups`` lists
+    them, ``members`` the first: thousands of groups at 10k+ GPUs would otherwise be
+    thousands of identical ops per layer, which building and walking dominated the
+    iteration model's time (``Demand.ops`` expands them again for readers that want one
+    op per group)."""
+    groups = groups if isinstance(groups, GroupSet) else GroupSet(groups)
+    if not groups:
+        return []
+    return [CollectiveOp(kind, groups[0], nbytes, phase, purpose, *args,
+                         groups=groups if len(groups) > 1 else (), **fields)]
 
 
 @dataclass(frozen=True)
@@ -183,8 +247,9 @@ class Demand:
         Names.
     strategy : Strategy
     placement : Placement
-    ops : tuple of Compute, CollectiveOp, Transfer
-        In order.
+    op_sets : tuple of Compute, CollectiveOp, Transfer
+        In order; a collective on several groups at once is one op (its ``groups``).
+        :attr:`ops` is the same list with one op per group.
     stages : tuple of (start, stop)
         Layer index range of each pipeline stage.
     microbatch_size : float
@@ -199,7 +264,7 @@ class Demand:
     hardware: str
     strategy: Strategy
     placement: Placement
-    ops: tuple[Op, ...]
+    op_sets: tuple[Op, ...]
     stages: tuple[tuple[int, int], ...]
     microbatch_size: float
     bucket_bytes: float
@@ -207,6 +272,25 @@ class Demand:
     precision: str = ""
 
     # ------------------------------------------------------------------ views
+    @cached_property
+    def ops(self) -> tuple[Op, ...]:
+        """The ops in order with one :class:`CollectiveOp` per group (:attr:`op_sets`
+        expanded; built on first use)."""
+        out: list[Op] = []
+        for op in self.op_sets:
+            if isinstance(op, CollectiveOp) and op.groups:
+                out += op.expand()
+            else:
+                out.append(op)
+        return tuple(out)
+
+    def _collective_groups(self) -> Iterator[tuple[CollectiveOp, tuple[int, ...]]]:
+        """(op, group) for every group of every collective, in order."""
+        for op in self.op_sets:
+            if isinstance(op, CollectiveOp):
+                for grp in op.all_groups:
+                    yield op, grp
+
     @property
     def microbatches(self) -> int:
         return self.strategy.m
@@ -217,19 +301,19 @@ class Demand:
         return self.strategy.bubble_fraction
 
     def compute(self) -> list[Compute]:
-        return [op for op in self.ops if isinstance(op, Compute)]
+        return [op for op in self.op_sets if isinstance(op, Compute)]
 
     def collectives(self) -> list[CollectiveOp]:
         return [op for op in self.ops if isinstance(op, CollectiveOp)]
 
     def transfers(self) -> list[Transfer]:
-        return [op for op in self.ops if isinstance(op, Transfer)]
+        return [op for op in self.op_sets if isinstance(op, Transfer)]
 
     # ------------------------------------------------------------------ matrices
     def _pairs(self, *, mutable: bool | None = None) -> Iterator[tuple[np.ndarray, np.ndarray,
                                                                         np.ndarray]]:
         """(src ranks, dst ranks, bytes) per op, per iteration; ``mutable`` filters."""
-        for op in self.ops:
+        for op in self.op_sets:
             if isinstance(op, Transfer):
                 if mutable is not True:
                     yield (np.array([op.src]), np.array([op.dst]),
@@ -238,17 +322,18 @@ class Demand:
                 ring = op.kind in RING_KINDS
                 if mutable is not None and ring != mutable:
                     continue
-                m = np.asarray(op.members, dtype=np.int64)
-                n = len(m)
+                n = len(op.members)
                 if n < 2:
                     continue
+                m = np.asarray(op.all_groups, dtype=np.int64)   # groups x members
                 if ring:
                     per = ring_bytes_per_member(op.kind, op.bytes, n) * op.repeat
-                    yield m, np.roll(m, -1), np.full(n, per)
+                    yield m.ravel(), np.roll(m, -1, axis=1).ravel(), np.full(m.size, per)
                 else:  # alltoall: size / n to every other member
-                    src, dst = np.meshgrid(m, m, indexing="ij")
-                    off = src != dst
-                    yield src[off], dst[off], np.full(int(off.sum()), op.bytes / n * op.repeat)
+                    off = ~np.eye(n, dtype=bool)
+                    src = np.repeat(m, n, axis=1).reshape(-1, n, n)[:, off]
+                    dst = np.tile(m, (1, n)).reshape(-1, n, n)[:, off]
+                    yield src.ravel(), dst.ravel(), np.full(src.size, op.bytes / n * op.repeat)
 
     def _accumulate(self, index: np.ndarray, size: int, *, mutable: bool | None = None
                     ) -> np.ndarray:
@@ -295,14 +380,14 @@ class Demand:
         """
         groups: dict[tuple[int, ...], float] = {}
         g = self.placement.gpus_per_server
-        for op in self.ops:
-            if not isinstance(op, CollectiveOp) or op.kind not in RING_KINDS:
+        for op, members in self._collective_groups():
+            if op.kind not in RING_KINDS:
                 continue
-            servers = tuple(dict.fromkeys(r // g for r in op.members))
+            servers = tuple(dict.fromkeys(r // g for r in members))
             if len(servers) < 2:
                 continue
             groups[servers] = groups.get(servers, 0.0) + op.repeat * ring_bytes_per_member(
-                op.kind, op.bytes, len(op.members))
+                op.kind, op.bytes, len(members))
         mp = self._server_full(mutable=False)
         np.fill_diagonal(mp, 0.0)
         return list(groups.items()), mp
@@ -317,15 +402,16 @@ class Demand:
         """
         g = self.placement.gpus_per_server
         R = A = 0.0
-        for op in self.ops:
+        for op in self.op_sets:
             if isinstance(op, Transfer):
                 if op.src // g != op.dst // g:
                     A += op.bytes * op.repeat
-            elif isinstance(op, CollectiveOp):
-                n = len(op.members)
-                if n < 2:
-                    continue
-                servers = np.asarray(op.members, dtype=np.int64) // g
+                continue
+            if not isinstance(op, CollectiveOp) or len(op.members) < 2:
+                continue
+            n = len(op.members)
+            for members in op.all_groups:
+                servers = np.asarray(members, dtype=np.int64) // g
                 if op.kind in RING_KINDS:
                     k = np.unique(servers).size
                     if k >= 2:
@@ -340,7 +426,7 @@ class Demand:
     def bytes_by_purpose(self) -> dict[str, float]:
         """Bytes per iteration sent between GPUs, by purpose (all GPUs summed)."""
         out: dict[str, float] = {}
-        for op in self.ops:
+        for op in self.op_sets:
             if isinstance(op, Transfer):
                 out[op.purpose] = out.get(op.purpose, 0.0) + op.bytes * op.repeat
             elif isinstance(op, CollectiveOp):
@@ -349,7 +435,8 @@ class Demand:
                     b = n * ring_bytes_per_member(op.kind, op.bytes, n)
                 else:
                     b = (n - 1) * op.bytes  # n members x (n-1)/n of the buffer
-                out[op.purpose] = out.get(op.purpose, 0.0) + b * op.repeat
+                for _ in op.all_groups:   # added per group: the sums of the per-group ops
+                    out[op.purpose] = out.get(op.purpose, 0.0) + b * op.repeat
         return out
 
     def summary(self) -> dict[str, Any]:
@@ -362,7 +449,8 @@ class Demand:
             "microbatch_size": self.microbatch_size, "microbatches": self.microbatches,
             "bubble_fraction": self.bubble_fraction,
             "stages": [list(s) for s in self.stages],
-            "ops": {"compute": len(self.compute()), "collectives": len(self.collectives()),
+            "ops": {"compute": len(self.compute()),
+                    "collectives": sum(1 for _ in self._collective_groups()),
                     "transfers": len(self.transfers())},
             "compute_s_per_gpu_max": _max_compute(self),
             "bytes_by_purpose": self.bytes_by_purpose(),
@@ -571,12 +659,13 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             under = under / 2.0 if phase == "backward" else 0.0
         shared = len(kinds) + (regather > 0 and tp_comm_overlap is True)
         hidden = under / shared if tp_comm_overlap else 0.0
-        ops = [CollectiveOp(kind, grp, nbytes, phase, "tp", layer=layer.name, stage=p,
-                            repeat=m, hidden_s=hidden) for kind in kinds for grp in groups]
+        ops = [op for kind in kinds for op in _on(groups, kind, nbytes, phase, "tp",
+                                                  layer=layer.name, stage=p, repeat=m,
+                                                  hidden_s=hidden)]
         if regather:
             again = hidden if tp_comm_overlap is True else 0.0
-            ops += [CollectiveOp("allgather", grp, regather, phase, "tp", layer=layer.name,
-                                 stage=p, repeat=m, hidden_s=again) for grp in groups]
+            ops += _on(groups, "allgather", regather, phase, "tp", layer=layer.name, stage=p,
+                       repeat=m, hidden_s=again)
         return ops
 
     fwd: list[Op] = []
@@ -586,11 +675,13 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
 
     for p, (start, stop) in enumerate(stages):
         ranks_p = placement.stage_ranks(s, p)
-        tp_groups = placement.tp_groups(s, p) if T > 1 else []
+        # (one GroupSet per stage, shared by the ops on it: :func:`_on`)
+        tp_groups = _interned(GroupSet(placement.tp_groups(s, p))) if T > 1 else ()
         ep_groups = placement.ep_groups(s, p) if s.ep > 1 else []
-        cp_groups = placement.cp_groups(s, p) if C > 1 else []
-        dp_groups = placement.dp_groups(s, p) if s.data_ranks > 1 else []
-        xdp_groups = placement.expert_dp_groups(s, p) if s.expert_dp > 1 else []
+        cp_groups = _interned(GroupSet(placement.cp_groups(s, p))) if C > 1 else ()
+        dp_groups = _interned(GroupSet(placement.dp_groups(s, p))) if s.data_ranks > 1 else ()
+        xdp_groups = _interned(GroupSet(placement.expert_dp_groups(s, p))) \
+            if s.expert_dp > 1 else ()
         blocks: list[list[Op]] = []
         dense_stream: list[tuple[str, float]] = []
         expert_stream: list[tuple[str, float]] = []
@@ -639,13 +730,11 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             core = (sh.attn_core_fwd_flops / sh.fwd_flops) \
                 if sh.fwd_flops and s.cp_comm == "ring" else 0.0
             kv = shard.cp_kv_bytes(b) if cp_groups else 0.0
-            cp_f = [CollectiveOp("allgather", grp, kv, "forward", "cp", layer=layer.name,
-                                 stage=p, repeat=m, hidden_s=core * f_s)
-                    for grp in cp_groups] if kv else []
-            cp_b = [CollectiveOp(kind, grp, kv, "backward", "cp", layer=layer.name,
-                                 stage=p, repeat=m, hidden_s=core * b_s / 2)
-                    for kind in ("allgather", "reducescatter") for grp in cp_groups] \
-                if kv else []
+            cp_f = _on(cp_groups, "allgather", kv, "forward", "cp", layer=layer.name,
+                       stage=p, repeat=m, hidden_s=core * f_s) if kv else []
+            cp_b = [op for kind in ("allgather", "reducescatter")
+                    for op in _on(cp_groups, kind, kv, "backward", "cp", layer=layer.name,
+                                  stage=p, repeat=m, hidden_s=core * b_s / 2)] if kv else []
             # Folded experts (etp=1) take their tokens from the all-to-all and return
             # them whole: no TP collective unless shared experts (split like the dense
             # layers) need theirs.
@@ -691,12 +780,10 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                 gathers: list[Op] = []
                 for w, nbytes, groups in ((shared, shard.shared_bytes, dp_groups),
                                           (expert, shard.expert_bytes, xdp_groups)):
-                    for grp in groups if w else ():
-                        gathers += [CollectiveOp("allgather", grp, nbytes, phase, "zero",
-                                                 layer=layer.name, stage=p,
-                                                 repeat=zero_rep, hidden_s=under)
-                                    for phase, under in (("forward", f_s),
-                                                         ("backward", pass_b))]
+                    for phase, under in (("forward", f_s), ("backward", pass_b)) if w else ():
+                        gathers += _on(groups, "allgather", nbytes, phase, "zero",
+                                       layer=layer.name, stage=p, repeat=zero_rep,
+                                       hidden_s=under)
                 f_ops[:0] = [op for op in gathers if op.phase == "forward"]
                 b_ops[:0] = [op for op in gathers if op.phase == "backward"]
             # Each pass: dispatch (or its gradient), the layer, combine, then the TP
@@ -748,13 +835,11 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                                         (expert_stream, xdp_groups, "dp-expert")):
             cuts = _buckets(list(reversed(stream)), float(bucket_bytes))
             for k, (size, after) in enumerate(cuts):
-                for grp in groups:
-                    grad_ops.append(CollectiveOp(kind, grp, size, "gradient", purpose, True, k,
-                                                 after, stage=p, repeat=grad_rep))
-                    if s.zero in (1, 2):
-                        opt_ops.append(CollectiveOp("allgather", grp, size * weight_per_grad,
-                                                    "optimizer", "zero", False, k, after,
-                                                    stage=p))
+                grad_ops += _on(groups, kind, size, "gradient", purpose, True, k, after,
+                                stage=p, repeat=grad_rep)
+                if s.zero in (1, 2):
+                    opt_ops += _on(groups, "allgather", size * weight_per_grad, "optimizer",
+                                   "zero", False, k, after, stage=p)
         # The optimizer step over this stage's (ZeRO-sharded) parameters: memory bound.
         step_bytes = optimizer_step_bytes(step_params, opt_K, dtype, grad_b)
         if step_bytes > 0:
@@ -767,7 +852,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         bwd_all += ops
     ops = tuple(fwd + bwd_all + grad_ops + opt_ops)
     return Demand(workload=workload.name, hardware=hw.name, strategy=s, placement=placement,
-                  ops=ops, stages=stages, microbatch_size=b, bucket_bytes=float(bucket_bytes),
+                  op_sets=ops, stages=stages, microbatch_size=b, bucket_bytes=float(bucket_bytes),
                   memory=memory, precision=precision)
 
 

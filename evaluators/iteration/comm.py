@@ -518,7 +518,8 @@ class CommTimer:
     # ------------------------------------------------------------------ collectives
     def collective_set(self, kind: str, groups: list[tuple[int, ...]], size: float) -> CommCost:
         """A ring collective of ``size`` bytes on every group at once (one occurrence)."""
-        key = (kind, tuple(groups), float(size))
+        # (a GroupSet of the demand keeps its hash: the same set is looked up per layer)
+        key = (kind, groups if isinstance(groups, tuple) else tuple(groups), float(size))
         hit = self._sets.get(key)
         if hit is None:
             hit = self._sets[key] = self._collective_set(kind, groups, float(size))

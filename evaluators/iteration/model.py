@@ -241,6 +241,13 @@ def _exposed(seconds: float, hidden_s: float, sm_share: float) -> float:
     return max(sm_share * seconds, seconds - hidden_s, 0.0)
 
 
+def _extend(entry: list, groups) -> None:
+    """Add ``groups`` to a ring set ``[first op, groups]`` (its own list from then on)."""
+    if not isinstance(entry[1], list):
+        entry[1] = list(entry[1])
+    entry[1].extend(groups)
+
+
 def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
            marks: dict[str, float] | None = None) -> _Pass:
     """Walk one stage's ops of one pass (module docstring).
@@ -289,7 +296,7 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
 
     def flush_ring(group: list) -> None:
         op = group[0]
-        cost = timer.collective_set(op.kind, [o.members for o in group], op.bytes)
+        cost = timer.collective_set(op.kind, group[1], op.bytes)
         f = _occurrence_factor(op, m)
         steps.append(_Step(cost, f, _purpose(op.purpose)))
         critical(_exposed(cost.time_s, op.hidden_s, op.sm_share) * f, _purpose(op.purpose))
@@ -300,8 +307,9 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
 
     # A *block* is the communication between two compute ops.  All its transfers and
     # all-to-alls form one MP phase; its ring collectives form concurrent sets (same
-    # op on several groups, e.g. one per DP replica); items run in order of first
-    # appearance (pipeline sends before the receiving TP group's all-gather).
+    # op on several groups, e.g. one per DP replica: one op's ``all_groups`` and those
+    # of equal ops); items run in order of first appearance (pipeline sends before the
+    # receiving TP group's all-gather).  A set is [its first op, its groups].
     rings: dict[tuple, list] = {}
     order: list = []
 
@@ -318,9 +326,10 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
         if isinstance(op, CollectiveOp) and op.kind in _RING:
             key = ring_key(op)
             if key not in rings:
-                rings[key] = []
+                rings[key] = [op, op.all_groups]
                 order.append(key)
-            rings[key].append(op)
+            else:   # (a list once two ops share the set; one op's groups stay its own)
+                _extend(rings[key], op.all_groups)
             continue
         if not isinstance(op, Compute) and "mp" not in order:
             order.append("mp")
@@ -334,17 +343,18 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
             mp_hidden.append(op.hidden_s)
             mp_share.append(0.0)
         elif isinstance(op, CollectiveOp):   # alltoall: size / n to every other member
-            mem = np.asarray(op.members, dtype=np.int64)
-            n = mem.size
-            if n >= 2 and op.bytes > 0:
-                s, d = np.meshgrid(mem, mem, indexing="ij")
-                off = s != d
-                mp_arrays.append((s[off], d[off], np.full(int(off.sum()), op.bytes / n)))
-                pp = _purpose(op.purpose)
-                mp_purpose[pp] = mp_purpose.get(pp, 0) + int(off.sum())
-                mp_factor[0] = _occurrence_factor(op, m)
-                mp_hidden.append(op.hidden_s)
-                mp_share.append(op.sm_share)
+            for members in op.all_groups:
+                mem = np.asarray(members, dtype=np.int64)
+                n = mem.size
+                if n >= 2 and op.bytes > 0:
+                    s, d = np.meshgrid(mem, mem, indexing="ij")
+                    off = s != d
+                    mp_arrays.append((s[off], d[off], np.full(int(off.sum()), op.bytes / n)))
+                    pp = _purpose(op.purpose)
+                    mp_purpose[pp] = mp_purpose.get(pp, 0) + int(off.sum())
+                    mp_factor[0] = _occurrence_factor(op, m)
+                    mp_hidden.append(op.hidden_s)
+                    mp_share.append(op.sm_share)
         elif isinstance(op, Compute):
             flush_block()
             f = _occurrence_factor(op, m)
@@ -512,7 +522,7 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     # Split ops: per stage, forward / backward / gradient / optimizer, in order.
     per: list[dict[str, list]] = [{"forward": [], "backward": [], "gradient": [],
                                    "optimizer": []} for _ in range(P)]
-    for op in demand.ops:
+    for op in demand.op_sets:
         per[op.stage][op.phase].append(op)
 
     gpus = placement.gpus
@@ -521,12 +531,14 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     pairs: set = set()
     purpose_s = np.zeros((P, len(PURPOSES)))
 
+    accounted: dict[int, Any] = {}   # the distinct costs accounted (their pairs: once each)
+
     def account(step: _Step, occurrences: float, stage: int) -> None:
         c = step.cost
         c.add_link_bytes(link_bytes, occurrences)
         net[0] += c.net_bytes * occurrences
         net[1] += c.carried_bytes * occurrences
-        pairs.update(c.pairs)
+        accounted[id(c)] = c
         if step.purpose in PURPOSES:
             purpose_s[stage, PURPOSES.index(step.purpose)] += c.time_s * occurrences
 
@@ -569,17 +581,16 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
             continue
         E = T_pipe - p * b_max / V
         start_bwd = E - B[p]
-        sets: list[list] = []
+        sets: list[list] = []     # [first op, groups] of consecutive equal ops
         for op in ops:
             if sets and (sets[-1][0].bucket, sets[-1][0].purpose, sets[-1][0].bytes,
                          sets[-1][0].kind) == (op.bucket, op.purpose, op.bytes, op.kind):
-                sets[-1].append(op)
+                _extend(sets[-1], op.all_groups)
             else:
-                sets.append([op])
+                sets.append([op, op.all_groups])
         costs = []
-        for grp in sets:
-            op = grp[0]
-            cost = timer.collective_set(op.kind, [o.members for o in grp], op.bytes)
+        for op, groups in sets:
+            cost = timer.collective_set(op.kind, groups, op.bytes)
             costs.append((op, cost))
             account(_Step(cost, 1.0, _purpose(op.purpose)), op.repeat, p)
         early = sum((op.repeat - 1) * c.time_s for op, c in costs)
@@ -610,7 +621,9 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
                     (ops[i].bucket, ops[i].bytes, ops[i].kind):
                 j += 1
             op = ops[i]
-            cost = timer.collective_set(op.kind, [o.members for o in ops[i:j]], op.bytes)
+            groups = op.all_groups if j == i + 1 else \
+                [g for o in ops[i:j] for g in o.all_groups]
+            cost = timer.collective_set(op.kind, groups, op.bytes)
             account(_Step(cost, 1.0, _purpose(op.purpose)), op.repeat, p)
             t_zero += cost.time_s * op.repeat
             i = j
@@ -620,6 +633,8 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         if t_zero + t_step > opt:
             opt, opt_zero, opt_step = t_zero + t_step, t_zero, t_step
 
+    for c in accounted.values():
+        pairs.update(c.pairs)
     iteration = float(max(T_pipe, grad_end) + opt)
     cap = topo.bandwidth * iteration
     util = link_bytes / cap if iteration > 0 else np.zeros_like(link_bytes)
