@@ -13,9 +13,13 @@ sweeps with a strategy search stay fast. Also reports Llama 3 405B's published
 configuration on 8,192 H100 (1024 servers of an ideal switch) for scale. Prints a table
 and appends it to ``experiments/benchmarks/RESULTS.md``.
 
+With ``--warm``, also what a strategy search pays per candidate on a fabric it has
+already timed (caches warm, collective method ``best``): Llama 3 70B on 1024 H100 and
+Llama 3 405B on 16,384 and 32,768 H100 (the what-ifs' starts and answers).
+
 Usage::
 
-    python experiments/benchmarks/bench_iteration_llm.py [--repeat 3] [--no-append]
+    python experiments/benchmarks/bench_iteration_llm.py [--repeat 3] [--warm] [--no-append]
 """
 
 from __future__ import annotations
@@ -51,6 +55,17 @@ CASES = (
     ("deepseek-v3", "ideal:256,degree=8,bw=400Gbps", "H100",
      "dp=128,pp=16,ep=64,microbatches=120,zero=1,precision=fp8-cs"),
 )
+#: What a strategy search pays per candidate: the same fabric's caches warm (the what-if's
+#: 1024-H100 start on its leaf-spine, Llama 3 405B's 16k-GPU answer of the scale what-if
+#: and the 32k one's, README "What-if at scale"), best of ``--repeat`` after one cold run.
+WARM_CASES = (
+    ("llama3-70b", "leafspine:128,oversub=2,hosts_per_leaf=64,bw=3200Gbps", "H100",
+     "dp=256,tp=4,microbatches=8,zero=2,sp=true"),
+    ("llama3-405b", "leafspine:2048,oversub=2,hosts_per_leaf=64,bw=3200Gbps", "H100",
+     "dp=256,tp=8,pp=8,microbatches=8,zero=2,sp=true,schedule=interleaved,vpp=8"),
+    ("llama3-405b", "leafspine:4096,oversub=2,hosts_per_leaf=2048,bw=3200Gbps", "H100",
+     "dp=1024,tp=8,pp=2,cp=2,microbatches=2,zero=3,sp=true"),
+)
 #: Workloads that are zoo entries with options (DeepSeek-V3, the moe_check.csv row: the
 #: report's Sec. 2.1 / 4.2 architecture on the MoE builder) and the evaluate options
 #: their run states.
@@ -67,6 +82,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="runs; the best is reported")
     ap.add_argument("--no-append", action="store_true", help="do not write RESULTS.md")
+    ap.add_argument("--warm", action="store_true",
+                    help="also the warm-cache evaluations of WARM_CASES (up to 16k and 32k "
+                         "GPUs; about a minute)")
     args = ap.parse_args()
 
     rows = []
@@ -85,10 +103,24 @@ def main() -> None:
                      f"{best:.3f} s{target}; iteration {r.iteration_time_s:.2f} s, "
                      f"MFU {r.mfu:.3f}, bubble {r.breakdown['bubble_s']:.2f} s, "
                      f"memory {r.memory['total_bytes'] / 2**30:.1f} GiB"))
+    for name, spec, hw, strategy in WARM_CASES if args.warm else ():
+        w, topo = get_workload(name), from_spec(spec)
+        t0 = time.perf_counter()
+        r = evaluate(topo, w, strategy, hardware=hw, collective_method="best", routing="auto")
+        cold = time.perf_counter() - t0
+        best = float("inf")
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            evaluate(topo, w, strategy, hardware=hw, collective_method="best", routing="auto")
+            best = min(best, time.perf_counter() - t0)
+        rows.append((f"warm: {name} on {r.gpus} {hw}, `{spec}`, `{strategy}`",
+                     f"{best:.3f} s (cold {cold:.2f} s); iteration {r.iteration_time_s:.3f} s"))
+        print(rows[-1], flush=True)
     print_rows(rows)
     if not args.no_append:
         append_result("Iteration model with LLM execution knobs (evaluate wall time)",
-                      "python experiments/benchmarks/bench_iteration_llm.py",
+                      " ".join(["python experiments/benchmarks/bench_iteration_llm.py",
+                                *sys.argv[1:]]),
                       markdown_table(rows))
 
 
