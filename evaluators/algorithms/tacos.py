@@ -643,8 +643,9 @@ def tacos(topology, collective: Collective, *, seed: int = 0, switch_degree="max
     >>> round(s.time_s, 9)   # every NPU sends its 1 GB shard to the 3 others at once
     1.0
     """
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise invalid("seed", seed, "an integer")
+    # numpy's generators take non-negative seeds only (as topology_finder's and the
+    # expander's checks say); instances run seeds seed .. seed+instances-1.
+    seed = check_int("seed", seed, 0)
     instances = check_int("instances", instances, 1)
     workers = check_int("workers", workers, 1)
     if not isinstance(replacement, (bool, np.bool_)):

@@ -537,7 +537,7 @@ def improve_ring_order(matrix: object, order: object, *, seed: int = 0, effort: 
     """
     c = check_cost_matrix(matrix)
     o = check_order(order, c.shape[0])
-    check_int("seed", seed)
+    check_int("seed", seed, 0)   # numpy generators take non-negative seeds only
     check_number("effort", effort)
     check_number("time_limit_s", time_limit_s)
     return _improve(c, o, seed=int(seed), effort=float(effort),
@@ -658,7 +658,7 @@ def reorder(matrix: object, algorithm: str, *, seed: int = 0, time_limit_s: floa
     """
     c = check_cost_matrix(matrix)
     name = canonical_algorithm(algorithm)
-    check_int("seed", seed)
+    check_int("seed", seed, 0)   # numpy generators take non-negative seeds only
     check_number("time_limit_s", time_limit_s)
     check_choice("solver", solver, SOLVERS)
     if solver_effort is not None:

@@ -238,3 +238,10 @@ def test_mesh_allgather_meets_corner_ingress_bound(spec):
     assert bound.components["ingress"] == pytest.approx(corner, rel=1e-12)
     s = synthesize(t, coll, "tacos", instances=4)
     assert s.time_s == pytest.approx(corner, rel=1e-9)
+
+
+def test_negative_seed_is_refused_naming_the_field():
+    # Fuzzing: seed=-1 reached numpy's default_rng (ValueError traceback in the CLI).
+    with pytest.raises(InvalidSpecError, match=r"invalid seed -1: expected an integer >= 0"):
+        synthesize(from_spec("ring:8"), Collective.on("allreduce", 8, 2 ** 20), "tacos",
+                   seed=-1)

@@ -119,3 +119,10 @@ def test_ring_large_random_improves():
 def test_reorder_bad_options(kwargs):
     with pytest.raises(InvalidSpecError):
         reorder(np.ones((8, 8)), **kwargs)
+
+
+def test_negative_seed_is_refused_naming_the_field():
+    # Fuzzing: `codesign reorder m.csv --seed -5` reached numpy's default_rng (traceback).
+    c = np.array([[0, 1e-6, 2e-6], [1e-6, 0, 1e-6], [2e-6, 1e-6, 0]])
+    with pytest.raises(InvalidSpecError, match=r"invalid seed -5: expected an integer >= 0"):
+        reorder(c, "ring", seed=-5)
