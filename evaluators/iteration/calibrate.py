@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import invalid
-from codesign.specs import check_choice
+from codesign.specs import check_choice, check_number
 from codesign.workloads.efficiency import (CALIBRATION_PARAMETERS, FIT_PARAMETERS,
                                           MAX_GEMM_SPEED, SPEED_PARAMETERS)
 from evaluators.iteration.runs import Run, comparison_errors, predict_run
@@ -49,6 +49,10 @@ __all__ = ["Calibration", "calibrate", "relative_errors"]
 
 _LO, _HI = 0.02, 1.0     # bounds of every efficiency (a kernel speed: up to MAX_GEMM_SPEED)
 _STEP = 1.25             # u_j multiplier for the slopes
+#: Largest prior weight ``w``.  At 10^6 the prior term outweighs a 100 % error on a
+#: million runs: every parameter is pinned to its prior already, and larger weights only
+#: lose the runs' residuals to round-off in the squared cost (inf: non-finite residuals).
+MAX_PRIOR_WEIGHT = 1e6
 
 
 def relative_errors(predicted: Sequence[float], measured: Sequence[float]) -> np.ndarray:
@@ -224,11 +228,15 @@ def calibrate(runs: Sequence[Run], hardware, *, parameters: Sequence[str] = FIT_
         raise invalid("calibrate hardware", hw.name, "a GPU with a compute profile "
                       "(add a compute: mapping with its sms to the hardware file)")
     names = list(parameters)
+    if not names:
+        raise invalid("calibrate parameters", ",".join(names),
+                      f"at least one of {', '.join(CALIBRATION_PARAMETERS)}")
     for n in names:
         check_choice("calibrate parameter", n, CALIBRATION_PARAMETERS)
-    if isinstance(prior_weight, bool) or not isinstance(prior_weight, (int, float)) \
-            or not prior_weight >= 0:
-        raise invalid("prior_weight", prior_weight, "a number >= 0")
+    if len(set(names)) != len(names):
+        raise invalid("calibrate parameters", ",".join(names), "each parameter once")
+    check_number("prior_weight", prior_weight, minimum=0.0, inclusive=True,
+                 maximum=MAX_PRIOR_WEIGHT)
     if holdout not in ("run", "source", None):
         raise invalid("holdout", holdout, "run, source or none")
     if balance not in ("source", None):

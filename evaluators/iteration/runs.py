@@ -53,6 +53,11 @@ EVALUATE_KEYS = _BOOLEAN_KEYS + ("collective_method", "network_model", "routing"
     + _INTEGER_KEYS
 #: FLOP counts publications use to report TFLOP/s per GPU.
 FLOPS_FORMULAS = ("megatron-recompute", "megatron")
+#: Range of a measured iteration time, seconds.  Below a microsecond is less than one
+#: kernel launch (~5 us on today's GPUs); above 10^6 s (11.6 days) one step is no
+#: training run one can measure.  Outside it the value is a typo or a unit slip, and in
+#: the least-squares fit of log times a 1e300 overflowed to non-finite residuals.
+MIN_ITERATION_S, MAX_ITERATION_S = 1e-6, 1e6
 _REQUIRED = ("id", "gpu", "gpus", "workload", "strategy", "measured", "value")
 
 
@@ -253,11 +258,28 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
         for c in _REQUIRED:
             if c not in cols:
                 raise invalid(f"{p.name} columns", ",".join(cols), f"a header with {c!r}")
+        # A repeated column would be read from its last cell only (DictReader).
+        seen_cols: set[str] = set()
+        for c in cols:
+            if c in seen_cols:
+                raise invalid(f"{p.name} column", c, "each column once in the header")
+            seen_cols.add(c)
         rows = list(reader)
     except csv.Error as exc:
         raise invalid(f"{p.name}", "not CSV", f"a comma-separated file ({exc})") from None
     if not rows:
         raise invalid(f"{p.name}", "no rows", "at least one run")
+    first_row: dict[str, int] = {}
+    for i, r in enumerate(rows, start=1):
+        # DictReader keeps the cells past the header under the key None (restkey).
+        if None in r:
+            raise invalid(f"{p.name} row {i}", f"{len(cols) + len(r[None])} cells",
+                          f"at most {len(cols)} cells, one per header column")
+        run_id = (r.get("id") or f"row{i}").strip()
+        if run_id in first_row:
+            raise invalid(f"{p.name} row {i} id", run_id,
+                          f"an id no other row has (row {first_row[run_id]} has it)")
+        first_row[run_id] = i
     runs = []
     for i, r in enumerate(rows, start=1):
         where = f"{p.name} row {i}"
@@ -317,6 +339,10 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
             except InvalidSpecError as exc:
                 raise InvalidSpecError(f"{where} flops_formula: {exc}") from None
             seconds = flops / (gpus * value * 1e12)
+        if not MIN_ITERATION_S <= seconds <= MAX_ITERATION_S:
+            raise invalid(f"{where} value", value,
+                          f"a {measured} giving an iteration time from {MIN_ITERATION_S:g} "
+                          f"to {MAX_ITERATION_S:g} s (this one gives {seconds:.3g} s)")
         system = (r.get("system") or "").strip() or default_system(hw, gpus)
         ev = _options(r.get("evaluate") or "", where)
         for key, val in ev.items():

@@ -473,3 +473,49 @@ def test_one_layer_reproduces_korthikanti_table_4():
         assert m == pytest.approx(p, rel=0.03)
     for p, m in zip(pub[1:], model[1:]):
         assert m / model[0] - p / pub[0] == pytest.approx(0, abs=0.02)
+
+
+_ROW = {"id": "x", "gpu": "A100-80", "gpus": 8, "workload": "gpt3-175b",
+        "options": "layers=2 hidden=1024 heads=8 ffn=4096 batch_size=8",
+        "strategy": "dp=8", "measured": "iteration_s", "value": "1.0"}
+
+
+@pytest.mark.parametrize("measured, value", [
+    ("iteration_s", "1e30"), ("iteration_s", "1e-9"),
+    ("tflops_per_gpu", "1e300"), ("tflops_per_gpu", "1e30")])
+def test_a_value_outside_a_measurable_iteration_time_is_refused(tmp_path, measured, value):
+    # Fuzzing: value=1e300 crashed scipy ("Residuals are not finite"), 1e30 printed a
+    # 30-digit error percentage; the row and field are named now, with the range.
+    row = {**_ROW, "measured": measured, "value": value, "flops_formula": "megatron"}
+    with pytest.raises(InvalidSpecError, match=r"row 1 value .*from 1e-06 to 1e\+06 s"):
+        load_runs(_write(tmp_path / "v.csv", [row]))
+
+
+def test_duplicate_columns_ids_and_extra_cells_are_refused(tmp_path):
+    # Fuzzing: a second `id` column, two rows with one id and a row with one cell too
+    # many were accepted (last cell wins, the extra cell dropped).
+    dup = _write(tmp_path / "dup.csv", [_ROW, {**_ROW, "options": _ROW["options"]}])
+    with pytest.raises(InvalidSpecError, match=r"row 2 id 'x': .*row 1 has it"):
+        load_runs(dup)
+    text = dup.read_text().splitlines()
+    (tmp_path / "col.csv").write_text(text[0] + ",id\n" + text[1] + ",y\n")
+    with pytest.raises(InvalidSpecError, match=r"column 'id': expected each column once"):
+        load_runs(tmp_path / "col.csv")
+    (tmp_path / "long.csv").write_text(text[0] + "\n" + text[1] + ",extra\n")
+    with pytest.raises(InvalidSpecError, match=r"row 1 '13 cells': expected at most 12"):
+        load_runs(tmp_path / "long.csv")
+
+
+@pytest.mark.parametrize("keywords, needle", [
+    ({"parameters": []}, "calibrate parameters '': expected at least one of"),
+    ({"parameters": ["gemm_efficiency", "gemm_efficiency"]}, "each parameter once"),
+    ({"prior_weight": float("inf")}, r"prior_weight inf: expected a number in \[0, 1e\+06\]"),
+    ({"prior_weight": float("nan")}, "prior_weight nan"),
+])
+def test_calibrate_refuses_no_parameters_and_an_infinite_prior_weight(tmp_path, keywords,
+                                                                       needle):
+    # Fuzzing: `--parameters ,` crashed (zero-size array), `--prior-weight inf` crashed
+    # scipy's least_squares; both are refused before any evaluation.
+    runs = load_runs(_write(tmp_path / "ok.csv", [_ROW]))
+    with pytest.raises(InvalidSpecError, match=needle):
+        calibrate(runs, A100, **keywords)
