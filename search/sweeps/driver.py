@@ -64,7 +64,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from codesign.errors import InvalidSpecError
+from codesign.errors import InvalidSpecError, invalid
 from codesign.provenance import code_fingerprint
 from codesign.units import format_size
 from search.sweeps.spec import SweepSpec
@@ -334,6 +334,19 @@ def _task_error(exc: BaseException) -> str:
     return f"{type(cause).__name__}: {text}"[:500]
 
 
+def _storage_error(url: str | None, journal: Path | None, exc: BaseException
+                   ) -> InvalidSpecError:
+    """The one-line error of a storage that cannot be opened or read."""
+    lines = str(exc).strip().splitlines()
+    why = f"{type(exc).__name__}: {lines[0] if lines else ''}"[:200]
+    if url:
+        return invalid("sweep storage", url, "an Optuna storage URL that opens, such as "
+                       f"sqlite:///study.db in an existing folder ({why})")
+    return InvalidSpecError(
+        f"invalid sweep journal '{journal}': cannot be read ({why}); restore it from a "
+        "backup, or move it and its records/ folder away and run the sweep again")
+
+
 def _open_study(run: _Run, *, resume: bool):
     """Create or load the Optuna study and check that it belongs to ``run.spec``."""
     import optuna
@@ -341,24 +354,34 @@ def _open_study(run: _Run, *, resume: bool):
     from codesign.records import record_files
 
     spec = run.spec
-    if spec.storage:
-        storage: Any = spec.storage
-    else:
-        from optuna.storages import JournalStorage
-        from optuna.storages.journal import JournalFileBackend
-
-        run.journal.parent.mkdir(parents=True, exist_ok=True)
-        storage = JournalStorage(JournalFileBackend(str(run.journal)))
     where = run.journal or spec.storage
-    exists = spec.study in optuna.get_all_study_names(storage)
-    if not exists and run.records_dir.is_dir() and record_files(run.records_dir):
-        # Records without their journal: a new study would reuse their trial numbers.
-        raise InvalidSpecError(
-            f"invalid sweep study {spec.study!r}: {run.records_dir} already holds records but "
-            f"the storage ({where}) has no such study; restore the journal or use another "
-            f"results folder or study name")
-    study = optuna.create_study(study_name=spec.study, storage=storage, sampler=run.sampler(),
-                                directions=spec.directions, load_if_exists=True)
+    # Opening a storage runs a database driver or replays the journal: whatever it raises
+    # (sqlalchemy's unknown dialect or unopenable file, a corrupt journal line) is the
+    # user's storage, reported in one line naming it.
+    try:
+        if spec.storage:
+            storage: Any = optuna.storages.get_storage(spec.storage)
+        else:
+            from optuna.storages import JournalStorage
+            from optuna.storages.journal import JournalFileBackend
+
+            run.journal.parent.mkdir(parents=True, exist_ok=True)
+            storage = JournalStorage(JournalFileBackend(str(run.journal)))
+        exists = spec.study in optuna.get_all_study_names(storage)
+        if not exists and run.records_dir.is_dir() and record_files(run.records_dir):
+            # Records without their journal: a new study would reuse their trial numbers.
+            raise InvalidSpecError(
+                f"invalid sweep study {spec.study!r}: {run.records_dir} already holds records "
+                f"but the storage ({where}) has no such study; restore the journal or use "
+                f"another results folder or study name")
+        # The journal tolerates a corrupt last line until the next write reads past it.
+        study = optuna.create_study(study_name=spec.study, storage=storage,
+                                    sampler=run.sampler(), directions=spec.directions,
+                                    load_if_exists=True)
+    except InvalidSpecError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any backend failure is the storage's
+        raise _storage_error(spec.storage, run.journal, exc) from None
     wanted = spec.config_hash()
     found = study.user_attrs.get(CONFIG_HASH_ATTR)
     if found is None:
@@ -548,7 +571,16 @@ def run_sweep(spec: SweepSpec, *, results_dir: str | Path = "results", resume: b
         if new:  # refuse before creating anything
             _check_disk(spec, run.study_dir, spec.trials)
         writer = RecordWriter(run.records_dir)
-        study = _open_study(run, resume=resume)
+        try:
+            study = _open_study(run, resume=resume)
+        except InvalidSpecError:
+            if new:  # leave nothing behind for a study that never opened (rmdir: if empty)
+                for folder in (run.records_dir, run.study_dir):
+                    try:
+                        folder.rmdir()
+                    except OSError:
+                        pass
+            raise
         _reconcile(study, run, writer)
         finished = sum(t.state.is_finished() for t in study.get_trials(deepcopy=False))
         to_run = max(0, spec.trials - finished)

@@ -365,3 +365,24 @@ def test_a_plan_beyond_the_space_or_the_disk(tmp_path, monkeypatch):
     with pytest.raises(InvalidSpecError, match=r"sweep trials 11: expected at most 10 more"):
         run_sweep(spec.replace(trials=11), results_dir=tmp_path / "r")
     assert not (tmp_path / "r").exists()  # refused before anything was created
+
+
+@pytest.mark.parametrize("storage, needle", [
+    ("sqlite:////nonexistent/dir/x.db", "unable to open database file"),
+    ("foo://bar", "Can't load plugin"),
+])
+def test_a_storage_url_that_does_not_open_is_one_line(tmp_path, storage, needle):
+    # Fuzzing: both URLs raised sqlalchemy tracebacks; refused before Ray, nothing left.
+    with pytest.raises(InvalidSpecError, match=rf"invalid sweep storage .*{needle}"):
+        run_sweep(_spec(storage=storage), results_dir=tmp_path / "r")
+    assert list((tmp_path / "r").iterdir()) == []
+
+
+def test_a_corrupt_journal_names_the_file_and_the_fix(tmp_path):
+    # Fuzzing: `{{{` appended to the journal raised a JSONDecodeError traceback on --resume.
+    journal = tmp_path / "t" / "optuna-journal.log"
+    journal.parent.mkdir()
+    journal.write_text("{{{\n")
+    with pytest.raises(InvalidSpecError, match=r"invalid sweep journal '.*optuna-journal.log':"
+                       r" cannot be read \(JSONDecodeError.*restore it"):
+        run_sweep(_spec(), results_dir=tmp_path, resume=True)
