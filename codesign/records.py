@@ -439,6 +439,12 @@ def load_records(directory: str | Path, *, schema: "pa.Schema | None" = None
             # Not a Parquet file (truncated by a crash of another tool, or not ours).
             raise invalid("results part", str(f), f"a readable Parquet file ({exc}); move "
                           "or delete it") from None
+        # Every record ever written has its key columns; a part without them is another
+        # tool's Parquet file (its rows would read as records of no study).
+        missing = [c for c in _REQUIRED if c not in schemas[-1].names]
+        if missing:
+            raise invalid("results part", str(f), f"a part file of codesign records (it has "
+                          f"no {', '.join(missing)} column); move or delete it")
     try:
         unified = pa.unify_schemas([base, *schemas])
     except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:

@@ -277,3 +277,16 @@ def test_a_part_that_is_not_parquet_is_named(tmp_path):
                                                "Parquet file") as exc:
         load_records(tmp_path)
     assert "disagree" not in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_parquet_part_of_another_schema_is_named(tmp_path, capsys):
+    # Fuzzing: a part written as pa.table({"a": [1, 2]}) loaded as two records of no
+    # study and `codesign report` died with a TypeError traceback.
+    pq.write_table(pa.table({"a": [1, 2]}), tmp_path / "part-00000.parquet")
+    with pytest.raises(InvalidSpecError, match=r"results part .*part-00000.parquet.*codesign "
+                                               r"records \(it has no study, trial, status"):
+        load_records(tmp_path)
+    from codesign.app.cli import main
+
+    assert main(["report", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
