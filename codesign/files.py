@@ -258,6 +258,13 @@ def check_output_path(path: str | Path, *, what: str = "output file") -> Path:
         raise _cannot("write", what, p, "it is a directory; give a file name inside it")
     folder = p.parent if str(p.parent) else Path(".")
     if not folder.is_dir():
+        # The nearest part of the folder that exists says why: a file in the way, or a
+        # folder to create first.
+        ancestor = folder
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if ancestor.exists() and not ancestor.is_dir():
+            raise _cannot("write", what, p, f"{str(ancestor)!r} is a file, not a folder")
         raise _cannot("write", what, p, f"folder {str(folder)!r} does not exist (create it "
                       "first)")
     if p.exists() and not p.is_file():
@@ -276,18 +283,32 @@ def check_output_folder(path: str | Path, *, what: str = "output folder") -> Pat
         raise _cannot("write", what, p, "expected a folder name")
     if p.exists():
         if not p.is_dir():
-            raise _cannot("write", what, p, "it exists and is not a folder")
+            raise _cannot("write", what, p, "it exists and is a file, not a folder")
         if not os.access(p, os.W_OK):
             raise _cannot("write", what, p, "the folder is not writable")
+        _probe_folder(p, what, p)
         return p
     parent = p.absolute().parent
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
-        raise _cannot("write", what, p, f"{str(parent)!r} is not a folder")
+        raise _cannot("write", what, p, f"{str(parent)!r} is a file, not a folder")
     if not os.access(parent, os.W_OK):
         raise _cannot("write", what, p, f"folder {str(parent)!r} is not writable")
+    _probe_folder(parent, what, p)
     return p
+
+
+def _probe_folder(folder: Path, what: str, target: Path) -> None:
+    """Create and remove a folder in ``folder``: ``os.access`` says yes to root and on
+    pseudo or read-only file systems (``/proc``), where the real mkdir later fails."""
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".codesign-probe-", dir=folder))
+    except OSError as exc:
+        raise _cannot("write", what, target, f"no folder can be created in {str(folder)!r} "
+                      f"({exc.strerror or exc})") from None
 
 
 def write_text_atomic(path: str | Path, text: str, *, what: str = "output file") -> Path:

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from codesign.app.report import html_table, md_table, new_axes, save_axes, write_pages
+from codesign.errors import InvalidSpecError
+from codesign.files import check_output_folder
 
 __all__ = ["write_whatif_report", "procurement_rows", "ranking_note",
            "sweep_procurement_section"]
@@ -189,7 +191,12 @@ def write_whatif_report(result, out_dir: str | Path) -> dict[str, Path]:
     """
     data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    check_output_folder(out, what="report folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidSpecError(f"cannot write report folder {str(out)!r}: "
+                               f"{exc.strerror or exc}") from None
     plots = _plots(data, out)
     mix = ", ".join(f"{w['name']} x{w['weight']:g}" for w in data["workloads"])
     title = f"Procurement what-if: {data['servers']} servers of {data['gpu']} ({mix})"

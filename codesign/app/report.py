@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import CodesignError, InvalidSpecError, invalid
+from codesign.files import check_output_folder
 from codesign.units import format_bandwidth, format_time
 
 __all__ = ["pareto_mask", "sensitivity", "spearman", "best_per_budget", "write_report",
@@ -616,6 +617,7 @@ def write_report(results_dir: str | Path, out_dir: str | Path | None = None) -> 
         out = Path(out_dir)
     else:
         out = src.parent if any(src.glob("part-*.parquet")) else src
+    check_output_folder(out, what="report folder")  # a file in the way: named, one line
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -98,3 +98,12 @@ def test_ranking_note_states_what_the_error_allows():
     moe = {"topology_spec": "x", "comparison_error": None, "note": "mixture-of-experts: ..."}
     assert ranking_note(moe) == "mixture-of-experts: ..."
     assert ranking_note({"topology_spec": None, "note": "no fabric"}) == ""
+
+
+def test_a_report_folder_that_cannot_be_created_is_refused_before_the_work(capsys, tmp_path):
+    # Fuzzing: `--report /proc/xx` raised FileNotFoundError after the whole what-if.
+    (tmp_path / "afile").write_text("x")
+    for folder, needle in (("/proc/xx", "no folder can be created in '/proc'"),
+                           (str(tmp_path / "afile"), "is a file, not a folder")):
+        code, out, err = run(capsys, *SMALL, "--report", folder)
+        assert code == 2 and out == "" and err.count("\n") == 1 and needle in err

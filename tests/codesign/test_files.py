@@ -115,3 +115,23 @@ def test_limits_and_messages():
         check_count("x", "n", 5, 1e10, "y")
     with pytest.raises(ResourceLimitError):   # NaN estimates are refused, not waved through
         check_memory("x", "n", 1, float("nan"), "y")
+
+
+def test_output_checks_name_a_file_in_the_way_and_an_uncreatable_folder(tmp_path):
+    # Fuzzing: `--out afile/t.yaml` (afile a file) said "folder 'afile' does not exist",
+    # `report --out afile` "cannot create ... File exists", and `--report /proc/xx` passed
+    # the check (os.access says yes on /proc) and failed after the whole computation.
+    from codesign.files import check_output_folder, check_output_path
+
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(InvalidSpecError, match=r"'.*afile' is a file, not a folder"):
+        check_output_path(tmp_path / "afile" / "t.yaml")
+    with pytest.raises(InvalidSpecError, match=r"afile' is a file, not a folder"):
+        check_output_path(tmp_path / "afile" / "sub" / "t.yaml")
+    with pytest.raises(InvalidSpecError, match=r"it exists and is a file, not a folder"):
+        check_output_folder(tmp_path / "afile")
+    if os.path.isdir("/proc/self"):
+        with pytest.raises(InvalidSpecError, match=r"no folder can be created in '/proc'"):
+            check_output_folder("/proc/xx")
+    assert check_output_folder(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]   # the probe left nothing

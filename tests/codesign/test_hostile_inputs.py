@@ -227,11 +227,11 @@ def test_output_folders_and_files_are_checked_before_the_work(capsys, tmp_path):
     calibrate = ["calibrate", runs, "--hardware", "A100-80", "--holdout", "none", "--out"]
     for argv, needle in (
             ([*whatif, "--report", afile], "--report folder"),
-            ([*whatif, "--report", afile / "sub"], "is not a folder"),
+            ([*whatif, "--report", afile / "sub"], "is a file, not a folder"),
             ([*calibrate, tmp_path / "nodir" / "x.yaml"], "does not exist"),
             ([*calibrate, tmp_path], "is a directory"),
             (["optimize", "--workload", "ncf", "--servers", "4", "--degree", "2",
-              "--bandwidth", "100Gbps", "--out", afile], "is not a folder")):
+              "--bandwidth", "100Gbps", "--out", afile], "is a file, not a folder")):
         one_line_error(*run(capsys, *argv), needle)
     code, out, _ = run(capsys, *whatif, "--report", afile, "--json")
     assert code == 2 and json.loads(out)["field"] == "--report folder"
