@@ -41,13 +41,15 @@ the same order.  Family, dimensions and node attributes are not written.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_keys, get_bool, get_int, get_str, load_yaml
-from codesign.units import BARE_BANDWIDTH_BPS, BARE_LATENCY_S, parse_bandwidth, parse_time
+from codesign.units import (BARE_BANDWIDTH_BPS, BARE_LATENCY_S, MAX_BANDWIDTH_BPS, MAX_TIME_S,
+                            MIN_BANDWIDTH_BPS, parse_bandwidth, parse_time)
 from topologies.builder import LinkBuilder
 from topologies.model import Dimension, Topology
 
@@ -151,13 +153,30 @@ def _astra_list(spec: Mapping[str, Any], key: str, where: str) -> list:
     return value
 
 
+#: Ranges of the ASTRA-sim fields in their units: the bounds every bandwidth and time
+#: of the framework has (codesign.units: 1e-6 .. 1e18 B/s, at most 1e9 s), so that an
+#: ASTRA-sim file cannot carry a link a spec string or an explicit YAML file could not
+#: (1.0e-320 GB/s became a NaN iteration time).
+ASTRA_BANDWIDTH_RANGE = (MIN_BANDWIDTH_BPS / ASTRA_GBPS, MAX_BANDWIDTH_BPS / ASTRA_GBPS)
+ASTRA_LATENCY_RANGE = (0.0, MAX_TIME_S / ASTRA_NS)
+
+
 def _astra_number(value: Any, field: str, *, positive: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise invalid(field, value, "a number in ASTRA-sim units (GB/s = 2^30 B/s, ns)")
-    if value != value or value in (float("inf"), float("-inf")) or value < 0 or (
-            positive and value == 0):
-        raise invalid(field, value, f"a finite number {'> 0' if positive else '>= 0'}")
-    return float(value)
+    low, high = ASTRA_BANDWIDTH_RANGE if positive else ASTRA_LATENCY_RANGE
+    unit = "GB/s = 2^30 B/s" if positive else "ns"
+    rule = f"a number of ASTRA-sim {unit} from {low:.3g} to {high:.3g}"
+    number = value
+    if isinstance(value, str):
+        # YAML 1.1 reads 1.0e308 (no exponent sign) as a string; ASTRA-sim reads a number.
+        try:
+            number = float(value)
+        except ValueError:
+            raise invalid(field, value, rule) from None
+    if isinstance(number, bool) or not isinstance(number, (int, float)) \
+            or not math.isfinite(number) or not low <= number <= high \
+            or (positive and number == 0):
+        raise invalid(field, value, rule)
+    return float(number)
 
 
 def _from_astra(spec: Mapping[str, Any], default_name: str, where: str) -> Topology:

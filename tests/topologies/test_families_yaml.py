@@ -144,3 +144,26 @@ def test_bad_files_raise_one_line_invalid_spec(tmp_path, text, match):
 def test_missing_file_is_invalid_spec(tmp_path):
     with pytest.raises(InvalidSpecError, match="cannot read"):
         load_topology(str(tmp_path / "nope.yaml"))
+
+
+@pytest.mark.parametrize("bandwidth, latency, match", [
+    ("1.0e-320", "0", r"bandwidth\[0\] 1e-320: expected a number of ASTRA-sim GB/s .* from "
+                      r"9.31e-16 to 9.31e\+08"),
+    ("1.0e308", "0", r"bandwidth\[0\] '1.0e308': expected a number .* to 9.31e\+08"),
+    ("1", "1.0e300", r"latency\[0\] '1.0e300': expected a number of ASTRA-sim ns from 0 to "
+                     r"1e\+18"),
+])
+def test_astra_sim_numbers_have_the_spec_strings_range(tmp_path, bandwidth, latency, match):
+    # Fuzzing: 1.0e-320 GB/s was accepted (a NaN iteration time in `evaluate`), and
+    # 1.0e308 (a string to YAML 1.1) was refused as "not a number in ASTRA-sim units".
+    p = _write(tmp_path, f"topology: [Ring]\nnpus_count: [8]\nbandwidth: [{bandwidth}]\n"
+                         f"latency: [{latency}]\n")
+    with pytest.raises(InvalidSpecError, match=match):
+        load_topology(str(p))
+
+
+def test_astra_sim_number_written_without_exponent_sign_is_a_number(tmp_path):
+    p = _write(tmp_path, "topology: [Ring]\nnpus_count: [4]\nbandwidth: [5.0e1]\n"
+                         "latency: [5.0e2]\n")
+    t = load_yaml_topology(p)
+    assert t.bandwidth[0] == 50 * 2 ** 30 and t.latency[0] == pytest.approx(5e-7)
