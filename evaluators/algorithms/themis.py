@@ -69,6 +69,7 @@ from dataclasses import replace
 import numpy as np
 
 from codesign.errors import invalid
+from codesign.resources import check_count
 from codesign.specs import check_int
 from evaluators.algorithms.hierarchical import (
     DIMENSION_ALGORITHMS, line_groups, npu_coordinates, stage_steps)
@@ -82,6 +83,10 @@ __all__ = ["themis", "themis_model", "dimension_cost", "dimension_bandwidth", "b
            "themis_orders", "baseline_orders", "model_time", "POLICIES"]
 
 POLICIES = ("fifo", "scf")
+#: Most chunk-stages (chunks x stages per chunk) the Sec. 4.4 model schedules and times:
+#: 2^18 take ~3.5 s on one core (~13 us each); 64 chunks of an 8-stage all-reduce on
+#: 1024 NPUs (the README's ~1 s case) are 512, so this is 500 times that.
+MAX_MODEL_STAGES = 2 ** 18
 _PHASES = {"rs": "rs", "reducescatter": "rs", "ag": "ag", "allgather": "ag"}
 
 
@@ -466,6 +471,12 @@ def themis_model(topology_or_dims, kind: str, size_bytes: float, *, chunks: int 
         raise invalid("themis ring_directions", ring_directions, "1 or 2")
     if ring_directions == 2:
         dims = bidirectional_rings(dims)
+    # Work bound: one scheduling and one timing event per chunk and stage (at most two
+    # stages, RS and AG, per dimension), ~13 us each on one core.
+    check_count("the Themis model (an event per chunk and stage)", "chunks", chunks,
+                chunks * 2 * len(dims),
+                "use fewer chunks (Themis's evaluation uses 64 per collective)",
+                maximum=MAX_MODEL_STAGES)
     if baseline:
         orders, tracker = baseline_orders(dims, kind, chunks), None
     else:

@@ -260,3 +260,18 @@ def test_fifo_links_ignore_the_intra_dimension_order():
     assert math.isclose(model_s, ordered.metadata["model_time_s"])
     assert ordered.time_s == pytest.approx(model_s, rel=0.02)
     assert fifo.time_s > 1.1 * model_s
+
+
+def test_a_chunk_count_beyond_the_work_bound_is_refused_at_once():
+    # Fuzzing: synth ring:8 ... --algorithm themis --option chunks=1000000000 ran for
+    # hours (chunks=1e6 already took 32 s); it is refused before any scheduling.
+    import time
+
+    from codesign.resources import ResourceLimitError
+    from topologies.registry import from_spec
+
+    t0 = time.perf_counter()
+    with pytest.raises(ResourceLimitError, match=r"the Themis model .*chunks=1000000000 "
+                                                 r"plans 2e\+09 entries"):
+        themis_model(from_spec("ring:8"), "allreduce", 2 ** 20, chunks=10 ** 9)
+    assert time.perf_counter() - t0 < 0.5
