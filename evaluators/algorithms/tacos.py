@@ -68,6 +68,7 @@ from itertools import chain
 import numpy as np
 
 from codesign.errors import InfeasibleError, invalid
+from codesign.resources import check_count
 from codesign.specs import check_int
 from evaluators.algorithms.unwind import LogicalLinks, parse_degree, unwind
 from evaluators.algorithms.tacos_unicast import UNICAST_KINDS, tacos_unicast_match
@@ -75,7 +76,15 @@ from evaluators.collectives import Collective
 from evaluators.registry import register_algorithm
 from evaluators.schedule import COPY, REDUCE, Schedule
 
-__all__ = ["tacos", "greedy_match"]
+__all__ = ["tacos", "greedy_match", "MAX_INSTANCES", "MAX_INSTANCE_TRANSFERS"]
+
+#: Most seeded instances (Section VI-C): each is a whole greedy synthesis, ~1.7 ms even
+#: on ring:8 (so 1,024 take ~2 s there); 10^5 ran for minutes and 10^9 exhausted memory
+#: on the list of seeds.
+MAX_INSTANCES = 1024
+#: Most transfers all instances together may synthesize: 2^24 at ~1.1 us each (bench:
+#: torus:8x8x8 all-gather, 261,632 transfers in 0.3 s) is about 20 s of greedy matching.
+MAX_INSTANCE_TRANSFERS = 2 ** 24
 
 _ONE = np.uint64(1)
 _WORD_DTYPE = np.dtype("<u8")    # little endian: bit c of a row is bit c % 64 of word c // 64
@@ -646,7 +655,15 @@ def tacos(topology, collective: Collective, *, seed: int = 0, switch_degree="max
     # numpy's generators take non-negative seeds only (as topology_finder's and the
     # expander's checks say); instances run seeds seed .. seed+instances-1.
     seed = check_int("seed", seed, 0)
-    instances = check_int("instances", instances, 1)
+    instances = check_int("instances", instances, 1, MAX_INSTANCES)
+    if instances > 1:
+        # Work bound: every instance is a whole synthesis of at least min_transfers.
+        from evaluators.estimates import min_transfers
+
+        one = min_transfers(collective.kind, collective.n, collective.chunks_per_npu)
+        check_count(f"{instances} tacos instances ({one:.3g} transfers each or more)",
+                    "instances", instances, float(instances) * one,
+                    "use fewer instances (or one, seeded)", maximum=MAX_INSTANCE_TRANSFERS)
     workers = check_int("workers", workers, 1)
     if not isinstance(replacement, (bool, np.bool_)):
         raise invalid("replacement", replacement, "True or False")

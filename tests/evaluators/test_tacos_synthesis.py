@@ -245,3 +245,19 @@ def test_negative_seed_is_refused_naming_the_field():
     with pytest.raises(InvalidSpecError, match=r"invalid seed -1: expected an integer >= 0"):
         synthesize(from_spec("ring:8"), Collective.on("allreduce", 8, 2 ** 20), "tacos",
                    seed=-1)
+
+
+@pytest.mark.parametrize("spec, instances, match", [
+    ("ring:8", 100_000, r"invalid instances 100000: expected an integer in \[1, 1024\]"),
+    ("ring:8", 10 ** 9, r"invalid instances 1000000000: expected an integer in \[1, 1024\]"),
+    ("torus:8x8x8", 100, r"100 tacos instances .* plans 2.62e\+07 entries"),
+])
+def test_instances_beyond_the_work_bound_are_refused_at_once(spec, instances, match):
+    # Fuzzing: instances=100000 ran for minutes and 1e9 ran out of memory after 25 s.
+    import time
+
+    t0 = time.perf_counter()
+    with pytest.raises(InvalidSpecError, match=match):
+        synthesize(from_spec(spec), Collective.on("allgather", from_spec(spec).npus, 2 ** 20),
+                   "tacos", instances=instances)
+    assert time.perf_counter() - t0 < 0.5
