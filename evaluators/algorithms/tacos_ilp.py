@@ -100,6 +100,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse.csgraph import shortest_path
 
 from codesign.errors import CodesignError, InfeasibleError, invalid
+from codesign.resources import check_count
 from codesign.specs import check_number
 from evaluators.algorithms.tacos import holders_need, build_schedule, greedy_match
 from evaluators.algorithms.unwind import LogicalLinks, parse_degree, unwind
@@ -117,6 +118,11 @@ MAX_STEPS_PER_LINK = 16
 _RTOL = 1e-9
 #: Add the arrival-order rows for interchangeable chunks (model (5)).
 SYMMETRY_BREAKING = True
+#: Most (chunk, link) pairs of one ILP (its binaries are these pairs times the horizon's
+#: steps).  mesh:2x3 with 1,000 chunks per NPU (84,000 pairs) takes 12 s; the paper's
+#: ILP found no schedule past 8 NPUs in an hour (Table I), so 2^17 leaves room for the
+#: small cases the exact mode is for and refuses 10^5 chunks (8.4e6 pairs), which hung.
+MAX_ILP_CHUNK_LINKS = 2 ** 17
 
 
 @dataclass(frozen=True)
@@ -709,6 +715,12 @@ def tacos_exact(topology, collective: Collective, *, time_limit_s: float = 60.0,
         raise invalid("collective for tacos exact mode", kind,
                       "one of allgather, reducescatter, allreduce, broadcast, reduce")
     links = unwind(topology, degree)
+    # Every chunk of the collective (all-reduce: of each phase) on every logical link.
+    pairs = float(collective.n) * collective.chunks_per_npu * links.src.size
+    check_count(f"the TACOS-ILP ({pairs:.3g} chunk-link pairs, each a binary per step)",
+                "chunks", collective.chunks_per_npu, pairs,
+                "use fewer chunks or NPUs, or the greedy (no exact=true)",
+                maximum=MAX_ILP_CHUNK_LINKS)
 
     def tagged(arrays, op, shift=0.0):
         c, l, s, e = arrays

@@ -383,3 +383,17 @@ def test_bad_time_limit_rejected(value):
     with pytest.raises(InvalidSpecError, match="time_limit_s"):
         ilp_solve(links, 2, np.eye(2, dtype=bool), np.ones((2, 2), bool), 1.0,
                   time_limit_s=value)
+
+
+def test_an_ilp_beyond_the_size_bound_is_refused_at_once():
+    # Fuzzing: synth mesh:2x3 ... --option exact=true --chunks 100000 hung (ILP unguarded).
+    import time
+
+    from codesign.resources import ResourceLimitError
+
+    t0 = time.perf_counter()
+    with pytest.raises(ResourceLimitError, match=r"TACOS-ILP .* with chunks=100000 plans "
+                                                 r"8.4e\+06 entries \(at most 1.31e\+05\)"):
+        tacos_exact(from_spec("mesh:2x3"), Collective.on("allreduce", 6, 2 ** 20,
+                                                         chunks_per_npu=100_000))
+    assert time.perf_counter() - t0 < 0.5
