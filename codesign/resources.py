@@ -33,7 +33,8 @@ from codesign.errors import InvalidSpecError
 
 __all__ = ["ResourceLimitError", "DEFAULT_FRACTION", "MAX_ELEMENTS", "ENV_VAR",
            "available_memory", "memory_limit", "set_memory_limit", "memory_limit_scope",
-           "check_memory", "check_count", "format_bytes"]
+           "check_memory", "check_count", "check_local_workers", "format_bytes",
+           "WORKERS_PER_CPU"]
 
 #: Fraction of the available memory one command may plan to use by default.
 DEFAULT_FRACTION = 0.5
@@ -41,6 +42,11 @@ DEFAULT_FRACTION = 0.5
 MAX_ELEMENTS = 2 ** 31 - 1
 #: Environment variable carrying the limit in bytes to child processes (Ray workers).
 ENV_VAR = "CODESIGN_MAX_MEMORY"
+#: Most local worker processes per CPU.  Results never depend on the worker count, so
+#: processes beyond the CPUs only time-share them, and each holds its own interpreter
+#: with numpy, scipy and the model (~80 MB measured before any work): 4 per CPU leaves
+#: room for processes that wait on I/O, and 10^6 (a typo) never starts.
+WORKERS_PER_CPU = 4
 
 _limit: float | None = None
 
@@ -201,6 +207,28 @@ def check_count(what: str, field: str, value: object, count: float, instead: str
         raise ResourceLimitError(
             f"refused: {what} with {field}={_short(value)} plans {count:.3g} entries "
             f"(at most {maximum:.3g}); {instead}")
+
+
+def check_local_workers(field: str, workers: int) -> int:
+    """Refuse more local worker processes than :data:`WORKERS_PER_CPU` per CPU of this
+    machine (at least 2, the commands' default, so a 1-CPU machine runs the defaults).
+
+    Raises
+    ------
+    InvalidSpecError
+        ``invalid <field> <workers>: expected at most N worker processes on this machine``.
+    """
+    from codesign.errors import invalid
+
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    most = max(2, WORKERS_PER_CPU * cpus)
+    if workers > most:
+        raise invalid(field, workers, f"at most {most} worker processes on this machine "
+                      f"({WORKERS_PER_CPU} per CPU; results do not depend on the count)")
+    return workers
 
 
 def _short(value: object) -> str:

@@ -72,6 +72,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from codesign.errors import CodesignError, InfeasibleError, invalid
+from codesign.resources import check_local_workers
 from codesign.specs import check_choice
 from evaluators.shared_cluster import SharedClusterRow, format_shared_cluster
 from search.budget import best_per_budget
@@ -89,6 +90,9 @@ DEFAULT_DEGREES = tuple(range(1, 9))
 DEFAULT_LINK_RATES_BPS = (25e9 / 8, 100e9 / 8, 200e9 / 8, 400e9 / 8)
 #: Strategy-search budget per workload and finalist fabric (``--search-evaluations``).
 DEFAULT_SEARCH = SearchBudget(evaluations=12, restarts=1)
+#: Most strategies timed per workload and finalist fabric: an evaluation takes 0.05-2 s,
+#: so 10,000 is hours already (the bound of optimize's --budget); beyond it, a typo.
+MAX_SEARCH_EVALUATIONS = 10_000
 #: What picks the answer per budget (``whatif --objective``); all minimised.
 WHATIF_OBJECTIVES = ("iteration_time_s", "cost_usd", "days_to_train", "usd_per_run",
                      "tco_usd")
@@ -330,6 +334,11 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         raise invalid("whatif finalists", finalists, "an integer >= 1")
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise invalid("whatif workers", workers, "an integer >= 1")
+    check_local_workers("whatif workers", workers)   # forked processes on this machine
+    if search is not None and search.evaluations > MAX_SEARCH_EVALUATIONS:
+        raise invalid("whatif search evaluations", search.evaluations,
+                      f"an integer from 0 to {MAX_SEARCH_EVALUATIONS:,} (strategies timed per "
+                      "workload on each finalist fabric)")
     if hardware_file is not None:
         from codesign.workloads.hardware import load_hardware_catalog
 

@@ -135,3 +135,14 @@ def test_output_checks_name_a_file_in_the_way_and_an_uncreatable_folder(tmp_path
             check_output_folder("/proc/xx")
     assert check_output_folder(tmp_path / "new" / "deeper") == tmp_path / "new" / "deeper"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]   # the probe left nothing
+
+
+def test_local_workers_are_bounded_by_the_cpus(monkeypatch):
+    from codesign.resources import WORKERS_PER_CPU, check_local_workers
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert check_local_workers("workers", 2) == 2          # the defaults run on 1 CPU
+    assert check_local_workers("workers", WORKERS_PER_CPU) == WORKERS_PER_CPU
+    with pytest.raises(InvalidSpecError, match=r"invalid workers 1000000: expected at most "
+                                               r"4 worker processes on this machine"):
+        check_local_workers("workers", 10 ** 6)

@@ -190,3 +190,19 @@ def test_budgets_buy_from_the_chosen_parts_catalog(capsys):
     err = capsys.readouterr().err
     assert "catalog" in err and "parts-2026" in err and len(err.strip().splitlines()) == 1
 
+
+
+@pytest.mark.parametrize("extra, match", [
+    # Fuzzing: 10^9 evaluations had no upper bound (hours), 10^6 workers tried to start
+    # a million processes.
+    (["--search-evaluations", "1000000000"], "whatif search evaluations 1000000000: "
+                                             "expected an integer from 0 to 10,000"),
+    (["--search-evaluations", "0", "--workers", "1000000"],
+     "whatif workers 1000000: expected at most"),
+])
+def test_cli_search_evaluations_and_workers_are_bounded(capsys, extra, match):
+    argv = ["whatif", "--quiet", "--workload", "resnet50", "--finalists", "1", "--families",
+            "fattree", "--budget", "1e6", "--servers", "16", "--workers", "1", *extra]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and match in err
