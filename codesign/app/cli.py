@@ -254,10 +254,14 @@ def _cmd_topology_families(args: argparse.Namespace) -> int:
 
 
 def _cmd_topology_topoopt(args: argparse.Namespace) -> int:
+    from codesign.specs import check_int
     from topologies.topoopt import topology_finder
+    from topologies.topoopt.finder import MAX_DEGREE, MAX_SERVERS
 
     bw = parse_bandwidth(args.bandwidth, field="--bandwidth", bare=BARE_BANDWIDTH_BPS)
-    n = args.servers
+    # The finder's ranges, checked before the demand (one group of all servers) is built.
+    n = check_int("--servers", args.servers, 2, MAX_SERVERS)
+    check_int("--degree", args.degree, 1, MAX_DEGREE)
     if args.out:
         check_output_path(args.out, what="--out file")
     if (args.workload is None) != (args.strategy is None):

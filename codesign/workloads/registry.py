@@ -44,7 +44,7 @@ from typing import Any
 from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_choice, check_keys, get_str, load_yaml
 from codesign.workloads.lora import DEFAULT_LORA_MODULES, LORA_MODULES, apply_lora
-from codesign.workloads.model import PRECISIONS, Layer, Workload
+from codesign.workloads.model import MAX_BATCH_SIZE, PRECISIONS, Layer, Workload
 from codesign.workloads.params import Param, coerce
 from codesign.workloads.recommendation import (
     CANDLE_PARAMS, DLRM_PARAMS, NCF_PARAMS, build_candle, build_dlrm, build_ncf)
@@ -82,7 +82,8 @@ BUILDERS: dict[str, Builder] = {
 
 #: Workload settings (not builder hyper-parameters) accepted in configs and overrides.
 SETTINGS = {
-    "batch_size": Param("int", None, minimum=1, maximum=10**9, doc="global batch (samples)"),
+    "batch_size": Param("int", None, minimum=1, maximum=MAX_BATCH_SIZE,
+                        doc="global batch (samples)"),
     "batch_per_gpu": Param("int", None, minimum=1, maximum=10**9),
     "reference_gpus": Param("int", None, minimum=1, maximum=10**8),
     "optimizer_bytes_per_param": Param("float", None, minimum=0, maximum=1024),

@@ -56,12 +56,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from codesign.errors import CodesignError, invalid
-from codesign.specs import check_choice
+from codesign.resources import check_local_workers
+from codesign.specs import check_choice, check_int
 from codesign.units import parse_bandwidth
 from codesign.workloads import get_workload
 from codesign.workloads.demand import demand_for
 from codesign.workloads.hardware import get_hardware, load_hardware_catalog
-from codesign.workloads.model import Workload
+from codesign.workloads.model import MAX_BATCH_SIZE, Workload
 from codesign.workloads.strategy import MAX_GPUS
 from evaluators.iteration.inputs import COMM_OVERLAPS
 from search.strategy.chains import (ChainJob, Timing, chain_jobs, local_topology, merge,
@@ -69,6 +70,7 @@ from search.strategy.chains import (ChainJob, Timing, chain_jobs, local_topology
 from search.strategy.mcmc import SearchResult
 from search.strategy.feasible import feasible_start
 from search.strategy.space import Candidate, initial_candidate
+from topologies.topoopt.finder import MAX_DEGREE
 
 __all__ = ["OptimizeSpec", "RoundLog", "BaselineResult", "OptimizeResult", "optimize",
            "BASELINES", "evaluate_candidates"]
@@ -170,6 +172,9 @@ class OptimizeSpec:
                 raise invalid(name, v, f"an integer between 1 and {high:,}"
                               + (" (strategy evaluations per round)" if name == "budget"
                                  else ""))
+        check_int("degree", self.degree, 1, MAX_DEGREE)   # TopologyFinder's range
+        if self.batch_size is not None:  # 0 is refused, never read as "not given"
+            check_int("batch_size", self.batch_size, 1, MAX_BATCH_SIZE)
         bw = self.bandwidth_Bps
         if isinstance(bw, str):
             bw = parse_bandwidth(bw, field="bandwidth")
@@ -209,7 +214,7 @@ class OptimizeSpec:
 
     def load_workload(self) -> Workload:
         w = get_workload(self.workload, self.config)
-        return w.with_batch(self.batch_size) if self.batch_size else w
+        return w.with_batch(self.batch_size) if self.batch_size is not None else w
 
 
 @dataclass(frozen=True)
@@ -496,6 +501,8 @@ def optimize(spec: OptimizeSpec, *, workers: int = 1, ray_address: str | None = 
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise invalid("workers", workers, "an integer >= 0 (0: no Ray)")
+    if ray_address is None:  # a local Ray of that many CPUs: this machine's processes
+        check_local_workers("workers", workers)
     if workers == 0:
         return _run(spec, 0)
     import ray

@@ -39,7 +39,11 @@ def test_topoopt_cli_workload_demand(capsys):
 @pytest.mark.parametrize("argv,match", [
     (["--servers", "1"], "servers"), (["--servers", "7", "--workload", "dlrm",
                                        "--strategy", "dp=64"], "divisor"),
-    (["--servers", "8", "--workload", "dlrm"], "both"), (["--bandwidth", "fast"], "bandwidth")])
+    (["--servers", "8", "--workload", "dlrm"], "both"), (["--bandwidth", "fast"], "bandwidth"),
+    # Fuzzing: 10^9 servers built a 10^9-server group (10 s, out of memory) before the
+    # finder's range check; 10^9 interfaces allocated links the same way.
+    (["--servers", "1000000000"], "--servers 1000000000: expected an integer in [2, 20000]"),
+    (["--degree", "1000000000"], "--degree 1000000000: expected an integer in [1, 1024]")])
 def test_topoopt_cli_bad_input_exits_2(argv, match, capsys):
     base = {"--servers": "8", "--degree": "2", "--bandwidth": "100Gbps"}
     args = list(argv)

@@ -415,3 +415,18 @@ def test_overrides_and_errors():
         get_workload("gpt3-175b", heads=7)
     with pytest.raises(InvalidSpecError, match="seq_len"):
         get_workload("gpt3-175b", seq_len=0)
+
+
+def test_a_global_batch_beyond_the_bound_is_refused_naming_it():
+    # Fuzzing: a 10^9-sample batch made the strategy search enumerate the replica batch's
+    # divisors for hours; MAX_BATCH_SIZE (2^24) bounds every workload's batch.
+    from codesign.workloads.model import MAX_BATCH_SIZE
+
+    assert get_workload("dlrm", batch_size=MAX_BATCH_SIZE).batch_size == MAX_BATCH_SIZE
+    with pytest.raises(InvalidSpecError, match=r"batch_size"):
+        get_workload("dlrm", batch_size=10 ** 9)
+    with pytest.raises(InvalidSpecError, match=r"batch_size 1000000000: expected an integer "
+                                               r"in \[1, 16777216\]"):
+        get_workload("dlrm").with_batch(10 ** 9)
+    with pytest.raises(InvalidSpecError, match=r"batch_size"):
+        get_workload("dlrm", batch_per_gpu=10 ** 6, reference_gpus=10 ** 6)

@@ -134,3 +134,25 @@ def test_same_network_recognises_a_copy_and_a_change():
     assert local_topology(pickle.loads(pickle.dumps(t))) is t    # as an actor receives it
     assert local_topology(from_spec("perms:8,p=1:5,bw=100Gbps")) is not t
     assert local_topology(from_spec("perms:8,p=1:3,bw=200Gbps")) is not t
+
+
+@pytest.mark.parametrize("argv, match", [
+    # Fuzzing: 10^9 hung in the strategy search (divisors of the batch), 0 was read as
+    # "not given" and ran with the default batch, degree 10^9 ran out of memory after
+    # 6.8 s, and --workers 10^6 started a local Ray of a million CPUs.
+    (["--batch-size", "1000000000"], "batch_size 1000000000: expected an integer in "
+                                     "[1, 16777216]"),
+    (["--batch-size", "0"], "batch_size 0: expected an integer in [1, 16777216]"),
+    (["--degree", "1000000000"], "degree 1000000000: expected an integer in [1, 1024]"),
+    (["--workers", "1000000"], "workers 1000000: expected at most"),
+])
+def test_cli_optimize_refuses_sizes_beyond_their_bounds_at_once(capsys, argv, match):
+    import time
+
+    base = {"--workload": "dlrm", "--servers": "16", "--degree": "4",
+            "--bandwidth": "100Gbps", "--workers": "0"}
+    base.update(dict(zip(argv[::2], argv[1::2])))
+    t0 = time.perf_counter()
+    assert main(["optimize", *[x for kv in base.items() for x in kv]]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and match in err and time.perf_counter() - t0 < 1.0

@@ -303,7 +303,9 @@ def test_topology_finder_on_a_workload_demand():
     ({"n": 1}, "servers"), ({"d": 0}, "degree"),
     ({"groups": [((0, 0), 1.0)]}, "servers"), ({"groups": [((0, 1), -1.0)]}, "bytes"),
     ({"groups": [(0, 1)]}, "groups"), ({"mp": np.ones((3, 3))}, "mp shape"),
-    ({"discount": "cube"}, "discount"), ({"seed": -1}, "seed"), ({"k_paths": 0}, "k_paths")])
+    ({"discount": "cube"}, "discount"), ({"seed": -1}, "seed"), ({"k_paths": 0}, "k_paths"),
+    # Fuzzing: degree 10^9 allocated links for seconds before running out of memory.
+    ({"d": 10 ** 9}, r"degree 1000000000: expected an integer from 1 to 1024")])
 def test_topology_finder_bad_input(kwargs, match):
     args = {"n": 6, "d": 2, "groups": [((0, 1, 2), 1.0)], "mp": None, **kwargs}
     n, d, groups, mp = args.pop("n"), args.pop("d"), args.pop("groups"), args.pop("mp")

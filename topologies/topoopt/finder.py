@@ -60,11 +60,16 @@ from topologies.topoopt.perms import ring_targets, select_permutations, totient_
 from topologies.topoopt.repair import (
     KIND_NAMES, MP, RING, LinkSet, connect_pieces, fill_interfaces)
 
-__all__ = ["TopoOptResult", "topology_finder", "build_topology", "MAX_SERVERS",
+__all__ = ["TopoOptResult", "topology_finder", "build_topology", "MAX_SERVERS", "MAX_DEGREE",
            "DEFAULT_K_PATHS", "DEFAULT_MAX_ROUTED_PAIRS"]
 
 #: Largest server count accepted.
 MAX_SERVERS = 20000
+#: Largest degree (interfaces per server) accepted.  TopoOpt's servers have 4-8
+#: (Sec. 5.1); a degree of servers or more is accepted (several of a server's
+#: interfaces cabled to one peer, the fill's parallel links), but 1,024 is beyond any
+#: server's NIC count, and 10^9 allocated links for seconds before running out of memory.
+MAX_DEGREE = 1024
 #: Paths per MP pair.
 DEFAULT_K_PATHS = 4
 #: MP pairs routed up front (heaviest first); others on demand with ``paths()``.
@@ -196,8 +201,8 @@ def _coin_route(tables: dict, gi: int, servers, s: int, t: int) -> list[int] | N
 def _check_inputs(n, d, groups, mp):
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or not 2 <= n <= MAX_SERVERS:
         raise invalid("topology_finder servers", n, f"an integer from 2 to {MAX_SERVERS}")
-    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or d < 1:
-        raise invalid("topology_finder degree", d, "an integer >= 1")
+    if isinstance(d, bool) or not isinstance(d, (int, np.integer)) or not 1 <= d <= MAX_DEGREE:
+        raise invalid("topology_finder degree", d, f"an integer from 1 to {MAX_DEGREE}")
     # Server x server matrices (MP demand, hops, routing tables): ~32 bytes per pair,
     # measured (490 MB above the interpreter at 4000 servers, d=8); refused up front.
     check_memory("TopologyFinder", "servers", int(n), 32.0 * n * n,
