@@ -97,7 +97,8 @@ def check_synthesis(topology, collective: Collective, method: str,
 
 
 def estimate_mcf_bytes(topology, collective: Collective, *,
-                       decomposition: str = "none") -> tuple[float, float]:
+                       decomposition: str = "none", steps: int | None = None
+                       ) -> tuple[float, float]:
     """``(variables, bytes)`` of the fluid MCF LP: origins x links x steps x phases.
 
     Steps are at least the diameter (a chunk needs that many steps to reach
@@ -105,12 +106,16 @@ def estimate_mcf_bytes(topology, collective: Collective, *,
     refuses them (the bound is then far above any limit).  With a
     Dantzig-Wolfe decomposition (``dw``, ``mirrored``: one origin's block is
     priced at a time, thesis Ch. 5) the memory is that of a few blocks, taken
-    as 4 origins' share of the variables.
+    as 4 origins' share of the variables.  ``steps``: the time-expanded network's steps
+    when the caller sets them (``bound --method mcf --option steps=T``), if more.
     """
     n_links = topology.n_links
+    planned = steps
     steps = 1
     if topology.n_nodes <= _DIAMETER_NODES:
         steps = max(1, topology.diameter)
+    if planned is not None:
+        steps = max(steps, int(planned))
     phases = 2 if collective.kind == "allreduce" else 1
     variables = float(collective.n) * n_links * steps * phases
     alive = variables if decomposition in ("none", "") else variables * min(
@@ -118,13 +123,19 @@ def estimate_mcf_bytes(topology, collective: Collective, *,
     return variables, alive * BYTES_PER_LP_VARIABLE
 
 
-def check_mcf(topology, collective: Collective, *, decomposition: str = "none") -> None:
-    """Refuse a fluid MCF LP that would not fit (see :func:`estimate_mcf_bytes`)."""
-    variables, nbytes = estimate_mcf_bytes(topology, collective, decomposition=decomposition)
+def check_mcf(topology, collective: Collective, *, decomposition: str = "none",
+              steps: int | None = None) -> None:
+    """Refuse a fluid MCF LP that would not fit (see :func:`estimate_mcf_bytes`); with
+    ``steps`` the refusal names the steps, which then drive the size."""
+    variables, nbytes = estimate_mcf_bytes(topology, collective, decomposition=decomposition,
+                                           steps=steps)
     what = f"the fluid MCF LP ({variables:.3g} flow variables)"
     instead = ("use fewer NPUs, `codesign bound --method cut`, or --algorithm tacos/ring")
-    check_count(what, "npus", collective.n, variables, instead)
-    check_memory(what, "npus", collective.n, nbytes, instead)
+    field, value = ("npus", collective.n) if steps is None else ("steps", steps)
+    if steps is not None:
+        instead = "use fewer steps (the default searches them from the diameter up)"
+    check_count(what, field, value, variables, instead)
+    check_memory(what, field, value, nbytes, instead)
 
 
 def check_simulation(n_transfers: int, n_links: int, *, field: str = "transfers") -> None:

@@ -293,6 +293,13 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
     opts = _validate(topology, collective, steps, secondary, switch_model, memory_nodes,
                      link_groups, link_costs, shares, max_steps, patience, max_rounds, method)
     check_choice("decomposition", decomposition, DECOMPOSITIONS)
+    if steps is not None or max_steps is not None:
+        # Steps the caller sets size the LP (origins x links x steps): checked before it
+        # is built (steps=20000 on ring:8 allocated for 14 s, then ran out of memory).
+        from evaluators.estimates import check_mcf
+
+        check_mcf(topology, collective, decomposition=decomposition,
+                  steps=max(s for s in (steps, max_steps) if s is not None))
     memory, costs, groups = opts
     n, P, M = topology.n_nodes, np.array(collective.npus, dtype=np.int64), collective.size_bytes
     N = P.size

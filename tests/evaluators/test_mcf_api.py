@@ -109,3 +109,19 @@ def test_result_fields_and_json():
     assert r.lp_shape[0] > 0 and r.lp_shape[1] > 0
     assert fluid_optimum(ring4(), Collective.on("allgather", 4, M),
                          secondary=False).secondary_cost_bytes is None
+
+
+def test_steps_that_would_not_fit_are_refused_before_the_lp_is_built():
+    # Fuzzing: `bound ring:8 --method mcf --option steps=20000` allocated for 14 s and
+    # ended "ran out of memory" without naming the field; now one line naming steps.
+    import time
+
+    from codesign.resources import ResourceLimitError, memory_limit_scope
+    from topologies.registry import from_spec
+
+    t0 = time.perf_counter()
+    with memory_limit_scope(2 ** 30), \
+            pytest.raises(ResourceLimitError, match=r"fluid MCF LP \(5.12e\+06 flow variables\) "
+                                                    r"with steps=20000 needs about"):
+        fluid_optimum(from_spec("ring:8"), Collective.on("allreduce", 8, 2 ** 30), steps=20000)
+    assert time.perf_counter() - t0 < 0.5
