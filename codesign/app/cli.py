@@ -686,6 +686,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from codesign.workloads.strategy import as_strategy
     from topologies.registry import load_topology
 
+    # --fail is input like the others: checked before the evaluation (a bad value was
+    # reported as "infeasible ... memory" when the strategy did not fit).
+    failures = None if args.fail is None else _failure_study(args.fail)
     topo = load_topology(args.topology)
     workload = _workload_arg(args.workload, args.config, args.option)
     hw = get_hardware(args.hardware, _hardware_catalog(args.hardware_file))
@@ -722,7 +725,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                               attention_kernel=args.attention_kernel)
         payload = evaluate(Cluster(topo, hw), workload, execution,
                            network_model=args.network_model).to_dict()
-    if args.fail is not None:
+    if failures is not None:
         import dataclasses
 
         from search.failure_whatif import fabric_failures
@@ -730,7 +733,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
         fhw = dataclasses.replace(hw, gpus_per_server=per_server)
         payload["failures"] = fabric_failures(
-            topo, [(workload, 1.0, Candidate(strategy))], fhw, _failure_study(args.fail),
+            topo, [(workload, 1.0, Candidate(strategy))], fhw, failures,
             collective_method=args.collective_method, comm_overlap=args.comm_overlap).to_dict()
 
     def human() -> None:

@@ -89,3 +89,16 @@ def test_work_is_bounded_before_sampling():
     # before the baseline is timed.
     with pytest.raises(ResourceLimitError, match="--samples"):
         fabric_failures(from_spec("fattree:k=8"), _mix(128), HW, _study("links=1", 1000))
+
+
+@pytest.mark.parametrize("fail", ["foo=1", "links=200%", "links=nan", "samples=0", "seed=-1"])
+def test_evaluate_checks_fail_before_the_memory_check(capsys, fail):
+    # Fuzzing: a strategy that does not fit answered "infeasible ... memory" (exit 1)
+    # before --fail was read; a bad --fail is the caller's error (exit 2) first.
+    from codesign.app.cli import main
+
+    code = main(["evaluate", "--topology", "ideal:16,bw=400Gbps", "--workload", "llama3-8b",
+                 "--hardware", "H100", "--strategy", "dp=16,tp=8,sp=true,recompute=selective",
+                 "--fail", fail])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "invalid --fail" in err
