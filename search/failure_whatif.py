@@ -55,8 +55,10 @@ __all__ = ["FailureStudy", "FailureResult", "fabric_failures", "failure_whatif",
            "format_failure_summary", "check_failure_work", "MAX_FAILURE_WORK",
            "DEFAULT_FAILURE_SEARCH"]
 
-#: Strategy search per workload when the job must be re-planned on fewer servers.
-DEFAULT_FAILURE_SEARCH = SearchBudget(evaluations=4, restarts=1)
+#: Strategy search per workload when the job must be re-planned on fewer servers: a few
+#: steps from the intact fabric's strategy, no shape screen (it runs once per sample, and
+#: the intact search screened the shapes already).
+DEFAULT_FAILURE_SEARCH = SearchBudget(evaluations=4, restarts=1, shapes=0)
 #: Largest planned ``samples x workloads x evaluations x nodes^2`` of one study: about two
 #: hours at the 3e-5 s per unit measured for Llama 3 70B on 128-server fabrics
 #: (``experiments/benchmarks/bench_failures.py``: 7-9 s per sample of 2.2e5 units).

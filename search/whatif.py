@@ -367,6 +367,7 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                                                      "or --epochs)")
     evals = search.evaluations if search is not None else 0
     restarts = search.restarts if search is not None else 1
+    shapes = search.shapes if search is not None else 0
 
     def point(family: str, degree: int, rate: float, searched: bool) -> SweepPoint:
         # The screen uses the cheap ``auto`` collectives; finalists the requested method.
@@ -374,7 +375,8 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                           collective_method=collective_method if searched else "auto",
                           workloads=mix,
                           search_evaluations=evals if searched else 0,
-                          search_restarts=restarts, seed=seed, oversub=leafspine_oversub,
+                          search_restarts=restarts, search_shapes=shapes, seed=seed,
+                          oversub=leafspine_oversub,
                           hardware_file=hardware_file, catalog=catalog,
                           comm_overlap=comm_overlap)
 

@@ -57,7 +57,8 @@ from codesign.workloads.strategy import (
     Strategy, check_applicable, is_table, recompute_ladder, with_expert_parallelism)
 from search.strategy.space import Candidate, replica_batch
 
-__all__ = ["Knob", "KNOBS", "feasible_start", "model_parallel_shapes", "fit_to_memory"]
+__all__ = ["Knob", "KNOBS", "feasible_start", "model_parallel_shapes", "fit_to_memory",
+           "shape_candidates", "PIPELINE_ORDER"]
 
 _GIB = float(2 ** 30)
 
@@ -234,6 +235,19 @@ def _most_saving(base: Strategy, w: Workload, knobs: tuple[Knob, ...], cheap: bo
     return s if _applicable(w, s) else None
 
 
+def _first_fit(base: Strategy, w: Workload, knobs: tuple[Knob, ...], cheap: bool,
+               fits: Callable[[Strategy], bool]) -> Strategy | None:
+    """The cheapest knob combination of ``base``'s shape that fits (``None``: none does,
+    known after one check of the most memory-saving combination)."""
+    saving = _most_saving(base, w, knobs, cheap)
+    if saving is None or not fits(saving):
+        return None
+    for s in _variants(base, w, knobs, cheap):
+        if _applicable(w, s) and fits(s):
+            return s
+    return saving  # pragma: no cover - the most saving one is a variant
+
+
 def _applicable(w: Workload, s: Strategy) -> bool:
     try:
         check_applicable(w, s)
@@ -312,14 +326,10 @@ def feasible_start(workload: Workload, gpus: int, hardware: Hardware | str, *,
     # recomputation or ZeRO-3, Megatron-LM's practice), then every knob.
     for cheap in passes:
         for tp, pp in model_parallel_shapes(gpus, per_server):
-            base = Strategy(dp=gpus // (tp * pp), tp=tp, pp=pp)
-            saving = _most_saving(base, workload, knobs, cheap)
-            if saving is None or not fits(saving):
-                continue
-            for s in _variants(base, workload, knobs, cheap):
-                if _applicable(workload, s) and fits(s):
-                    return Candidate(s)
-            return Candidate(saving)  # pragma: no cover - the most saving one is a variant
+            s = _first_fit(Strategy(dp=gpus // (tp * pp), tp=tp, pp=pp), workload, knobs,
+                           cheap, fits)
+            if s is not None:
+                return Candidate(s)
     if closest is None:
         raise InfeasibleError(_why_nothing_applies(workload, gpus, per_server))
     short = (closest.total_bytes - closest.capacity_bytes) / _GIB
@@ -327,6 +337,100 @@ def feasible_start(workload: Workload, gpus: int, hardware: Hardware | str, *,
                           f"GPUs; closest: {closest.message()} (short by {short:.1f} GiB)",
                           reason="memory")
 
+
+
+#: The placement order that keeps a data-parallel replica's pipeline stages on
+#: neighbouring GPUs (TP fastest, then the stages, then the replicas): the order of the
+#: pipelined candidates of :func:`shape_candidates`.
+PIPELINE_ORDER = ("tp", "pp", "dp")
+
+
+def shape_candidates(workload: Workload, gpus: int, hardware: Hardware | str, *,
+                     gpus_per_server: int | None = None, limit: int | None = None
+                     ) -> list[Candidate]:
+    """One strategy per model-parallel shape that fits: what a search screens first.
+
+    A search that walks from the feasible start by local moves reaches a deeper pipeline
+    or a wider tensor-parallel group only through several moves whose intermediate steps
+    are slower (a pipeline with too few micro-batches has a long bubble; a new shape
+    needs other memory knobs), so at the dozens of evaluations a sweep affords per fabric
+    it stays near its start: 16-54 % slower than the best strategy a 256-evaluation search
+    finds for Llama 3 70B on 1,024 H100 over 100-400 Gb/s fabrics
+    (``experiments/benchmarks/bench_strategy_search.py``).  The shapes themselves are few
+    (divisor pairs), so the search times each once, from these candidates, and walks on
+    from the fastest (:func:`search.per_fabric.best_strategies`).
+
+    For every ``(tp, pp)`` of :func:`model_parallel_shapes` with ``tp`` inside the
+    scale-up domain (``tp`` beyond it stays reachable by the search's moves), in that
+    order: the cheapest knob combination that fits (:func:`feasible_start`'s per-shape
+    rule); with a pipeline, one sample per micro-batch -- the shortest 1F1B bubble and the
+    fewest in-flight activations, the micro-batch size of Megatron-LM's large runs
+    (Narayanan et al. SC'21, Table 1: 1 or 2) -- made to fit by :func:`fit_to_memory`,
+    with a replica's stages on neighbouring GPUs (:data:`PIPELINE_ORDER`: TP inside the
+    server, the stages next, the data-parallel replicas strided; the placement of nearly
+    every pipelined strategy the long searches above found best; the search's ``order``
+    move reaches the others).  Shapes where nothing fits are skipped after one memory
+    check; nothing is timed here.
+
+    Parameters
+    ----------
+    workload : Workload
+    gpus : int
+        GPUs of the job.
+    hardware : Hardware or str
+    gpus_per_server : int, optional
+        Size of the scale-up domain (default: the hardware's).
+    limit : int, optional
+        At most this many candidates (the first in the order above).
+
+    Returns
+    -------
+    list of Candidate
+        Distinct candidates, possibly empty.
+
+    Examples
+    --------
+    Llama 3 70B on 1,024 H100: ZeRO-3 data parallelism first, then ever more model
+    parallelism, pipelines with one sample per micro-batch (2,048 samples)
+
+    >>> from codesign.workloads import get_workload
+    >>> cands = shape_candidates(get_workload("llama3-70b"), 1024, "H100")
+    >>> len(cands), [str(c.strategy) for c in cands[10:12]]
+    (32, ['dp=64,tp=8,pp=2,microbatches=32,zero=1', 'dp=64,tp=4,pp=4,microbatches=32,zero=1,sp=true'])
+    """
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise invalid("gpus", gpus, "a positive integer")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
+                              or limit < 0):
+        raise invalid("limit", limit, "a non-negative integer")
+    hw = get_hardware(hardware)
+    per_server = gpus_per_server or hw.gpus_per_server
+
+    def fits(s: Strategy) -> bool:
+        return memory_per_gpu(workload, s, hw, Placement.for_strategy(s, per_server)).fits
+
+    out: dict[Candidate, None] = {}
+    for tp, pp in model_parallel_shapes(gpus, per_server):
+        if limit is not None and len(out) >= limit:
+            break
+        if tp > per_server or not _structurally_applicable(workload, tp, pp):
+            continue
+        base = Strategy(dp=gpus // (tp * pp), tp=tp, pp=pp)
+        s = next((x for cheap in (True, False)
+                  if (x := _first_fit(base, workload, KNOBS, cheap, fits)) is not None), None)
+        if s is None:
+            continue
+        if pp == 1:
+            out[Candidate(s)] = None
+            continue
+        per_replica = replica_batch(workload.batch_size, s.dp)
+        if per_replica > s.m:
+            one = replace(s, microbatches=per_replica)
+            s = one if _applicable(workload, one) else s
+        out[fit_to_memory(Candidate(s, PIPELINE_ORDER), workload, hw,
+                          gpus_per_server=per_server)] = None
+    cands = list(out)
+    return cands if limit is None else cands[:limit]
 
 
 def _structurally_applicable(w: Workload, tp: int, pp: int) -> bool:

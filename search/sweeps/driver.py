@@ -273,6 +273,7 @@ class _Run:
             workloads=self.spec.workloads,
             search_evaluations=sp.strategy_search.evaluations if sp.strategy_search else 0,
             search_restarts=sp.strategy_search.restarts if sp.strategy_search else 1,
+            search_shapes=sp.strategy_search.shapes if sp.strategy_search else 0,
             seed=self.spec.seed, oversub=sp.leafspine_oversub,
             budget_usd=self.spec.budget_usd, gpus_per_server=sp.gpus_per_server,
             hardware_file=sp.hardware_file, catalog=sp.catalog,

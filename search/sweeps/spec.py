@@ -28,7 +28,8 @@ small sweep)::
       collective_method: [best]           # default best: the fastest valid synthesizer
                                           # per collective; auto: multiring without
                                           # switches, ring with; or an algorithm name
-      strategy_search: {evaluations: 16, restarts: 1}   # default; off: fixed strategies
+      strategy_search: {evaluations: 16, restarts: 1, shapes: 32}   # default; off: fixed
+                                          # strategies; shapes: timed before the chains
       comm_overlap: framework             # default: the overlap today's training stacks
                                           # switch on (none: gradient buckets only)
       leafspine_oversub: 2
@@ -49,10 +50,12 @@ assumptions, :mod:`search.time_to_train`) also ``tco_usd``, ``usd_per_run`` and
 ``days_to_train`` (minimised; the last two need the goal).
 
 Strategy search (co-design per trial, :mod:`search.per_fabric`): with
-``strategy_search`` on (the default; ``on`` means ``{evaluations: 16, restarts: 1}``)
-every trial searches, per workload of the mix, the fastest memory-feasible strategy on
-its fabric, starting from :func:`search.strategy.feasible.feasible_start` (or from the
-workload's ``strategy`` when given and it fits); ``off`` times each workload's
+``strategy_search`` on (the default; ``on`` means ``{evaluations: 16, restarts: 1,
+shapes: 32}``) every trial searches, per workload of the mix, the fastest
+memory-feasible strategy on its fabric: from :func:`search.strategy.feasible.feasible_start`
+(or from the workload's ``strategy`` when given and it fits) and up to ``shapes``
+model-parallel shapes (:func:`search.strategy.feasible.shape_candidates`), then
+``evaluations`` MCMC steps from the fastest of them; ``off`` times each workload's
 ``strategy`` (default: the feasible start) as it is.
 """
 
@@ -72,7 +75,7 @@ from typing import Any
 from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_choice, check_int, check_keys, load_yaml
 from codesign.units import BARE_BANDWIDTH_BPS, parse_bandwidth, parse_money
-from search.per_fabric import SearchBudget
+from search.per_fabric import DEFAULT_SHAPES, SearchBudget
 
 __all__ = [
     "OBJECTIVES",
@@ -149,13 +152,15 @@ def parse_usd(value: Any, where: str = "budget") -> float:
 
 
 def _search_budget(value: Any, where: str) -> SearchBudget | None:
-    """``strategy_search``: on/off (YAML booleans too) or ``{evaluations, restarts}``."""
+    """``strategy_search``: on/off (YAML booleans too) or ``{evaluations, restarts, batch,
+    shapes}``."""
     if isinstance(value, dict):
-        check_keys(value, allowed=("evaluations", "restarts", "batch"), where=where)
+        check_keys(value, allowed=("evaluations", "restarts", "batch", "shapes"), where=where)
         return SearchBudget(
             evaluations=check_int(f"{where} evaluations", value.get("evaluations", 16), 1, 100000),
             restarts=check_int(f"{where} restarts", value.get("restarts", 1), 1, 1000),
-            batch=check_int(f"{where} batch", value.get("batch", 4), 1, 1000))
+            batch=check_int(f"{where} batch", value.get("batch", 4), 1, 1000),
+            shapes=check_int(f"{where} shapes", value.get("shapes", DEFAULT_SHAPES), 0, 100000))
     # YAML 1.1 reads on/off as booleans; accept the strings too.
     text = str(value).lower() if isinstance(value, (bool, str)) else ""
     if text in ("on", "off", "true", "false"):

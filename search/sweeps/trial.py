@@ -42,6 +42,7 @@ from functools import lru_cache
 from typing import Any
 
 from codesign.errors import CodesignError, InfeasibleError, InvalidSpecError
+from search.per_fabric import DEFAULT_SHAPES
 from search.sweeps.spec import WorkloadItem
 
 __all__ = ["SweepPoint", "TrialOutcome", "evaluate_trial", "time_model_name",
@@ -85,6 +86,9 @@ class SweepPoint:
         Strategy-search budget per workload (0: no search, fixed strategies).
     search_restarts : int
         Independent MCMC chains per workload.
+    search_shapes : int
+        Model-parallel shapes timed before the chains, at most
+        (:attr:`search.per_fabric.SearchBudget.shapes`; 0: none).
     seed : int
         Seed of randomized families and of the strategy search.
     oversub : float
@@ -117,6 +121,7 @@ class SweepPoint:
     workloads: tuple[WorkloadItem, ...] = (WorkloadItem("resnet50"),)
     search_evaluations: int = 16
     search_restarts: int = 1
+    search_shapes: int = DEFAULT_SHAPES
     seed: int = 0
     oversub: float = 2.0
     budget_usd: float | None = None
@@ -146,7 +151,8 @@ class SweepPoint:
         if self.search_evaluations <= 0:
             return None
         return SearchBudget(self.search_evaluations, min(self.search_restarts,
-                                                          self.search_evaluations))
+                                                          self.search_evaluations),
+                            shapes=self.search_shapes)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready parameters (stored as ``params_json``)."""
