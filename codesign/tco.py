@@ -82,6 +82,14 @@ class ServerPrice:
     sources: str = ""
 
 
+#: Dearest electricity accepted, USD per kWh: retail prices run about 0.05-0.6 worldwide,
+#: so 10 is far above any grid; 1e30 printed 30-digit costs.
+MAX_USD_PER_KWH = 10.0
+#: Dearest GPU-hour accepted, USD: on-demand cloud prices of today's GPUs are a few USD
+#: to a few tens; 1,000 is far above any of them.
+MAX_GPU_HOUR_USD = 1000.0
+
+
 @dataclass(frozen=True)
 class TcoParams:
     """Operating assumptions (defaults from the catalog's ``defaults``).
@@ -107,12 +115,13 @@ class TcoParams:
     gpu_hour_usd: float | None = None
 
     def __post_init__(self) -> None:
-        check_number("tco usd_per_kwh", self.usd_per_kwh, inclusive=True)
+        check_number("tco usd_per_kwh", self.usd_per_kwh, inclusive=True,
+                     maximum=MAX_USD_PER_KWH)
         check_number("tco pue", self.pue, minimum=1, inclusive=True, maximum=5)
         check_number("tco utilisation", self.utilisation, maximum=1)
         check_number("tco years", self.years, maximum=50)
         if self.gpu_hour_usd is not None:
-            check_number("tco gpu_hour_usd", self.gpu_hour_usd)
+            check_number("tco gpu_hour_usd", self.gpu_hour_usd, maximum=MAX_GPU_HOUR_USD)
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import InfeasibleError, invalid
-from codesign.specs import check_choice
+from codesign.specs import check_choice, check_int
 from codesign.workloads import demand_for, get_hardware, get_workload
 from topologies.cost import topology_cost, topoopt_cost
 from topologies.registry import from_spec
@@ -135,6 +135,8 @@ def shared_cluster(fabric_spec: FabricSpec, *, servers: int = 432, degree: int =
 
     for fab in fabrics:
         check_choice("shared cluster fabric", fab, SHARED_FABRICS)
+    # The cluster holds one job at least (0 servers was reported as a bad job count).
+    check_int("shared cluster servers", servers, job_servers)
     for k in jobs:
         if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k * job_servers <= servers:
             raise invalid("shared cluster jobs", k,

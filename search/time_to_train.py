@@ -46,6 +46,13 @@ DATASET_SAMPLES = {"resnet50": 1_281_167, "resnet152": 1_281_167, "vgg16": 1_281
 SECONDS_PER_DAY = 86400.0
 
 
+#: Largest training goals accepted.  Llama 3 pre-trained on 15.6e12 tokens and ImageNet
+#: models run 90-600 epochs (small-data fine-tuning a few thousand); each bound is
+#: hundreds of times the largest published run, where 1e30 printed 30-digit days and
+#: dollars.  Samples: 1e16 tokens at one token each; dataset: 1e13 samples per epoch.
+MAX_GOAL = {"tokens": 1e16, "samples": 1e16, "epochs": 1e5, "dataset_samples": 1e13}
+
+
 def _amount(value: Any, name: str) -> float | None:
     """A training goal's count (``15T`` tokens, ``1.2M`` samples), ``None`` if not given."""
     from codesign.units import parse_count
@@ -70,6 +77,11 @@ class TrainingGoal:
         if len(given) != 1:
             raise invalid("training goal", ", ".join(given) or "none",
                           "exactly one of --tokens, --samples, --epochs")
+        for key in ("tokens", "samples", "epochs", "dataset_samples"):
+            value = getattr(self, key)
+            if value is not None and value > MAX_GOAL[key]:
+                raise invalid(f"--{key.replace('_', '-')}", value,
+                              f"at most {MAX_GOAL[key]:g} (a training run, not a typo)")
 
     @property
     def unit(self) -> str:

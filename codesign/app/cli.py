@@ -847,12 +847,16 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     if args.shared_cluster:
         from search.whatif import format_shared_cluster, shared_cluster
 
-        rows = shared_cluster(servers=args.servers or 432, degree=args.degree,
+        rows = shared_cluster(servers=432 if args.servers is None else args.servers,
+                              degree=args.degree,
                               link_rate_Bps=parse_bandwidth(args.link_rate, field="link rate",
                                                              bare=BARE_BANDWIDTH_BPS))
         return _emit(args, {"shared_cluster": [r.to_dict() for r in rows]},
                      lambda: print(format_shared_cluster(rows)))
     servers = args.servers
+    if args.gpus is not None and servers is not None:
+        raise invalid("whatif --servers/--gpus", f"{servers}/{args.gpus}",
+                      "one of them (--gpus G means G / GPUs-per-server servers)")
     if args.gpus is not None:
         from codesign.workloads import get_hardware
 
@@ -860,7 +864,9 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
         if args.gpus < per or args.gpus % per:
             raise invalid("whatif --gpus", args.gpus, f"a multiple of {per} ({args.gpu} servers)")
         servers = args.gpus // per
-    if not args.budget or not servers:
+    if servers is not None and servers < 2:   # 0 is a value, never "not given"
+        raise invalid("whatif --servers", servers, "an integer >= 2")
+    if not args.budget or servers is None:
         raise invalid("whatif", "missing --budget or --servers/--gpus",
                       "--budget USD[,USD...] and --servers N or --gpus G (or --shared-cluster)")
     from codesign.resources import check_memory

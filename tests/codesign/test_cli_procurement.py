@@ -28,6 +28,12 @@ def run(capsys, *argv):
     (("--pue", "0.5"), "tco pue"),
     (("--gpu-hour-usd", "cheap"), "--gpu-hour-usd"),
     (("--dataset-samples", "10"), "--dataset-samples"),
+    # Fuzzing: these printed 30-digit days and dollars.
+    (("--epochs", "1e30"), "--epochs 1e+30: expected at most 100000"),
+    (("--tokens", "1e30"), "--tokens 1e+30: expected at most 1e+16"),
+    (("--epochs", "90", "--usd-per-kwh", "1e30"), "usd_per_kwh 1e+30: expected a number in "
+                                                  "[0, 10]"),
+    (("--gpu-hour-usd", "1e30"), "gpu_hour_usd 1e+30: expected a number in (0, 1000]"),
 ])
 def test_bad_procurement_input_exits_2_with_one_line(capsys, extra, needle):
     code, out, err = run(capsys, *SMALL, *extra)
@@ -107,3 +113,18 @@ def test_a_report_folder_that_cannot_be_created_is_refused_before_the_work(capsy
                            (str(tmp_path / "afile"), "is a file, not a folder")):
         code, out, err = run(capsys, *SMALL, "--report", folder)
         assert code == 2 and out == "" and err.count("\n") == 1 and needle in err
+
+
+@pytest.mark.parametrize("argv, needle", [
+    # Fuzzing: --servers 0 said "missing --budget or --servers/--gpus" (0 read as not
+    # given), --shared-cluster --servers 0 used 432 servers, and --servers with --gpus
+    # silently used --gpus.
+    (("whatif", "--budget", "1e6", "--servers", "0"), "whatif --servers 0: expected an "
+                                                      "integer >= 2"),
+    (("whatif", "--shared-cluster", "--servers", "0"), "shared cluster servers 0"),
+    (("whatif", "--budget", "1e6", "--servers", "16", "--gpus", "256"),
+     "whatif --servers/--gpus '16/256': expected one of them"),
+])
+def test_zero_servers_and_both_servers_and_gpus_are_refused(capsys, argv, needle):
+    code, out, err = run(capsys, *argv, "--quiet")
+    assert code == 2 and out == "" and err.count("\n") == 1 and needle in err
