@@ -131,8 +131,27 @@ def _yaml_error(exc: Exception, where: str) -> InvalidSpecError:
     return InvalidSpecError(f"invalid YAML in {where}{at}: {problem}")
 
 
+def _check_unique_keys(node: Any, where: str) -> None:
+    """Refuse a mapping that states one key twice: YAML loaders keep the last silently
+    (``study: s1`` then ``study: s2`` ran s2).  Merge keys (``<<``) are not keys."""
+    import yaml
+
+    seen: dict[tuple[str, str], int] = {}
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+            continue
+        line = key.start_mark.line + 1
+        first = seen.get((key.tag, key.value))
+        seen.setdefault((key.tag, key.value), line)
+        if first is not None:
+            raise InvalidSpecError(
+                f"invalid YAML in {where} at line {line}: duplicate key {key.value!r} (also "
+                f"at line {first}); state each key once")
+
+
 def _expanded_size(root: Any, where: str, limit: int) -> None:
-    """Count nodes of the YAML graph with aliases expanded; refuse above ``limit``."""
+    """Count nodes of the YAML graph with aliases expanded; refuse above ``limit``; refuse
+    duplicate keys in a mapping (:func:`_check_unique_keys`)."""
     import yaml
 
     memo: dict[int, int] = {}
@@ -154,6 +173,8 @@ def _expanded_size(root: Any, where: str, limit: int) -> None:
         children = ([c for pair in node.value for c in pair]
                     if isinstance(node, yaml.MappingNode) else list(node.value))
         if not done:
+            if isinstance(node, yaml.MappingNode):
+                _check_unique_keys(node, where)
             if key in active:  # a recursive alias: expands forever
                 raise InvalidSpecError(f"invalid YAML in {where}: a recursive alias (&anchor "
                                        f"used inside itself)")

@@ -146,3 +146,23 @@ def test_local_workers_are_bounded_by_the_cpus(monkeypatch):
     with pytest.raises(InvalidSpecError, match=r"invalid workers 1000000: expected at most "
                                                r"4 worker processes on this machine"):
         check_local_workers("workers", 10 ** 6)
+
+
+@pytest.mark.parametrize("text, line, key, first", [
+    ("study: s1\nstudy: s2\n", 2, "study", 1),                  # a sweep file: s2 ran
+    ("npus: 2\nnpus: 3\n", 2, "npus", 1),                       # a topology file
+    ("b: {x: 1, x: 2}\n", 1, "x", 1),                           # a flow mapping
+    ("l:\n - {n: 1}\n - n: 2\n   n: 3\n", 4, "n", 3),           # nested
+])
+def test_duplicate_yaml_keys_are_refused_naming_key_and_file(text, line, key, first):
+    # Fuzzing: the last of two equal keys won silently, in every YAML file the project reads.
+    with pytest.raises(InvalidSpecError, match=rf"invalid YAML in spec file 's.yaml' at line "
+                                               rf"{line}: duplicate key '{key}' \(also at "
+                                               rf"line {first}\)"):
+        load_yaml_text(text, where="spec file 's.yaml'")
+
+
+def test_merge_keys_and_equal_keys_in_different_mappings_are_fine():
+    text = "base: &b {p: 1, q: 2}\nc:\n  <<: *b\n  p: 3\nd: {p: 4}\n"
+    assert load_yaml_text(text) == {"base": {"p": 1, "q": 2}, "c": {"p": 3, "q": 2},
+                                    "d": {"p": 4}}
