@@ -17,8 +17,9 @@ strategy search that ``codesign optimize`` runs:
   dozen evaluations stayed near its start: Llama 3 70B on 128 servers of 8 H100, guided
   MCMC of 12 evaluations from the feasible start averaged 22.0 s (2:1 leaf-spine,
   400 Gb/s), 35.5 s (the same at 100 Gb/s) and 26.1 s (8 x 16 torus, 100 Gb/s) where a
-  256-evaluation search finds 19.8, 23.0 and 18.2 s; the screen alone (32 evaluations)
-  finds 18.6, 22.6 and 20.6 s (``experiments/benchmarks/bench_strategy_search.py``);
+  256-evaluation search finds 19.8, 23.0 and 18.2 s; with the shapes first (about 30
+  evaluations) the same 12 find 18.2, 21.6 and 19.9 s (five seeds,
+  ``experiments/benchmarks/bench_strategy_search.py``);
 * FlexFlow-style MCMC over the strategy space (:func:`search.strategy.mcmc.
   mcmc_search` with :mod:`search.strategy.space`'s moves), each candidate timed by the
   iteration model on *this* fabric, *guided* (:class:`search.strategy.chains.ChainJob`

@@ -10,18 +10,22 @@ feasible start with
 * ``guided``: the same chain with every proposal made to fit in memory
   (:func:`search.strategy.feasible.fit_to_memory`) and half of them drawn from the moves
   acting on the current strategy's largest cost
-  (:func:`search.strategy.space.guided_moves`) -- what sweeps and what-ifs run;
+  (:func:`search.strategy.space.guided_moves`);
+* ``shapes``: one strategy per model-parallel shape timed first
+  (:func:`search.strategy.feasible.shape_candidates`, at most ``--shapes``, default 32),
+  then the guided chain from the fastest (:func:`search.per_fabric.best_strategies`) --
+  what sweeps and what-ifs run;
 
-at ``--budget`` evaluations (default 12) over ``--seeds`` seeds, and a plain search of
-``--reference`` evaluations (default 64, one seed) as the yardstick.  Reports the best
-iteration time each finds (mean over the seeds) and the wall time.
+at ``--budget`` chain evaluations (default 12) over ``--seeds`` seeds, and a plain search
+of ``--reference`` evaluations (default 64, one seed) as the yardstick.  Reports the best
+iteration time each finds (mean over the seeds), the evaluations and the wall time.
 
 Prints a table and appends it to ``experiments/benchmarks/RESULTS.md``.
 
 Usage::
 
     python experiments/benchmarks/bench_strategy_search.py [--budget 12] [--seeds 3]
-        [--reference 64] [--no-append]
+        [--reference 64] [--shapes 32] [--no-append]
 """
 
 from __future__ import annotations
@@ -52,11 +56,23 @@ def search(topo, workload, start, timing, budget: int, seed: int, guided: bool):
     return r.search.best_time_s, r.search.initial_time_s, time.perf_counter() - t0
 
 
+def screened(topo, workload, start, hw, budget: int, shapes: int, seed: int):
+    """Best time (s), evaluations and wall time (s) of the sweeps' search: the shapes,
+    then a guided chain (:func:`search.per_fabric.best_strategies`)."""
+    from search.per_fabric import SearchBudget, WorkloadPlan, best_strategies
+
+    t0 = time.perf_counter()
+    (c,) = best_strategies(topo, [WorkloadPlan(workload.name, 1.0, None, workload, start)],
+                           hw, budget=SearchBudget(budget, shapes=shapes), seed=seed)
+    return c.time_s, c.evaluations, time.perf_counter() - t0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--budget", type=int, default=12)
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--reference", type=int, default=64)
+    ap.add_argument("--shapes", type=int, default=32)
     ap.add_argument("--no-append", action="store_true")
     args = ap.parse_args()
 
@@ -78,11 +94,16 @@ def main() -> int:
             cells[guided] = (statistics.mean(g[0] for g in got), [g[0] for g in got],
                              sum(g[2] for g in got))
             t_start = got[0][1]
+        sh = [screened(topo, w, start, hw, args.budget, args.shapes, s)
+              for s in range(args.seeds)]
         ref, _, ref_wall = search(topo, w, start, timing, args.reference, 0, False)
         text = (f"start {t_start:.2f} s; {args.budget} evaluations: plain "
                 f"{cells[False][0]:.2f} s (seeds {', '.join(f'{x:.2f}' for x in cells[False][1])};"
                 f" {cells[False][2]:.0f} s), guided {cells[True][0]:.2f} s (seeds "
                 f"{', '.join(f'{x:.2f}' for x in cells[True][1])}; {cells[True][2]:.0f} s); "
+                f"{args.shapes} shapes + guided {statistics.mean(x[0] for x in sh):.2f} s "
+                f"(seeds {', '.join(f'{x[0]:.2f}' for x in sh)}; evaluations "
+                f"{max(x[1] for x in sh)} at most; {sum(x[2] for x in sh):.0f} s); "
                 f"plain {args.reference} evaluations {ref:.2f} s ({ref_wall:.0f} s)")
         rows.append((f"llama3-70b on {servers} x 8 H100, `{spec}`", text))
         print(rows[-1][0], text, flush=True)
@@ -90,7 +111,7 @@ def main() -> int:
     print_rows(rows)
     if not args.no_append:
         cmd = "python experiments/benchmarks/bench_strategy_search.py " + " ".join(sys.argv[1:])
-        append_result("Strategy search at a sweep's budget: plain vs guided MCMC",
+        append_result("Strategy search at a sweep's budget: plain, guided, shapes + guided",
                       cmd.strip(), markdown_table(rows))
     return 0
 
