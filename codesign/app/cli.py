@@ -864,9 +864,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
         if args.gpus < per or args.gpus % per:
             raise invalid("whatif --gpus", args.gpus, f"a multiple of {per} ({args.gpu} servers)")
         servers = args.gpus // per
-    if servers is not None and servers < 2:   # 0 is a value, never "not given"
-        raise invalid("whatif --servers", servers, "an integer >= 2")
-    if not args.budget or servers is None:
+    if not args.budget or servers is None:   # 0 is a value (run_whatif refuses it)
         raise invalid("whatif", "missing --budget or --servers/--gpus",
                       "--budget USD[,USD...] and --servers N or --gpus G (or --shared-cluster)")
     from codesign.resources import check_memory

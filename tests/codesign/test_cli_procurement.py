@@ -119,7 +119,7 @@ def test_a_report_folder_that_cannot_be_created_is_refused_before_the_work(capsy
     # Fuzzing: --servers 0 said "missing --budget or --servers/--gpus" (0 read as not
     # given), --shared-cluster --servers 0 used 432 servers, and --servers with --gpus
     # silently used --gpus.
-    (("whatif", "--budget", "1e6", "--servers", "0"), "whatif --servers 0: expected an "
+    (("whatif", "--budget", "1e6", "--servers", "0"), "whatif servers 0: expected an "
                                                       "integer >= 2"),
     (("whatif", "--shared-cluster", "--servers", "0"), "shared cluster servers 0"),
     (("whatif", "--budget", "1e6", "--servers", "16", "--gpus", "256"),
