@@ -55,7 +55,7 @@ from codesign.workloads.model import Workload
 from codesign.workloads.placement import Placement
 from codesign.workloads.strategy import (
     Strategy, check_applicable, is_table, recompute_ladder, with_expert_parallelism)
-from search.strategy.space import Candidate, replica_batch
+from search.strategy.space import Candidate, divisors, replica_batch
 
 __all__ = ["Knob", "KNOBS", "feasible_start", "model_parallel_shapes", "fit_to_memory",
            "shape_candidates", "PIPELINE_ORDER"]
@@ -101,8 +101,10 @@ def _counts_above(s: Strategy, w: Workload, low: int) -> list[int]:
     """Micro-batch counts above ``low`` that divide the replica's batch, ascending (the
     first :data:`_MAX_MICROBATCH_OPTIONS`)."""
     per_replica = replica_batch(w.batch_size, s.dp)
-    return [m for m in range(low + 1, per_replica + 1)
-            if per_replica % m == 0][:_MAX_MICROBATCH_OPTIONS]
+    if per_replica < 1:
+        return []
+    # (divisors in O(sqrt): a loop over every count is seconds at a 2^24-sample batch)
+    return [m for m in divisors(per_replica) if m > low][:_MAX_MICROBATCH_OPTIONS]
 
 
 def _microbatches(s: Strategy, w: Workload) -> list[Strategy]:
@@ -183,10 +185,10 @@ def model_parallel_shapes(gpus: int, gpus_per_server: int) -> list[tuple[int, in
     >>> model_parallel_shapes(16, 4)[:6]
     [(1, 1), (2, 1), (1, 2), (4, 1), (2, 2), (1, 4)]
     """
-    divisors = [d for d in range(1, gpus + 1) if gpus % d == 0]
+    divs = divisors(gpus)
     out = []
-    for mp in divisors:
-        tps = [t for t in divisors if mp % t == 0]
+    for mp in divs:
+        tps = [t for t in divs if mp % t == 0]
         inside = sorted((t for t in tps if t <= gpus_per_server), reverse=True)
         outside = sorted(t for t in tps if t > gpus_per_server)
         out += [(t, mp // t) for t in inside + outside]

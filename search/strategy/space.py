@@ -58,7 +58,7 @@ from codesign.workloads.strategy import (
     with_expert_parallelism)
 
 __all__ = ["Candidate", "MOVES", "MOVES_BY_COST", "guided_moves", "workload_moves", "propose",
-           "initial_candidate", "prime_factors", "replica_batch"]
+           "initial_candidate", "prime_factors", "divisors", "replica_batch"]
 
 #: The kinds of local change, in the order :func:`propose` draws from.
 MOVES = ("axes", "microbatches", "zero", "ep", "embedding", "order", "table", "recompute",
@@ -133,6 +133,18 @@ def prime_factors(n: int) -> list[int]:
     if n > 1:
         out.append(n)
     return out
+
+
+def divisors(n: int) -> list[int]:
+    """Divisors of ``n >= 1``, ascending, in O(sqrt n) (``12 -> [1, 2, 3, 4, 6, 12]``)."""
+    low, high, d = [], [], 1
+    while d * d <= n:
+        if n % d == 0:
+            low.append(d)
+            if d * d != n:
+                high.append(n // d)
+        d += 1
+    return low + high[::-1]
 
 
 def _tables(workload: Workload) -> int:

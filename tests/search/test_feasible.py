@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codesign.errors import InfeasibleError, InvalidSpecError
 from codesign.workloads import get_hardware, get_workload
@@ -216,3 +218,17 @@ def test_fit_to_memory_never_undoes_a_move_and_gives_up_when_nothing_fits():
     # Pure data parallelism of a 70B model fits with no recomputation or micro-batching.
     dp = Candidate(Strategy(dp=1024))
     assert fit_to_memory(dp, w, hw) == dp
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(min_value=1, max_value=200_000))
+def test_divisors_are_every_divisor_ascending(n):
+    from search.strategy.space import divisors
+    assert divisors(n) == [d for d in range(1, n + 1) if n % d == 0]
+
+
+def test_micro_batch_counts_of_a_huge_batch_are_found_without_a_loop_over_it():
+    # 2^24 samples on one replica: the counts are divisors (powers of two) above pp.
+    from search.strategy.feasible import _counts_above
+    w = get_workload("llama3-8b").with_batch(2 ** 24)
+    assert _counts_above(Strategy(dp=1, tp=8, pp=4), w, 4)[:3] == [8, 16, 32]
