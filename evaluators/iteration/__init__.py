@@ -19,8 +19,8 @@
 
 from evaluators.iteration.closed_form import ClosedFormEstimate, closed_form_estimate
 from evaluators.iteration.inputs import COMM_OVERLAPS, Cluster, Execution, comm_overlap_options
-from evaluators.iteration.model import PURPOSES, IterationResult, evaluate
+from evaluators.iteration.model import PURPOSES, AboveBound, IterationResult, evaluate
 
-__all__ = ["evaluate", "IterationResult", "PURPOSES", "closed_form_estimate",
+__all__ = ["evaluate", "IterationResult", "AboveBound", "PURPOSES", "closed_form_estimate",
            "ClosedFormEstimate", "Cluster", "Execution", "COMM_OVERLAPS",
            "comm_overlap_options"]

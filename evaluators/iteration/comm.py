@@ -132,6 +132,12 @@ BEST_SIZE_CLASS_OCTAVES = 4
 #: MCF: LP variables (participants x links) above which it is skipped (16 NPUs x 64
 #: links took 16 s on a 4x4 torus; 16 x 96 on a k=4 fat-tree 3 s).
 _MCF_MAX_VARIABLES = 256
+#: MCF: members further apart than this many hops are not tried either.  Its
+#: discretization follows every chunk along its path, so its time grows about with the
+#: cube of the path: a reduce-scatter of two servers of a one-permutation ring (perms
+#: p=1) whose return path is 31 hops took 0.07 s, 63 hops 0.6 s, 127 hops 5.4 s -- per
+#: pair, and a what-if's strategy search meets dozens of pairs.
+_MCF_MAX_HOPS = 32
 
 
 @dataclass(frozen=True)
@@ -781,6 +787,15 @@ class CommTimer:
         collective kind, group and size class."""
         return [self._best[k][0] for k in sorted(self.used, key=repr)]
 
+    def _longest_hops(self, nodes: tuple[int, ...]) -> int:
+        """The most hops between two members of ``nodes`` (shortest paths)."""
+        from topologies.routing import hop_counts
+
+        a = np.asarray(nodes, dtype=np.int64)
+        src, dst = np.repeat(a, a.size), np.tile(a, a.size)
+        off = src != dst
+        return int(hop_counts(self.topology, src[off], dst[off]).max()) if off.any() else 0
+
     def _best_schedule(self, kind: str, nodes: tuple[int, ...], size: float):
         """The fastest valid schedule of the size class (``best``; module docstring):
         ``(decision key, schedule)``.
@@ -801,6 +816,11 @@ class CommTimer:
         from evaluators.validate import validate_schedule
 
         names, skipped = best_candidates(self.topology, kind, len(nodes))
+        if "mcf" in names:
+            hops = self._longest_hops(nodes)
+            if hops > _MCF_MAX_HOPS:
+                names.remove("mcf")
+                skipped["mcf"] = f"size estimate: members {hops} hops apart > {_MCF_MAX_HOPS}"
         coll = Collective(kind, nodes, size)
         times: dict[str, float] = {}
         best = None

@@ -71,13 +71,13 @@ from typing import Any
 
 import numpy as np
 
-from codesign.errors import invalid
+from codesign.errors import CodesignError, invalid
 from evaluators.iteration.comm import BEST, CommCost, CommTimer, System
 from evaluators.iteration.inputs import as_cluster, as_execution
 from evaluators.iteration.phase import DEFAULT_RTOL
 from topologies.routing import hop_counts
 
-__all__ = ["IterationResult", "evaluate", "resolve_system", "resolve_auto", "PURPOSES",
+__all__ = ["IterationResult", "evaluate", "AboveBound", "resolve_system", "resolve_auto", "PURPOSES",
            "BREAKDOWN"]
 
 #: Per-purpose communication keys of :class:`IterationResult`.
@@ -197,6 +197,32 @@ def resolve_system(topology, placement, hardware) -> System:
 
 def _occurrence_factor(op, m: int) -> float:
     return op.repeat / m
+
+
+class AboveBound(CodesignError):
+    """:func:`evaluate` with ``time_bound``: the iteration cannot be faster than it."""
+
+
+def _compute_floor(per: list[dict[str, list]], m: int, V: int, gpus: int) -> float:
+    """A lower bound of the iteration time from the compute alone, seconds.
+
+    The pipeline formula of :func:`evaluate` with no communication: ``(m + (P - 1) / V)``
+    times the slowest stage's compute per micro-batch, each pass on its busiest GPU
+    (recomputation included) -- :func:`evaluate`'s ``T_pipe`` with every stage's critical
+    communication at zero, and the iteration is ``max(T_pipe, ...)`` plus the optimizer."""
+    from codesign.workloads.demand import Compute
+
+    worst = 0.0
+    for stage in per:
+        c = 0.0
+        for phase in ("forward", "backward"):
+            ranks = np.zeros(gpus)
+            for op in stage[phase]:
+                if isinstance(op, Compute):
+                    ranks[list(op.ranks)] += op.seconds * _occurrence_factor(op, m)
+            c += float(ranks.max()) if gpus else 0.0
+        worst = max(worst, c)
+    return (m + (len(per) - 1) / V) * worst
 
 
 class _Step:
@@ -385,7 +411,8 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
              pp_comm_overlap: bool | None = None,
              ep_comm_overlap: bool | None = None,
              ep_dispatch: str | None = None,
-             attention_kernel: str | None = None) -> IterationResult:
+             attention_kernel: str | None = None,
+             time_bound: float | None = None) -> IterationResult:
     """Time one training iteration of ``workload`` run as ``execution`` on ``system``.
 
     The three inputs are Calculon's (:mod:`evaluators.iteration.inputs`): what is built,
@@ -461,6 +488,12 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         in GPU memory (default); ``False`` times it anyway (validation against published
         runs whose memory savings the memory model does not know).
 
+    time_bound : float, optional
+        Seconds: when the iteration's compute alone already takes at least this long
+        (:func:`_compute_floor`, a lower bound of the iteration time), raise
+        :class:`AboveBound` instead of timing the communication -- a search asking
+        whether a candidate can beat its best so far.
+
     Returns
     -------
     IterationResult
@@ -472,6 +505,8 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         is neither the servers nor the GPUs of the job.
     InfeasibleError
         The strategy does not fit in GPU memory.
+    AboveBound
+        With ``time_bound``: the iteration cannot be faster than it.
 
     Examples
     --------
@@ -524,6 +559,10 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
                                    "optimizer": []} for _ in range(P)]
     for op in demand.op_sets:
         per[op.stage][op.phase].append(op)
+    if time_bound is not None:
+        floor = _compute_floor(per, m, V, placement.gpus)
+        if floor >= time_bound:
+            raise AboveBound(f"compute alone takes {floor:.6g} s >= {time_bound:.6g} s")
 
     gpus = placement.gpus
     link_bytes = np.zeros(topo.n_links)

@@ -91,26 +91,34 @@ class Timing:
         """GPUs per server of the placement."""
         return self.gpus_per_server or self.hardware.gpus_per_server
 
-    def evaluate(self, topology, workload, candidate: Candidate):
-        """The candidate's :class:`~evaluators.iteration.IterationResult` on ``topology``."""
+    def evaluate(self, topology, workload, candidate: Candidate, *,
+                 time_bound: float | None = None):
+        """The candidate's :class:`~evaluators.iteration.IterationResult` on ``topology``
+        (``time_bound``: :func:`evaluators.iteration.evaluate`'s)."""
         from evaluators.iteration import comm_overlap_options, evaluate
 
         return evaluate(topology, workload, candidate.strategy, hardware=self.hardware,
                         placement=candidate.placement(self.per_server),
                         collective_method=self.collective_method,
                         network_model=self.network_model, routing=self.routing,
+                        time_bound=time_bound,
                         **comm_overlap_options(self.comm_overlap, candidate.strategy))
 
     def times(self, topology, workload, candidates: Sequence[Candidate],
-              results: dict | None = None) -> list[float]:
+              results: dict | None = None, *, prune: bool = False) -> list[float]:
         """Iteration time (s) of each candidate on ``topology``; ``inf`` where the
         iteration model refuses it (it does not fit in memory, or a collective method
         does not apply): a search never accepts those.  ``results`` (optional) collects
-        the :class:`~evaluators.iteration.IterationResult` of every candidate that runs."""
-        out = []
+        the :class:`~evaluators.iteration.IterationResult` of every candidate that runs.
+        ``prune``: a candidate whose compute alone cannot beat the fastest so far is not
+        timed (``inf``; :func:`evaluators.iteration.evaluate`'s ``time_bound``), so only
+        the fastest time is exact -- for picking the fastest of a list."""
+        out: list[float] = []
         for c in candidates:
             try:
-                r = self.evaluate(topology, workload, c)
+                bound = min(out, default=math.inf) if prune else math.inf
+                r = self.evaluate(topology, workload, c,
+                                  time_bound=bound if math.isfinite(bound) else None)
             except CodesignError:
                 out.append(math.inf)
                 continue

@@ -159,3 +159,18 @@ def test_schedule_caches_stay_within_their_share_of_the_memory_limit(monkeypatch
     assert times() == free
     assert comm._SCHEDULE_BYTES[0] <= held / 2 + largest
     assert sum(bool(comm._SHARED.get(t)) for t in topos) < 3
+
+
+@pytest.mark.parametrize("nodes,tried", [((30, 31), True), ((60, 61), False)])
+def test_mcf_is_not_tried_on_members_far_apart(nodes, tried):
+    # A one-permutation ring of 64 servers: each pair's return path is 63 hops; MCF's
+    # discretization cost grows with the path (0.6 s here, 5.4 s at 127 hops), so best
+    # tries it only within _MCF_MAX_HOPS = 32 hops.  A pair on perms:32 (31 hops) keeps it.
+    topo = from_spec("perms:32,p=1,bw=200Gbps" if tried else "perms:64,p=1,bw=200Gbps")
+    sysm = System(topo, topo.npus * 8, 8, True, 4.5e11)
+    timer = CommTimer(sysm, BEST, "flow")
+    nodes = (nodes[0] % topo.npus, nodes[1] % topo.npus)
+    assert timer.inter_collective("reducescatter", nodes, 4e6).time_s > 0
+    (choice,) = timer.decisions()
+    assert ("mcf" in choice.times_s or "mcf" in choice.skipped) and \
+        ("hops apart" in choice.skipped.get("mcf", "")) is (not tried)

@@ -3,7 +3,8 @@ the chains (:func:`search.strategy.feasible.shape_candidates`, ``SearchBudget.sh
 
 Oracles: a brute force over every knob combination of every shape says which shapes fit;
 a search of one chain evaluation returns exactly the fastest of the start and the screen,
-timed one by one."""
+timed one by one (the screen ranks with the cheap ``auto`` collectives: ring on a
+leaf-spine, the method asked for there); with ``best`` every reported time is ``best``'s."""
 
 from __future__ import annotations
 
@@ -107,3 +108,42 @@ def test_the_sweep_spec_takes_the_screen(tmp_path):
     f.write_text(text.replace("shapes: 0", "shapes: -2"))
     with pytest.raises(InvalidSpecError, match="shapes"):
         load_spec(f)
+
+
+def test_with_best_collectives_the_times_reported_are_best_s():
+    spec = "leafspine:8,oversub=2,hosts_per_leaf=4,bw=10Gbps"
+    hw, w = get_hardware("H100"), get_workload("llama3-8b")
+    start = feasible_start(w, 64, hw)
+    (c,) = best_strategies(from_spec(spec), [WorkloadPlan("llama3-8b", 1.0, None, w, start)],
+                           hw, collective_method="best",
+                           budget=SearchBudget(evaluations=2, shapes=6), seed=0)
+
+    def timed(x):
+        return evaluate(from_spec(spec), w, x.strategy, hardware=hw, placement=x.placement(8),
+                        collective_method="best", routing="auto",
+                        **comm_overlap_options("framework", x.strategy)).iteration_time_s
+
+    assert c.time_s == pytest.approx(timed(c.candidate), rel=1e-12)
+    assert c.start_time_s == pytest.approx(timed(start), rel=1e-12)
+    assert c.time_s < c.start_time_s
+
+
+@pytest.mark.parametrize("strategy", [
+    "dp=64", "dp=8,tp=8,microbatches=4,sp=true,zero=1",
+    "dp=16,tp=2,pp=2,microbatches=8,zero=1,schedule=interleaved,vpp=2",
+    "dp=4,tp=4,pp=4,microbatches=16,recompute=full"])
+def test_the_time_bound_is_the_compute_floor(strategy):
+    # The floor evaluate compares time_bound with is the pipeline's compute alone -- the
+    # compute_time_s it reports without the optimizer step -- which no iteration beats.
+    from evaluators.iteration import AboveBound
+    topo = from_spec("leafspine:8,oversub=2,hosts_per_leaf=4,bw=10Gbps")
+    w, hw = get_workload("llama3-8b"), "H100"
+    r = evaluate(topo, w, strategy, hardware=hw, check_memory=False)
+    floor = r.compute_time_s - r.optimizer_time_s
+    assert 0 < floor <= r.iteration_time_s
+    with pytest.raises(AboveBound):
+        evaluate(topo, w, strategy, hardware=hw, check_memory=False,
+                 time_bound=floor * (1 - 1e-9))
+    again = evaluate(topo, w, strategy, hardware=hw, check_memory=False,
+                     time_bound=floor * (1 + 1e-9))
+    assert again.iteration_time_s == r.iteration_time_s
