@@ -93,6 +93,9 @@ DEFAULT_SEARCH = SearchBudget(evaluations=12, restarts=1)
 #: Most strategies timed per workload and finalist fabric: an evaluation takes 0.05-2 s,
 #: so 10,000 is hours already (the bound of optimize's --budget); beyond it, a typo.
 MAX_SEARCH_EVALUATIONS = 10_000
+#: Most model-parallel shapes a search may screen (``--search-shapes``): a 1M-GPU job's
+#: divisor pairs are a few hundred.
+MAX_SEARCH_SHAPES = 1_000
 #: What picks the answer per budget (``whatif --objective``); all minimised.
 WHATIF_OBJECTIVES = ("iteration_time_s", "cost_usd", "days_to_train", "usd_per_run",
                      "tco_usd")

@@ -879,13 +879,21 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
             raise invalid("whatif --option", args.option[0], "with --workload, not --mix (a "
                           "mix of re-configured workloads: a sweep YAML's per-workload options)")
         mix = (with_options(mix[0], _parse_options(args.option), "whatif --option"),)
+    from dataclasses import replace
+
     from search.per_fabric import SearchBudget
-    from search.whatif import DEFAULT_SEARCH
+    from search.whatif import DEFAULT_SEARCH, MAX_SEARCH_SHAPES
 
     evals = args.search_evaluations
     if evals is not None and (evals < 0):
         raise invalid("whatif --search-evaluations", evals, "an integer >= 0 (0: no search)")
     search = DEFAULT_SEARCH if evals is None else (SearchBudget(evals) if evals else None)
+    if args.search_shapes is not None:
+        if not 0 <= args.search_shapes <= MAX_SEARCH_SHAPES:
+            raise invalid("whatif --search-shapes", args.search_shapes,
+                          f"an integer from 0 to {MAX_SEARCH_SHAPES} (0: no shape screen)")
+        if search is not None:
+            search = replace(search, shapes=args.search_shapes)
     families = {}
     if args.families is not None:
         from search.sweeps.spec import SWEEP_FAMILIES
@@ -1232,6 +1240,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--search-evaluations", type=int,
                    help="strategies timed per workload on each finalist fabric (default 12; "
                         "0: feasible starts only, no search)")
+    p.add_argument("--search-shapes", type=int,
+                   help="model-parallel shapes timed before each search (default 32; 0: the "
+                        "search walks from the feasible start alone)")
     p.add_argument("--finalists", type=int, default=3,
                    help="fabrics per budget that get the strategy search at least (default 3;"
                         " more while the largest co-design gain seen could make another win)")

@@ -199,6 +199,8 @@ def test_budgets_buy_from_the_chosen_parts_catalog(capsys):
                                              "expected an integer from 0 to 10,000"),
     (["--search-evaluations", "0", "--workers", "1000000"],
      "whatif workers 1000000: expected at most"),
+    (["--search-shapes", "-1"], "whatif --search-shapes -1: expected an integer from 0 to"),
+    (["--search-shapes", "5000"], "whatif --search-shapes 5000: expected an integer from 0"),
 ])
 def test_cli_search_evaluations_and_workers_are_bounded(capsys, extra, match):
     argv = ["whatif", "--quiet", "--workload", "resnet50", "--finalists", "1", "--families",
