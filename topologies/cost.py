@@ -364,8 +364,10 @@ def check_catalog(value: Any, field: str) -> str:
     InvalidSpecError
         Naming ``field``: neither a catalog name nor a file, or a bad catalog file.
     """
+    # (a path that exists but is no regular file -- a FIFO, a folder -- gets the safe
+    # reader's own reason from load_catalog)
     if not isinstance(value, str) or not value or (
-            value not in CATALOG_NAMES and not Path(value).is_file()):
+            value not in CATALOG_NAMES and not Path(value).exists()):
         raise invalid(field, value, f"one of {', '.join(CATALOG_NAMES)} or a catalog YAML file")
     if value not in CATALOG_NAMES:
         value = str(Path(value).resolve())

@@ -218,11 +218,13 @@ def _cmd_topology_show(args: argparse.Namespace) -> int:
 
 
 def _cmd_topology_cost(args: argparse.Namespace) -> int:
-    from topologies.cost import load_catalog, topology_cost
+    from topologies.cost import check_catalog, load_catalog, topology_cost
     from topologies.registry import load_topology
 
     topo = load_topology(args.spec)
-    cost = topology_cost(topo, catalog=load_catalog(args.catalog) if args.catalog else None)
+    catalog = args.catalog if args.catalog is None else check_catalog(args.catalog,
+                                                                      "--catalog")
+    cost = topology_cost(topo, catalog=load_catalog(catalog) if catalog else None)
     payload = {"name": topo.name, "npus": topo.npus, **cost.to_dict()}
 
     def human() -> None:

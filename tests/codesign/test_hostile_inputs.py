@@ -430,3 +430,10 @@ def test_ring_at_100000_npus_answers_from_the_closed_form(capsys):
     assert code == 0 and data["model_only"] and data["lower_bound_s"] is None
     assert data["time_s"] == closed_form_time("ring", "allreduce", 100000, 1e9, 25e9, 1e-6)
     assert "cut bound" in data["lower_bound_note"]
+
+
+def test_an_unknown_catalog_name_lists_the_catalogs(capsys):
+    # Fuzzing: `topology cost ring:8 --catalog nope` said "cannot read spec file 'nope'".
+    assert main(["topology", "cost", "ring:4", "--catalog", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--catalog 'nope'" in err and "parts-2026" in err
