@@ -607,15 +607,17 @@ def check_applicable(workload: Any, strategy: Strategy) -> None:
         The first rule broken, naming the field and what would work.
     """
     s = strategy
+    # The layer count first: a pipeline deeper than the model also makes its default
+    # micro-batch count (pp) miss the batch, which named the wrong field (pp=1000).
+    if s.pp * s.vpp > len(workload.layers):
+        what = "pp*vpp" if s.vpp > 1 else "pp"
+        raise invalid(f"strategy {what}", s.pp * s.vpp,
+                      f"at most the layer count of {workload.name} ({len(workload.layers)})")
     per = s.dp * s.m
     if workload.batch_size % per:
         raise invalid(f"strategy dp*microbatches for {workload.name} (batch_size "
                       f"{workload.batch_size})", per,
                       "a divisor of the global batch (whole samples per micro-batch)")
-    if s.pp * s.vpp > len(workload.layers):
-        what = "pp*vpp" if s.vpp > 1 else "pp"
-        raise invalid(f"strategy {what}", s.pp * s.vpp,
-                      f"at most the layer count of {workload.name} ({len(workload.layers)})")
     hp = workload.hyperparameters
     heads = hp.get("heads")
     if isinstance(heads, int) and heads % s.tp:

@@ -226,3 +226,15 @@ def test_split_layers_keeps_the_output_layer_on_the_last_stage() -> None:
     assert max(cost) == cost[-1] > max(sum(flops[a:b]) for a, b in bal)
     # Layers without a dotted block name (a CNN) are blocks of their own.
     assert block_stages(["conv1", "conv2", "conv3", "fc"], 2) == ((0, 2), (2, 4))
+
+
+def test_a_pipeline_deeper_than_the_model_names_pp():
+    # Fuzzing: pp=1000 reported "invalid strategy dp*microbatches ... 1000" (its default
+    # micro-batch count missing the batch) instead of the layer count it exceeds.
+    from codesign.errors import InvalidSpecError
+    from codesign.workloads import Strategy, get_workload
+    from codesign.workloads.strategy import check_applicable
+
+    w = get_workload("llama3-8b")
+    with pytest.raises(InvalidSpecError, match=r"strategy pp 1000: expected at most the layer"):
+        check_applicable(w, Strategy(pp=1000))
