@@ -72,8 +72,8 @@ import numpy as np
 from codesign.errors import InfeasibleError, invalid
 from search.strategy.space import Candidate
 
-__all__ = ["SearchBudget", "DEFAULT_SHAPES", "WorkloadPlan", "WorkloadChoice", "best_strategies",
-           "weighted_time", "topoopt_fabric", "alternate_topoopt"]
+__all__ = ["SearchBudget", "DEFAULT_SHAPES", "WorkloadPlan", "WorkloadChoice",
+           "best_strategies", "weighted_time", "topoopt_fabric", "alternate_topoopt"]
 
 
 #: Model-parallel shapes a search screens by default (:attr:`SearchBudget.shapes`).
@@ -215,8 +215,8 @@ def best_strategies(topology, plans: Sequence[WorkloadPlan], hardware, *,
     timing = Timing(hardware, collective_method, comm_overlap=comm_overlap)
     # The shapes are ranked with the cheap collectives (ring on switched fabrics,
     # multiring on direct-connect ones): the ranking only picks where the chains start,
-    # and a ``best`` tournament for every new group of 32 shapes cost a what-if 4x its
-    # time.  Every time compared below is the requested method's.
+    # so it need not pay a ``best`` tournament for every new group of every shape.
+    # Every time compared below is the requested method's.
     cheap = Timing(hardware, "auto", comm_overlap=comm_overlap)
     jobs: list[list] = []
     screens: list[tuple[list[Candidate], dict, Candidate]] = []
