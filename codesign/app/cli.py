@@ -270,7 +270,6 @@ def _cmd_topology_topoopt(args: argparse.Namespace) -> int:
         raise invalid("--workload/--strategy", args.workload or args.strategy,
                       "both (the demand of a workload under a strategy) or neither")
     if args.workload:
-        from codesign.workloads import get_workload
         from codesign.workloads.demand import demand_for
         from codesign.workloads.placement import Placement
         from codesign.workloads.strategy import as_strategy
@@ -278,7 +277,8 @@ def _cmd_topology_topoopt(args: argparse.Namespace) -> int:
         strategy = as_strategy(args.strategy)
         if n < 1 or strategy.gpus % n:
             raise invalid("--servers", n, f"a divisor of the strategy's {strategy.gpus} GPUs")
-        demand = demand_for(get_workload(args.workload), strategy, args.hardware,
+        # (a model file as every other command takes it: _workload_arg)
+        demand = demand_for(_workload_arg(args.workload, None, None), strategy, args.hardware,
                             Placement(servers=n, gpus_per_server=strategy.gpus // n),
                             check=False)
         groups, mp = demand.split()

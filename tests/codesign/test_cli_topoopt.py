@@ -52,3 +52,20 @@ def test_topoopt_cli_bad_input_exits_2(argv, match, capsys):
             args += [k, v]
     assert main(["topology", "topoopt", *args]) == 2
     assert match in capsys.readouterr().err
+
+
+def test_topoopt_cli_takes_a_model_file(tmp_path, capsys):
+    # Fuzzing: --workload with a model file was refused as an unknown zoo name, although
+    # the message offered model files (every other command takes them).
+    model = tmp_path / "m.yaml"
+    model.write_text("name: m\nbatch_size: 64\nlayers:\n  - {name: l0, kind: dense, "
+                     "params: 1000000, fwd_flops: 1.0e9, activation_bytes: 4096}\n")
+    assert main(["topology", "topoopt", "--servers", "16", "--degree", "4", "--bandwidth",
+                 "100Gbps", "--workload", str(model), "--strategy", "dp=16", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["demand"].startswith(str(model)) and out["servers"] == 16
+    # one AllReduce group of the 16 servers, each sending its successor 2 (n-1)/n of the
+    # 2 MB of 16-bit gradients (the model file's default dtype) per iteration
+    (group,) = out["groups"]
+    assert group["servers"] == 16
+    assert group["bytes"] == pytest.approx(2 * 15 / 16 * 2e6, rel=1e-12)
