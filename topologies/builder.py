@@ -64,7 +64,9 @@ class LinkBuilder:
     """
 
     def __init__(self, npus: int, switches: int = 0) -> None:
-        check_topology_size(npus, switches, 0, field="npus", value=npus)
+        # (the larger count is the one to name: switches: 10^8 with npus: 2 blamed npus)
+        field, value = ("switches", switches) if switches > npus else ("npus", npus)
+        check_topology_size(npus, switches, 0, field=field, value=value)
         self.npus = npus
         self.switches = switches
         self._n_links = 0

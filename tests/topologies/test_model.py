@@ -141,3 +141,17 @@ def test_dimensions_must_multiply_to_npus():
 
     with pytest.raises(InvalidSpecError, match="product"):
         Topology(2, 0, [0, 1], [1, 0], 1e9, 0.0, dims=[Dimension("ring", 4, 1e9, 0.0)])
+
+
+def test_a_builder_too_large_names_the_count_that_makes_it_so():
+    # Fuzzing: a topology file with npus: 2 and switches: 10^8 was refused as
+    # "building the topology with npus=2 needs about 8.94 GiB".
+    from codesign.resources import ResourceLimitError, memory_limit_scope
+    from topologies.builder import LinkBuilder
+
+    with memory_limit_scope(2 ** 30), pytest.raises(ResourceLimitError,
+                                                    match=r"switches=100000000 needs about"):
+        LinkBuilder(2, 100_000_000)
+    with memory_limit_scope(2 ** 30), pytest.raises(ResourceLimitError,
+                                                    match=r"npus=100000000 needs about"):
+        LinkBuilder(100_000_000, 2)
