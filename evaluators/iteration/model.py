@@ -274,6 +274,19 @@ def _extend(entry: list, groups) -> None:
     entry[1].extend(groups)
 
 
+def _bucket_sets(ops: list) -> list[list]:
+    """Consecutive collectives of one bucket, purpose, size and kind (a gradient bucket or
+    ZeRO's gather of it on every group) as sets ``[first op, groups]``, in order."""
+    sets: list[list] = []
+    for op in ops:
+        if sets and (sets[-1][0].bucket, sets[-1][0].purpose, sets[-1][0].bytes,
+                     sets[-1][0].kind) == (op.bucket, op.purpose, op.bytes, op.kind):
+            _extend(sets[-1], op.all_groups)
+        else:
+            sets.append([op, op.all_groups])
+    return sets
+
+
 def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
            marks: dict[str, float] | None = None) -> _Pass:
     """Walk one stage's ops of one pass (module docstring).
@@ -620,15 +633,8 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
             continue
         E = T_pipe - p * b_max / V
         start_bwd = E - B[p]
-        sets: list[list] = []     # [first op, groups] of consecutive equal ops
-        for op in ops:
-            if sets and (sets[-1][0].bucket, sets[-1][0].purpose, sets[-1][0].bytes,
-                         sets[-1][0].kind) == (op.bucket, op.purpose, op.bytes, op.kind):
-                _extend(sets[-1], op.all_groups)
-            else:
-                sets.append([op, op.all_groups])
         costs = []
-        for op, groups in sets:
+        for op, groups in _bucket_sets(ops):
             cost = timer.collective_set(op.kind, groups, op.bytes)
             costs.append((op, cost))
             account(_Step(cost, 1.0, _purpose(op.purpose)), op.repeat, p)
@@ -653,19 +659,10 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         t_zero = t_step = 0.0
         ops = [op for op in per[p]["optimizer"] if not isinstance(op, Compute)]
         steps = [op for op in per[p]["optimizer"] if isinstance(op, Compute)]
-        i = 0
-        while i < len(ops):
-            j = i
-            while j < len(ops) and (ops[j].bucket, ops[j].bytes, ops[j].kind) == \
-                    (ops[i].bucket, ops[i].bytes, ops[i].kind):
-                j += 1
-            op = ops[i]
-            groups = op.all_groups if j == i + 1 else \
-                [g for o in ops[i:j] for g in o.all_groups]
+        for op, groups in _bucket_sets(ops):
             cost = timer.collective_set(op.kind, groups, op.bytes)
             account(_Step(cost, 1.0, _purpose(op.purpose)), op.repeat, p)
             t_zero += cost.time_s * op.repeat
-            i = j
         if param_gather_overlap:
             t_zero = max(0.0, t_zero - float(F[p]))
         t_step = max((op.seconds * op.repeat for op in steps), default=0.0)
