@@ -220,8 +220,13 @@ def _estimated_transfers(name: str, kind: str, n: int) -> float:
 
 
 def best_candidates(topology, kind: str, nodes: int, *,
-                    time_limit_s: float = BEST_TIME_LIMIT_S) -> tuple[list[str], dict[str, str]]:
+                    time_limit_s: float = BEST_TIME_LIMIT_S,
+                    members: tuple[int, ...] | None = None
+                    ) -> tuple[list[str], dict[str, str]]:
     """Synthesizers ``best`` tries for a ``kind`` collective on ``nodes`` nodes.
+
+    ``members`` (the nodes themselves, optional) also bounds MCF by how far apart they
+    are (:data:`_MCF_MAX_HOPS`).
 
     Returns
     -------
@@ -252,6 +257,10 @@ def best_candidates(topology, kind: str, nodes: int, *,
                 skipped[name] = (f"size estimate: {variables} LP variables per step > "
                                  f"{_MCF_MAX_VARIABLES}")
                 continue
+            hops = _longest_hops(topology, members) if members is not None else 0
+            if hops > _MCF_MAX_HOPS:
+                skipped[name] = f"size estimate: members {hops} hops apart > {_MCF_MAX_HOPS}"
+                continue
         else:
             est = _estimated_transfers(name, kind, nodes) * _SECONDS_PER_TRANSFER.get(
                 name, _DEFAULT_SECONDS_PER_TRANSFER)
@@ -263,6 +272,16 @@ def best_candidates(topology, kind: str, nodes: int, *,
                 continue
         names.append(name)
     return names, skipped
+
+
+def _longest_hops(topology, nodes: tuple[int, ...]) -> int:
+    """The most hops between two of ``nodes`` (shortest paths)."""
+    from topologies.routing import hop_counts
+
+    a = np.asarray(nodes, dtype=np.int64)
+    src, dst = np.repeat(a, a.size), np.tile(a, a.size)
+    off = src != dst
+    return int(hop_counts(topology, src[off], dst[off]).max()) if off.any() else 0
 
 
 #: Collective kinds whose ring schedule is timed from its distinct steps under the flow
@@ -787,15 +806,6 @@ class CommTimer:
         collective kind, group and size class."""
         return [self._best[k][0] for k in sorted(self.used, key=repr)]
 
-    def _longest_hops(self, nodes: tuple[int, ...]) -> int:
-        """The most hops between two members of ``nodes`` (shortest paths)."""
-        from topologies.routing import hop_counts
-
-        a = np.asarray(nodes, dtype=np.int64)
-        src, dst = np.repeat(a, a.size), np.tile(a, a.size)
-        off = src != dst
-        return int(hop_counts(self.topology, src[off], dst[off]).max()) if off.any() else 0
-
     def _best_schedule(self, kind: str, nodes: tuple[int, ...], size: float):
         """The fastest valid schedule of the size class (``best``; module docstring):
         ``(decision key, schedule)``.
@@ -815,12 +825,7 @@ class CommTimer:
         from evaluators.registry import synthesize
         from evaluators.validate import validate_schedule
 
-        names, skipped = best_candidates(self.topology, kind, len(nodes))
-        if "mcf" in names:
-            hops = self._longest_hops(nodes)
-            if hops > _MCF_MAX_HOPS:
-                names.remove("mcf")
-                skipped["mcf"] = f"size estimate: members {hops} hops apart > {_MCF_MAX_HOPS}"
+        names, skipped = best_candidates(self.topology, kind, len(nodes), members=nodes)
         coll = Collective(kind, nodes, size)
         times: dict[str, float] = {}
         best = None
