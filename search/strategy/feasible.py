@@ -49,6 +49,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from codesign.errors import InfeasibleError, InvalidSpecError, invalid
+from codesign.specs import check_int
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.memory import MemoryBreakdown, memory_per_gpu
 from codesign.workloads.model import Workload
@@ -400,11 +401,9 @@ def shape_candidates(workload: Workload, gpus: int, hardware: Hardware | str, *,
     >>> len(cands), [str(c.strategy) for c in cands[10:12]]
     (32, ['dp=64,tp=8,pp=2,microbatches=32,zero=1', 'dp=64,tp=4,pp=4,microbatches=32,zero=1,sp=true'])
     """
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise invalid("gpus", gpus, "a positive integer")
-    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)
-                              or limit < 0):
-        raise invalid("limit", limit, "a non-negative integer")
+    check_int("gpus", gpus, 1)
+    if limit is not None:
+        check_int("limit", limit, 0)
     hw = get_hardware(hardware)
     per_server = gpus_per_server or hw.gpus_per_server
 
@@ -431,8 +430,7 @@ def shape_candidates(workload: Workload, gpus: int, hardware: Hardware | str, *,
             s = one if _applicable(workload, one) else s
         out[fit_to_memory(Candidate(s, PIPELINE_ORDER), workload, hw,
                           gpus_per_server=per_server)] = None
-    cands = list(out)
-    return cands if limit is None else cands[:limit]
+    return list(out)
 
 
 def _structurally_applicable(w: Workload, tp: int, pp: int) -> bool:
