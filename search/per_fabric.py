@@ -240,7 +240,7 @@ def best_strategies(topology, plans: Sequence[WorkloadPlan], hardware, *,
                 timing.times(topology, plan.workload, [plan.start], ran)
         else:
             chain_start = plan.start
-        screens.append((screened if budget.shapes else [], ran, chain_start))
+        screens.append((screened, ran, chain_start))
         jobs.append(chain_jobs(topology, plan.workload, chain_start, timing,
                                budget=budget.evaluations, restarts=budget.restarts,
                                batch=budget.batch, seed=(seed, i), guided=True))
@@ -252,7 +252,7 @@ def best_strategies(topology, plans: Sequence[WorkloadPlan], hardware, *,
         if per:
             found = merge([next(done) for _ in per])
             start_r = found.start_result if chain_start == plan.start else ran.get(plan.start)
-            if screened:
+            if budget.shapes:
                 evals = len({c.key() for c in screened} | set(found.search.times))
             else:
                 evals = found.search.evaluations
