@@ -457,21 +457,6 @@ def _forwards(topology, ptr: np.ndarray, links: np.ndarray) -> np.ndarray:
     return np.bincount(hop_msg, weights=mid.astype(float), minlength=n).astype(np.int64)
 
 
-def _levels(dep_ptr: np.ndarray, dep_idx: np.ndarray) -> np.ndarray:
-    """Dependency depth of every transfer (dependencies point to earlier indices)."""
-    n = dep_ptr.size - 1
-    level = np.zeros(n, dtype=np.int64)
-    ptr = dep_ptr.tolist()
-    idx = dep_idx.tolist()
-    lv = [0] * n
-    for i in range(n):
-        a, b = ptr[i], ptr[i + 1]
-        if a < b:
-            lv[i] = 1 + max(lv[j] for j in idx[a:b])
-    level[:] = lv
-    return level
-
-
 class CommTimer:
     """Cached timing of collectives and MP phases on a :class:`System` (module docstring).
 
@@ -875,10 +860,9 @@ class CommTimer:
         return key, best[2]
 
     def _flow_levels(self, sched) -> float:
-        from evaluators.netsim import transfer_dependencies
+        from evaluators.netsim import dependency_levels
 
-        dptr, didx = transfer_dependencies(sched)
-        return sum(self._level_times(sched, _levels(dptr, didx)))
+        return sum(self._level_times(sched, dependency_levels(sched)))
 
     def _level_times(self, sched, level: np.ndarray, chunk: float | None = None
                      ) -> list[float]:

@@ -26,10 +26,11 @@ Examples
 from evaluators.netsim.core import Message, Messages, SimResult
 from evaluators.netsim.flow import max_min_rates
 from evaluators.netsim.schedule_replay import (
-    replay, replay_time, schedule_hop_order, schedule_messages, transfer_dependencies,
+    dependency_levels, replay, replay_time, schedule_hop_order, schedule_messages,
+    transfer_dependencies,
 )
 from evaluators.netsim.simulator import MODELS, NetworkModel, model_names, register_model, simulate
 
 __all__ = ["Message", "Messages", "SimResult", "MODELS", "NetworkModel", "model_names",
            "register_model", "simulate", "replay", "replay_time", "schedule_hop_order",
-           "schedule_messages", "transfer_dependencies", "max_min_rates"]
+           "schedule_messages", "transfer_dependencies", "dependency_levels", "max_min_rates"]

@@ -31,7 +31,7 @@ from evaluators.netsim.core import Messages
 from evaluators.netsim.simulator import get_model
 from evaluators.schedule import Schedule
 
-__all__ = ["transfer_dependencies", "schedule_messages", "schedule_hop_order", "replay",
+__all__ = ["transfer_dependencies", "dependency_levels", "schedule_messages", "schedule_hop_order", "replay",
            "replay_time"]
 
 
@@ -54,12 +54,7 @@ def transfer_dependencies(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
     if n == 0:
         return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64)
     idx = np.arange(n, dtype=np.int64)
-    width = int(schedule.chunk.max()) + 1
-    # Compress (node, chunk) keys to ranks < 2n so that rank * n + index fits in int64.
-    _, inv = np.unique(np.concatenate([schedule.dst * width + schedule.chunk,
-                                       schedule.src * width + schedule.chunk]),
-                       return_inverse=True)
-    arrive, leave = inv[:n].astype(np.int64), inv[n:].astype(np.int64)
+    arrive, leave = _node_chunk_keys(schedule)
     keyed = arrive * n + idx
     order = np.argsort(keyed, kind="stable")
     keyed = keyed[order]
@@ -69,6 +64,40 @@ def transfer_dependencies(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
     ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     pos = np.arange(int(ptr[-1]), dtype=np.int64) - np.repeat(ptr[:-1] - lo, counts)
     return ptr, order[pos].astype(np.int64)
+
+
+def _node_chunk_keys(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """Every transfer's ``(dst, chunk)`` and ``(src, chunk)`` as ranks < 2n (int64): a
+    transfer depends on the earlier ones whose first key is its second."""
+    n = len(schedule)
+    width = int(schedule.chunk.max()) + 1
+    # Compressed to ranks so that rank * n + index fits in int64.
+    _, inv = np.unique(np.concatenate([schedule.dst * width + schedule.chunk,
+                                       schedule.src * width + schedule.chunk]),
+                       return_inverse=True)
+    return inv[:n].astype(np.int64), inv[n:].astype(np.int64)
+
+
+def dependency_levels(schedule: Schedule) -> np.ndarray:
+    """Dependency depth of every transfer: 0 for one without dependencies, else one more
+    than its deepest dependency (those of :func:`transfer_dependencies`), int64.
+
+    A transfer's dependencies are *all* earlier arrivals of its chunk at its source, so
+    its depth is one more than the deepest arrival at that (node, chunk) so far: one
+    pass in index order with a running maximum per key, without listing the pairs
+    (a pipelined collective has about one pair per transfer, a reduction many).
+    """
+    n = len(schedule)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    arrive, leave = _node_chunk_keys(schedule)
+    deepest = [-1] * (2 * n)
+    level = [0] * n
+    for i, (a, b) in enumerate(zip(arrive.tolist(), leave.tolist())):
+        v = level[i] = deepest[b] + 1
+        if v > deepest[a]:
+            deepest[a] = v
+    return np.asarray(level, dtype=np.int64)
 
 
 def schedule_messages(schedule: Schedule, topology) -> Messages:

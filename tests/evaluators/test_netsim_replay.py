@@ -9,7 +9,8 @@ from hypothesis import given, settings, strategies as st
 from codesign.errors import InvalidSpecError
 from evaluators.collectives import Collective
 from evaluators.netsim import (
-    Message, replay, replay_time, schedule_messages, simulate, transfer_dependencies,
+    Message, dependency_levels, replay, replay_time, schedule_messages, simulate,
+    transfer_dependencies,
 )
 from evaluators.schedule import REDUCE, Schedule
 from topologies.registry import from_spec
@@ -94,6 +95,33 @@ def test_transfer_dependencies_brute_force(rows):
     for i in range(n):
         expected = [j for j in range(i) if dst[j] == src[i] and chunk[j] == chunk[i]]
         assert idx[ptr[i]:ptr[i + 1]].tolist() == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 4), st.integers(0, 4)),
+                min_size=0, max_size=40))
+def test_dependency_levels_brute_force(rows):
+    """The running-maximum pass equals depth over the listed dependencies (brute force)."""
+    rows = [(c, s, d) for c, s, d in rows if s != d]
+
+    class Fake:
+        def __len__(self):
+            return len(rows)
+
+    f = Fake()
+    f.chunk, f.src, f.dst = (np.array([r[k] for r in rows], dtype=np.int64) for k in range(3))
+    depth: list[int] = []
+    for i, (c, s, _) in enumerate(rows):
+        deps = [depth[j] for j in range(i) if rows[j][2] == s and rows[j][0] == c]
+        depth.append(1 + max(deps) if deps else 0)
+    assert dependency_levels(f).tolist() == depth
+
+
+def test_dependency_levels_of_a_ring_allgather():
+    """Ring all-gather on n nodes: step k's transfers forward what arrived at step k-1."""
+    n = 5
+    s = ring_allgather(from_spec(f"ring:{n},bw=1GB/s,lat=1us"), n, 5e6)
+    assert dependency_levels(s).tolist() == [k for k in range(n - 1) for _ in range(n)]
 
 
 @pytest.mark.parametrize("model", ["analytical", "congestion", "flow"])
