@@ -27,13 +27,26 @@ How it stays fast (stated because the answer depends on it)
    ring on switched ones); per budget the ``finalists`` fastest affordable ones then get
    the strategy search and the requested collective method (``best``: every applicable
    synthesizer), and so does every other affordable fabric that the largest co-design
-   gain seen so far (screen time / searched time) would bring below the budget's best
-   searched time, round after round until none would (:func:`_finalists`).  The answer
-   for a budget is the fastest result among all timed fabrics it affords, so a larger
-   budget is never slower.  (The rule assumes no unsearched fabric gains more from the
-   search than the most any searched one did; a fabric whose gain would be larger
-   still can be missed -- raise ``finalists`` to search more.)
-5. **Shared timings.**  Fabrics are built once per process and the iteration model's
+   gain seen so far would bring below the budget's best searched time, round after
+   round until none would (:func:`_finalists`).  The answer for a budget is the fastest
+   result among all timed fabrics it affords, so a larger budget is never slower.
+5. **Strategies found on one fabric, timed on the others.**  Much of a search's gain
+   does not depend on the fabric: on the README's mix the searches found BERT in an
+   8-stage pipeline on every fabric, 1.15-1.5x faster than the feasible starts.
+   Measured against the feasible starts, that gain made many fabrics look as if their
+   own search could still make them the answer (21 of 65 fabrics searched).  So after each round of searches the
+   strategies found (one per workload, with their placement) are timed, with ``auto``
+   collectives, on every fabric that the plain rule would still search and on the
+   searched ones; a fabric's screen is then the fastest of its start and the strategies
+   found on *other* fabrics (:func:`_transferred`), and the gain is a searched fabric's
+   time over that screen -- what its own search found beyond the others' strategies.
+   A faster time from another fabric's strategies is that fabric's result (its "fixed
+   start" stays its own feasible start).  The rule still assumes that no unsearched
+   fabric gains more from its own search than the most any searched one did; a fabric
+   whose gain would be larger can be missed -- raise ``finalists`` to search more
+   (``experiments/benchmarks/bench_whatif.py --exhaustive`` compares with searching
+   every affordable fabric).
+6. **Shared timings.**  Fabrics are built once per process and the iteration model's
    caches (collective schedules, ``best`` decisions, flow phases) live with the
    topology object, so the search reuses the screen's collective timings.
 
@@ -433,27 +446,36 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         if progress is not None:
             progress(done, total)
 
-    def run_all(keys, searched: bool) -> None:
-        """Time ``keys`` (in this process, or ``workers`` forked processes); the results
-        are gathered by key, so they do not depend on the worker count."""
+    def run_all(keys, searched: bool, fixed=None) -> list:
+        """Time ``keys`` (in this process, or ``workers`` forked processes) with their
+        search, or each with the strategies ``fixed[i]`` as they are; returns the
+        outcomes in the order of ``keys`` (so they do not depend on the worker count)
+        and keeps each fabric's fastest complete one in ``results``."""
         points = [point(*key, searched) for key in keys]
+        fixed = fixed or [None] * len(keys)
         if workers > 1 and len(points) > 1:
             import multiprocessing
             from concurrent.futures import ProcessPoolExecutor
 
             ctx = multiprocessing.get_context("fork")   # children inherit the imports
             with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-                outs = pool.map(evaluate_trial, points)
-                for key, p, out in zip(keys, points, outs):
-                    record(key, p, out)
+                outs = list(pool.map(evaluate_trial, points, fixed))
         else:
-            for key, p in zip(keys, points):
-                record(key, p, evaluate_trial(p))
+            outs = [evaluate_trial(p, f) for p, f in zip(points, fixed)]
+        for key, p, out, f in zip(keys, points, outs, fixed):
+            record(key, p, out, f is None)
+        return outs
 
-    def record(key, p: SweepPoint, out: TrialOutcome) -> None:
+    def record(key, p: SweepPoint, out: TrialOutcome, own: bool) -> None:
+        """Keep the fabric's fastest complete outcome; count why its own start or
+        search did not complete (a strategy of another fabric that does not run here
+        is no reason to drop this one)."""
         if out.status == "complete":
-            results[key] = (p, out)
-        else:
+            held = results.get(key)
+            if held is None or (out.metrics["iteration_time_s"]
+                                < held[1].metrics["iteration_time_s"]):
+                results[key] = (p, out)
+        elif own:
             kind = out.reason.split(":", 1)[0]
             reasons[kind] = reasons.get(kind, 0) + 1
         tick()
@@ -463,18 +485,46 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     searched: set = set()
     if search is not None or collective_method != "auto":
         screen = {k: results[k][1].metrics["iteration_time_s"] for k in results}
+        own = {k: results[k][1] for k in results}   # the fabric's start, then its search
+        cost_of = {k: by_key[k][0] for k in screen}
+        # Strategies found by the searches (one Candidate per workload) -> the fabrics
+        # they were found on; and each fabric's time with each of them (step 5).
+        found: dict[tuple, set] = {}
+        moved: dict[tuple, dict[tuple, float]] = {}
+
+        def times_of(keys) -> dict:
+            return {k: results[k][1].metrics["iteration_time_s"] for k in keys if k in results}
+
         while True:
-            keys = sorted(_finalists(screen, {k: results[k][1].metrics["iteration_time_s"]
-                                              for k in searched if k in results},
-                                     {k: by_key[k][0] for k in screen}, budgets, finalists)
-                          - searched, key=lambda k: (by_key[k][0], k))
+            keys = sorted(_finalists(_transferred(screen, moved, found), times_of(searched),
+                                     cost_of, budgets, finalists) - searched,
+                          key=lambda k: (by_key[k][0], k))
             if not keys:
                 break
             total = done + len(keys)
             # A search that fails leaves the fabric's screened result in ``results``
             # (record() keeps complete outcomes only): the start still runs there.
-            run_all(keys, True)
+            for k, out in zip(keys, run_all(keys, True)):
+                if out.status == "complete":
+                    own[k] = out
+                    found.setdefault(_found_strategies(out), set()).add(k)
             searched.update(keys)
+            # 5. Time the strategies found so far on every fabric that the searched
+            # fabrics' plain gain could still make an answer (and on the searched ones,
+            # whose gain over them is what the rule extrapolates).
+            near = _finalists(screen, times_of(searched), cost_of, budgets, finalists) | searched
+            jobs = [(k, s) for k in sorted(near, key=lambda k: (by_key[k][0], k))
+                    for s in sorted(found, key=repr)
+                    if s not in moved.get(k, {}) and found[s] - {k}]
+            if jobs:
+                total = done + len(jobs)
+                outs = run_all([k for k, _ in jobs], False, [s for _, s in jobs])
+                for (k, s), out in zip(jobs, outs):
+                    moved.setdefault(k, {})[s] = (out.metrics["iteration_time_s"]
+                                                  if out.status == "complete" else math.inf)
+        for k, (p, out) in list(results.items()):
+            if out is not own[k]:   # a strategy found elsewhere: the start is this fabric's
+                results[k] = (p, _with_start(out, own[k]))
     if not results:
         raise InfeasibleError(f"no fabric of the grid can run the mix on {servers} servers of "
                               f"{gpu} (pruned: {reasons})")
@@ -567,12 +617,13 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
 
 
 def _finalists(screen: dict, searched: dict, cost: dict, budgets, least: int) -> set:
-    """The fabrics that get the strategy search (module docstring, step 4).
+    """The fabrics that get the strategy search (module docstring, steps 4 and 5).
 
     Per budget, the ``least`` fastest affordable fabrics of the screen, then every
     affordable fabric whose screen time, divided by the largest co-design gain seen so
     far (screen time / searched time over the fabrics already searched, >= 1), would
-    still beat the budget's best searched time.  Called again after each round of
+    still beat the budget's best searched time.  ``screen`` is the feasible starts'
+    time, or with the strategies found on other fabrics :func:`_transferred`.  Called again after each round of
     searches until it names no new fabric: a fabric stays unsearched only when even
     that gain would not make it the answer.
 
@@ -606,6 +657,65 @@ def _finalists(screen: dict, searched: dict, cost: dict, budgets, least: int) ->
         if best is not None:
             out |= {k for k in affordable if screen[k] / gain < best}
     return out
+
+
+def _transferred(screen: dict, moved: dict, found: dict) -> dict:
+    """Each fabric's screen time with the strategies found elsewhere (step 5).
+
+    The fastest of its feasible start (``screen``) and the strategies found by the
+    searches of *other* fabrics: a searched fabric is credited only with what its own
+    search found beyond them, so its gain is measured as an unsearched fabric's would be.
+
+    Parameters
+    ----------
+    screen : dict
+        Fabric key -> time of its feasible starts, seconds.
+    moved : dict
+        Fabric key -> {strategies -> time of that fabric with them, seconds}.
+    found : dict
+        Strategies (one Candidate per workload) -> the set of fabric keys whose search
+        found them.
+
+    >>> found = {"S": {"a"}, "T": {"a", "b"}}
+    >>> moved = {"a": {"S": 1.0, "T": 2.0}, "c": {"S": 1.5}}
+    >>> _transferred({"a": 3.0, "b": 3.0, "c": 3.0}, moved, found)
+    {'a': 2.0, 'b': 3.0, 'c': 1.5}
+    """
+    return {k: min([t] + [u for s, u in moved.get(k, {}).items() if found[s] - {k}])
+            for k, t in screen.items()}
+
+
+def _found_strategies(outcome: TrialOutcome) -> tuple:
+    """The strategy (with its placement order) of every workload of a complete outcome,
+    as :class:`~search.strategy.space.Candidate` s.  (An embedding table placement that
+    a search chose is not recorded; tables go round robin.)"""
+    from codesign.workloads import parse_strategy
+    from search.strategy.space import Candidate
+
+    return tuple(Candidate(parse_strategy(w["strategy"]), tuple(w["order"].split("-")))
+                 for w in json.loads(outcome.metrics["per_workload_json"]))
+
+
+def _with_start(outcome: TrialOutcome, own: TrialOutcome) -> TrialOutcome:
+    """``outcome`` (strategies found on another fabric) with the start fields of the
+    fabric's own outcome ``own``, so that "fixed start" stays the fabric's feasible start
+    (the fixed-strategy answer) and a search's evaluations stay counted."""
+    import dataclasses
+
+    from codesign.records import to_json
+
+    theirs = json.loads(own.metrics["per_workload_json"])
+    per = [dict(w, start_strategy=o["start_strategy"], start_time_s=o["start_time_s"],
+                search_evaluations=o["search_evaluations"])
+           for w, o in zip(json.loads(outcome.metrics["per_workload_json"]), theirs)]
+    rows = [dict(r, start_text=o["start_text"],
+                 start_iteration_time_s=o["start_iteration_time_s"],
+                 search_evaluations=o["search_evaluations"])
+            for r, o in zip(outcome.metrics["strategies"], own.metrics["strategies"])]
+    metrics = dict(outcome.metrics, per_workload_json=to_json(per), strategies=rows,
+                   start_iteration_time_s=own.metrics["start_iteration_time_s"],
+                   search_evaluations=own.metrics["search_evaluations"])
+    return dataclasses.replace(outcome, metrics=metrics)
 
 
 def _procurement_fields(p: dict[str, Any]) -> tuple:

@@ -19,7 +19,11 @@ Prints a table and appends it to ``experiments/benchmarks/RESULTS.md``.
 Usage::
 
     python experiments/benchmarks/bench_whatif.py [--llm] [--scale] [--finalists 3]
-        [--evaluations 12] [--workers 2] [--no-append]
+        [--evaluations 12] [--workers 2] [--exhaustive] [--no-append]
+
+``--exhaustive`` also answers each question with every affordable timed fabric searched
+(the oracle of the what-if's rule for which fabrics get the search) and reports how much
+slower the default answer is.
 """
 
 from __future__ import annotations
@@ -36,17 +40,20 @@ TARGET_S = 60.0
 
 
 def run(label, budgets, servers, mix, gpu, finalists, evaluations, workers,
-        families=None, target_s=TARGET_S):
+        families=None, target_s=TARGET_S, exhaustive=False):
     import resource
 
     from search.per_fabric import SearchBudget
     from search.whatif import DEFAULT_FAMILIES, format_whatif, parse_mix, run_whatif
 
+    def ask(finalists):
+        return run_whatif(budgets, servers=servers, workloads=parse_mix(mix), gpu=gpu,
+                          finalists=finalists, workers=workers,
+                          families=families or DEFAULT_FAMILIES,
+                          search=SearchBudget(evaluations) if evaluations else None)
+
     t0 = time.perf_counter()
-    res = run_whatif(budgets, servers=servers, workloads=parse_mix(mix), gpu=gpu,
-                     finalists=finalists, workers=workers,
-                     families=families or DEFAULT_FAMILIES,
-                     search=SearchBudget(evaluations) if evaluations else None)
+    res = ask(finalists)
     wall = time.perf_counter() - t0
     print(format_whatif(res), flush=True)
     peak = [resource.getrusage(who).ru_maxrss / 2 ** 20   # KiB -> GiB
@@ -69,6 +76,20 @@ def run(label, budgets, servers, mix, gpu, finalists, evaluations, workers,
                      f"{c.topology_spec}, ${c.cost_usd:,.0f}, {c.iteration_time_s:.4g} s "
                      f"(fixed start {c.start_iteration_time_s:.4g} s), MFU {c.mfu:.1%}, "
                      f"{strat}"))
+    if exhaustive:
+        # The oracle of the what-if's search rule: every timed fabric that a budget
+        # affords gets the strategy search (finalists = all of them).
+        t0 = time.perf_counter()
+        full = ask(10_000)
+        rows.append((f"{label}: every affordable fabric searched (oracle): wall s / searched",
+                     f"{time.perf_counter() - t0:.1f} / {full.searched}"))
+        for c, f in zip(res.choices, full.choices):
+            if f.family is None:
+                continue
+            rows.append((f"{label}: ${c.budget_usd:,.0f}, oracle",
+                         f"{f.topology_spec}, ${f.cost_usd:,.0f}, {f.iteration_time_s:.4g} s; "
+                         f"the answer above is {c.iteration_time_s / f.iteration_time_s - 1:+.2%}"
+                         f" slower"))
     return rows
 
 
@@ -80,13 +101,16 @@ def main(argv=None) -> int:
     ap.add_argument("--finalists", type=int, default=3)
     ap.add_argument("--evaluations", type=int, default=12)
     ap.add_argument("--workers", type=int, default=2, help="the CLI's default")
+    ap.add_argument("--exhaustive", action="store_true",
+                    help="also search every affordable timed fabric (the oracle of the "
+                         "search rule; minutes)")
     ap.add_argument("--no-append", action="store_true")
     args = ap.parse_args(argv)
     rows = run("README mix", (5e4, 2e5, 1e6), 128, "resnet50:2,bert:1", "A100-80",
-               args.finalists, args.evaluations, args.workers)
+               args.finalists, args.evaluations, args.workers, exhaustive=args.exhaustive)
     if args.llm:
         rows += run("llama3-70b", (5e6, 1e7, 2e7), 128, "llama3-70b", "H100", args.finalists,
-                    args.evaluations, args.workers)
+                    args.evaluations, args.workers, exhaustive=args.exhaustive)
     if args.scale:
         # 4,096 servers; no time target of its own: it must answer, in bounded memory.
         rows += run("llama3-405b 32k GPUs", (3e8,), 4096, "llama3-405b", "H100",

@@ -41,7 +41,7 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from typing import Any
 
-from codesign.errors import CodesignError, InfeasibleError, InvalidSpecError
+from codesign.errors import CodesignError, InfeasibleError, InvalidSpecError, invalid
 from search.per_fabric import DEFAULT_SHAPES
 from search.sweeps.spec import WorkloadItem
 
@@ -186,12 +186,15 @@ class TrialOutcome:
     duration_s: float | None = None
 
 
-def plan_workloads(point: SweepPoint, hardware) -> list:
+def plan_workloads(point: SweepPoint, hardware, fixed=None) -> list:
     """The mix as :class:`~search.per_fabric.WorkloadPlan` (workload and search start).
 
     A workload's ``strategy`` is its start when it fits (and, without a search budget,
     the strategy timed, fitting or not); otherwise the start is
-    :func:`search.strategy.feasible.feasible_start`.
+    :func:`search.strategy.feasible.feasible_start`.  ``fixed`` (one
+    :class:`~search.strategy.space.Candidate` per workload, with its placement order)
+    overrides both: each is timed as it is, without a search (the what-if times the
+    strategies found on one fabric on others, :mod:`search.whatif`).
 
     Raises
     ------
@@ -205,21 +208,31 @@ def plan_workloads(point: SweepPoint, hardware) -> list:
     from search.strategy.space import Candidate
 
     gpus = point.servers * hardware.gpus_per_server
+    if fixed is not None and len(fixed) != len(point.workloads):
+        raise invalid("fixed strategies", len(fixed),
+                      f"one per workload of the mix ({len(point.workloads)})")
     plans = []
-    for item in point.workloads:
+    for i, item in enumerate(point.workloads):
         workload = item.load()
+        if fixed is not None:
+            if fixed[i].strategy.gpus != gpus:
+                raise InfeasibleError(f"strategy {fixed[i].strategy} uses "
+                                      f"{fixed[i].strategy.gpus} GPUs, the design has {gpus}")
+            plans.append(WorkloadPlan(item.label, item.weight, item.config, workload,
+                                      fixed[i], True))
+            continue
         given = parse_strategy(item.strategy) if item.strategy is not None else None
         if given is not None and given.gpus != gpus:
             raise InfeasibleError(f"strategy {item.strategy} uses {given.gpus} GPUs, the design "
                                   f"has {gpus} ({point.servers} servers of "
                                   f"{hardware.gpus_per_server})")
         if given is not None and point.search is None:
-            start, fixed = Candidate(given), True
+            start, as_given = Candidate(given), True
         else:
             start = feasible_start(workload, gpus, hardware, preferred=given)
-            fixed = False
+            as_given = False
         plans.append(WorkloadPlan(item.label, item.weight, item.config, workload, start,
-                                  fixed))
+                                  as_given))
     return plans
 
 
@@ -315,13 +328,16 @@ def network_cost(point: SweepPoint, topology=None):
     return topology_cost(topology, catalog=cat)
 
 
-def evaluate_trial(point: SweepPoint) -> TrialOutcome:
+def evaluate_trial(point: SweepPoint, fixed=None) -> TrialOutcome:
     """Build, price and time one design over its workload mix (pure but for timings).
 
     Parameters
     ----------
     point : SweepPoint
         The design.
+    fixed : sequence of Candidate, optional
+        One strategy (with its placement) per workload, timed as it is instead of the
+        point's starts and search (:func:`plan_workloads`).
 
     Returns
     -------
@@ -358,7 +374,7 @@ def evaluate_trial(point: SweepPoint) -> TrialOutcome:
     hardware = point.hardware()
     gpus = point.servers * hardware.gpus_per_server
     try:
-        plans = plan_workloads(point, hardware)
+        plans = plan_workloads(point, hardware, fixed)
     except InfeasibleError as exc:
         return done("pruned", f"{_infeasible_kind(exc)}: {_one_line(exc)}")
     except InvalidSpecError as exc:
