@@ -45,15 +45,18 @@ for every member.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 __all__ = ["Automorphism", "SymmetryClasses", "Verifier", "candidate_maps", "twin_classes",
-           "participant_orbits", "npu_classes", "SEARCH_BUDGET"]
+           "twin_key", "participant_orbits", "npu_classes", "SEARCH_BUDGET"]
 
 #: Leaves of the individualise-and-refine search tried per member before giving up.
 SEARCH_BUDGET = 64
+#: Per topology (weakly held): every NPU's twin class (:func:`twin_key`).
+_TWINS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -259,6 +262,36 @@ def twin_classes(topology, members, keys=None, labels=None) -> list[list[int]]:
                 groups.append(g.tolist())
     position = {x: i for i, x in enumerate(m.tolist())}
     return sorted(groups, key=lambda g: position[g[0]])
+
+
+def twin_key(topology, nodes) -> tuple[int, ...]:
+    """The twin class of every member of the NPU group ``nodes``, in order.
+
+    Any permutation of the NPUs inside their twin classes (:func:`twin_classes` over all
+    NPUs: hosts under one leaf, NPUs of one star) is an automorphism that preserves
+    bandwidths and latencies, so two groups with equal keys are mapped onto each other,
+    member by member, by one -- a collective takes the same time on both (the
+    iteration model runs its ``best`` tournament once per key,
+    :mod:`evaluators.iteration.comm`).  An NPU without a twin is its own class.
+
+    Examples
+    --------
+    >>> from topologies.registry import from_spec
+    >>> t = from_spec("leafspine:8,oversub=1,hosts_per_leaf=4,bw=100Gbps")
+    >>> twin_key(t, (0, 1)) == twin_key(t, (3, 2)), twin_key(t, (0, 1)) == twin_key(t, (0, 4))
+    (True, False)
+    >>> from_ring = from_spec("ring:6")
+    >>> twin_key(from_ring, (0, 1)) == twin_key(from_ring, (2, 3))
+    False
+    """
+    ids = _TWINS.get(topology)
+    if ids is None:
+        n = topology.npus
+        ids = np.arange(n, dtype=np.int64)   # no twin: its own class
+        for group in twin_classes(topology, range(n)):
+            ids[group] = group[0]
+        _TWINS[topology] = ids
+    return tuple(ids[np.asarray(nodes, dtype=np.int64)].tolist())
 
 
 # ------------------------------------------------------------------ orbits

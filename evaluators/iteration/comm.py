@@ -72,7 +72,12 @@ the reason recorded.  The choice is made once per (fabric, kind, participant gro
 size class) -- size classes are factors of 16 of the buffer size, the candidates timed at
 the class's geometric middle (:func:`best_size_class`) so that a decision does not depend
 on which size asked first -- and the winner's schedule is re-timed for every size of its
-class, as for the size-independent baselines.  :meth:`CommTimer.decisions` lists the decisions an evaluation used (the
+class, as for the size-independent baselines.  Groups that a permutation of twin NPUs
+(hosts under one leaf: :func:`topologies.symmetry.twin_key`) maps onto each other member
+by member share the decision: the tournament runs for the first of them, every other
+one synthesizes and times only the winner (its own schedule and paths, so its link
+footprint is its own) -- a 32,768-GPU job's 4,096 two-server context-parallel groups
+under two leaves are two tournaments.  :meth:`CommTimer.decisions` lists the decisions an evaluation used (the
 winner per collective, every candidate's time and the gain over ring); the
 :class:`~evaluators.iteration.IterationResult` carries them as ``collectives``.
 
@@ -84,8 +89,10 @@ the re-timing under the network model is used).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import weakref
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -514,13 +521,16 @@ class CommTimer:
         caches = per_topo.setdefault(
             (collective_method, network_model, float(rtol), routing, system.g,
              system.server_level, system.fabric_Bps),
-            {"inter": {}, "sets": {}, "phases": {}, "levels": {}, "structure": {}, "best": {}})
+            {"inter": {}, "sets": {}, "phases": {}, "levels": {}, "structure": {}, "best": {},
+             "twins": {}})
         self._inter: dict[tuple, CommCost] = caches["inter"]
         self._sets: dict[tuple, CommCost] = caches["sets"]
         self._phases: dict[tuple, CommCost] = caches["phases"]
         self._levels: dict[tuple, float] = caches["levels"]
         self._structure: dict[tuple, Any] = caches["structure"]
         self._best: dict[tuple, tuple[BestChoice, Any]] = caches["best"]
+        #: (kind, twin key, size class) -> the tournament's decision (module docstring).
+        self._twins: dict[tuple, BestChoice] = caches["twins"]
         #: Keys of the ``best`` decisions the collectives timed by this timer use (an
         #: evaluation's own, whatever the shared caches already held).
         self.used: set[tuple] = set()
@@ -557,8 +567,9 @@ class CommTimer:
             if len(grp) < 2 or size <= 0:
                 continue
             nodes = sysm.node(np.array(grp)).tolist()
-            servers = tuple(dict.fromkeys(nodes))
-            c = max(nodes.count(s) for s in servers)
+            per_server = Counter(nodes)   # (insertion order: the servers in group order)
+            servers = tuple(per_server)
+            c = max(per_server.values())
             if len(servers) == 1:
                 intra = max(intra, intra_ring_time(kind, len(grp), size, sysm.fabric_Bps))
                 continue
@@ -809,9 +820,28 @@ class CommTimer:
         from evaluators.collectives import Collective
         from evaluators.registry import synthesize
         from evaluators.validate import validate_schedule
+        from topologies.symmetry import twin_key
 
-        names, skipped = best_candidates(self.topology, kind, len(nodes), members=nodes)
         coll = Collective(kind, nodes, size)
+        twins = (kind, twin_key(self.topology, nodes), size_class)
+        shared = self._twins.get(twins)
+        if shared is not None:
+            # A twin group's winner on these members: same time by symmetry, timed anyway.
+            try:
+                sched = synthesize(self.topology, coll, method=shared.algorithm,
+                                   validate=False,
+                                   **_ring_options(self.topology, shared.algorithm, nodes))
+            except CodesignError:
+                sched = None
+            if sched is not None and validate_schedule(sched, self.topology).valid:
+                t = self._time(sched)
+                choice = dataclasses.replace(
+                    shared, time_s=t, times_s={**shared.times_s, shared.algorithm: t},
+                    ring_time_s=t if shared.algorithm == "ring" else shared.ring_time_s)
+                _hold(sched)
+                self._best[key] = (choice, sched)
+                return key, sched
+        names, skipped = best_candidates(self.topology, kind, len(nodes), members=nodes)
         times: dict[str, float] = {}
         best = None
         for name in names:
@@ -857,6 +887,7 @@ class CommTimer:
                             times.get("ring", float("nan")), times, skipped)
         _hold(best[2])
         self._best[key] = (choice, best[2])
+        self._twins.setdefault(twins, choice)
         return key, best[2]
 
     def _flow_levels(self, sched) -> float:

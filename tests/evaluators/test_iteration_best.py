@@ -174,3 +174,66 @@ def test_mcf_is_not_tried_on_members_far_apart(nodes, tried):
     (choice,) = timer.decisions()
     assert ("mcf" in choice.times_s or "mcf" in choice.skipped) and \
         ("hops apart" in choice.skipped.get("mcf", "")) is (not tried)
+
+
+def test_twin_groups_share_the_decision_and_take_their_own_time(monkeypatch):
+    """Groups that a permutation of hosts under one leaf maps onto each other share the
+    tournament (topologies.symmetry.twin_key): the second synthesizes only the winner,
+    and its time and decision are those of a full tournament of its own (oracle: a fresh
+    timer per group)."""
+    import evaluators.registry as registry
+
+    topo = from_spec("leafspine:8,oversub=2,hosts_per_leaf=4,bw=100Gbps")
+    sysm = System(topo, 32, 4, True, 4.5e11)
+    calls = []
+    real = registry.synthesize
+    monkeypatch.setattr(registry, "synthesize",
+                        lambda *a, **k: calls.append(k.get("method")) or real(*a, **k))
+    timer = CommTimer(sysm, BEST, "flow")
+    times = {}
+    for nodes in ((0, 1), (3, 2), (4, 5), (0, 4)):
+        before = len(calls)
+        times[nodes] = (timer.inter_collective("allreduce", nodes, 2.0 ** 26).time_s,
+                        len(calls) - before)
+    assert times[(3, 2)][1] == 1 < times[(0, 1)][1]    # (3, 2): the winner only
+    # (4, 5) is under the other leaf: the same shape, but no twin of (0, 1) -- its own
+    # tournament; so is (0, 4), across the leaves.
+    assert times[(4, 5)][1] > 1 and times[(0, 4)][1] > 1
+    decisions = {d.algorithm for d in timer.decisions()}
+    for nodes, (t, _) in times.items():
+        alone = CommTimer(System(from_spec(topo.name), 32, 4, True, 4.5e11), BEST, "flow")
+        assert alone.inter_collective("allreduce", nodes, 2.0 ** 26).time_s == \
+            pytest.approx(t, rel=1e-12)
+        assert alone.decisions()[0].algorithm in decisions
+
+
+@pytest.mark.parametrize("spec, strategy", [
+    ("leafspine:16,oversub=2,hosts_per_leaf=4,bw=400Gbps", "dp=8,tp=8,cp=2,microbatches=256,sp=true"),
+    ("fattree:k=8,bw=200Gbps", "dp=32,tp=8,pp=2,cp=2,microbatches=64,sp=true"),
+])
+def test_an_evaluation_with_shared_decisions_equals_one_tournament_per_group(
+        monkeypatch, spec, strategy):
+    """Oracle: every group its own tournament (no twins) gives the same iteration."""
+    import evaluators.registry as registry
+    import topologies.symmetry as symmetry
+    from evaluators.iteration import evaluate
+
+    calls = []
+    real = registry.synthesize
+    monkeypatch.setattr(registry, "synthesize",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+
+    def run():
+        calls.clear()
+        r = evaluate(from_spec(spec), "llama3-8b", strategy, hardware="H100",
+                     collective_method="best", routing="auto")
+        return r, len(calls)
+
+    shared, n_shared = run()
+    monkeypatch.setattr(symmetry, "twin_key", lambda topology, nodes: tuple(nodes))
+    alone, n_alone = run()
+    assert n_shared < n_alone   # some groups were twins
+    assert shared.iteration_time_s == pytest.approx(alone.iteration_time_s, rel=1e-12)
+    assert shared.breakdown == pytest.approx(alone.breakdown, rel=1e-12)
+    assert [(c["algorithm"], c["nodes"]) for c in shared.collectives] == \
+        [(c["algorithm"], c["nodes"]) for c in alone.collectives]
