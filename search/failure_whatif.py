@@ -332,13 +332,9 @@ def failure_whatif(point, outcome, study: FailureStudy, *, hardware,
     strategies' demand, same seed -- the alternating loop's last round does the same)
     and every workload keeps its chosen strategy and placement order, timed with the
     point's communication overlap."""
-    from codesign.workloads import parse_strategy
-    from search.strategy.space import Candidate
-    from search.sweeps.trial import cached_topology, plan_workloads
+    from search.sweeps.trial import cached_topology, outcome_candidates, plan_workloads
 
-    rows = outcome.metrics["strategies"]
-    cands = [Candidate(parse_strategy(r["text"]), tuple(r["order"].split("-")))
-             for r in rows]
+    cands = outcome_candidates(outcome)
     if point.family == "topoopt":
         plans = plan_workloads(point, hardware)
         topo = topoopt_fabric(point.servers, point.degree, point.link_bandwidth_Bps, plans,

@@ -92,7 +92,8 @@ from search.budget import best_per_budget
 from search.per_fabric import SearchBudget
 from search.sweeps.spec import WorkloadItem, model_file_item, parse_usd
 from search.sweeps.trial import (SweepPoint, TrialOutcome, cached_topology, evaluate_trial,
-                                 network_cost, plan_workloads, time_model_name)
+                                 network_cost, outcome_candidates, plan_workloads,
+                                 time_model_name)
 
 __all__ = ["WhatIfChoice", "WhatIfResult", "parse_budgets", "parse_mix", "run_whatif",
            "format_whatif", "SharedClusterRow", "shared_cluster", "format_shared_cluster",
@@ -507,7 +508,7 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
             for k, out in zip(keys, run_all(keys, True)):
                 if out.status == "complete":
                     own[k] = out
-                    found.setdefault(_found_strategies(out), set()).add(k)
+                    found.setdefault(outcome_candidates(out), set()).add(k)
             searched.update(keys)
             # 5. Time the strategies found so far on every fabric that the searched
             # fabrics' plain gain could still make an answer (and on the searched ones,
@@ -683,17 +684,6 @@ def _transferred(screen: dict, moved: dict, found: dict) -> dict:
     """
     return {k: min([t] + [u for s, u in moved.get(k, {}).items() if found[s] - {k}])
             for k, t in screen.items()}
-
-
-def _found_strategies(outcome: TrialOutcome) -> tuple:
-    """The strategy (with its placement order) of every workload of a complete outcome,
-    as :class:`~search.strategy.space.Candidate` s.  (An embedding table placement that
-    a search chose is not recorded; tables go round robin.)"""
-    from codesign.workloads import parse_strategy
-    from search.strategy.space import Candidate
-
-    return tuple(Candidate(parse_strategy(w["strategy"]), tuple(w["order"].split("-")))
-                 for w in json.loads(outcome.metrics["per_workload_json"]))
 
 
 def _with_start(outcome: TrialOutcome, own: TrialOutcome) -> TrialOutcome:

@@ -482,6 +482,18 @@ def _procurement_metrics(point: SweepPoint, hardware, plans, t_iter: float,
     return {k: p[k] for k in ("tco_usd", "days_to_train", "usd_per_run") if k in p}
 
 
+def outcome_candidates(outcome: TrialOutcome) -> tuple:
+    """The strategy of every workload of a complete outcome with its placement order
+    (its ``strategies`` rows, :func:`strategy_rows`), as
+    :class:`~search.strategy.space.Candidate` s.  An embedding-table placement that a
+    search chose is not recorded: tables go round robin."""
+    from codesign.workloads import parse_strategy
+    from search.strategy.space import Candidate
+
+    return tuple(Candidate(parse_strategy(r["text"]), tuple(r["order"].split("-")))
+                 for r in outcome.metrics["strategies"])
+
+
 def strategy_rows(choices) -> list[dict[str, Any]]:
     """The typed ``strategies`` record column: one struct per workload, the chosen
     strategy's :meth:`Strategy.to_dict` fields (so new strategy keys become new struct

@@ -215,17 +215,17 @@ def test_cli_search_evaluations_and_workers_are_bounded(capsys, extra, match):
 SLOW_START = (WorkloadItem("resnet50", 2.0), WorkloadItem("bert", 1.0, strategy="dp=16,tp=8,pp=1"))
 
 
-def test_found_strategies_time_as_found():
+def test_outcome_candidates_time_as_found():
     """A searched outcome's strategies, timed as given (evaluate_trial's ``fixed``) on the
     same fabric with the same collectives, take the searched time again."""
     from dataclasses import replace
 
-    from search.whatif import _found_strategies
+    from search.sweeps.trial import outcome_candidates
 
     p = SweepPoint("torus", 16, 2, 12.5e9, workloads=SLOW_START, collective_method="auto",
                    search_evaluations=4)
     searched = evaluate_trial(p)
-    fixed = _found_strategies(searched)
+    fixed = outcome_candidates(searched)
     per = json.loads(searched.metrics["per_workload_json"])
     assert [(str(c.strategy), "-".join(c.order)) for c in fixed] == \
         [(w["strategy"], w["order"]) for w in per]
@@ -242,13 +242,14 @@ def test_found_strategies_time_as_found():
 def test_strategies_from_another_fabric_keep_the_fabrics_own_start():
     from dataclasses import replace
 
-    from search.whatif import _found_strategies, _with_start
+    from search.sweeps.trial import outcome_candidates
+    from search.whatif import _with_start
 
     p = SweepPoint("perms", 16, 2, 12.5e9, workloads=SLOW_START, collective_method="auto",
                    search_evaluations=0)
     own = evaluate_trial(p)
     elsewhere = evaluate_trial(replace(p, family="torus", search_evaluations=4))
-    moved = evaluate_trial(p, _found_strategies(elsewhere))
+    moved = evaluate_trial(p, outcome_candidates(elsewhere))
     got = _with_start(moved, own)
     assert got.metrics["iteration_time_s"] == moved.metrics["iteration_time_s"] \
         < own.metrics["iteration_time_s"]
