@@ -356,6 +356,9 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         raise invalid("whatif search evaluations", search.evaluations,
                       f"an integer from 0 to {MAX_SEARCH_EVALUATIONS:,} (strategies timed per "
                       "workload on each finalist fabric)")
+    if search is not None and search.shapes > MAX_SEARCH_SHAPES:
+        raise invalid("whatif search shapes", search.shapes,
+                      f"an integer from 0 to {MAX_SEARCH_SHAPES} (0: no shape screen)")
     if hardware_file is not None:
         from codesign.workloads.hardware import load_hardware_catalog
 

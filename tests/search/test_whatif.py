@@ -210,6 +210,14 @@ def test_cli_search_evaluations_and_workers_are_bounded(capsys, extra, match):
     assert err.count("\n") == 1 and match in err
 
 
+def test_library_search_shapes_are_bounded():
+    from search.per_fabric import SearchBudget
+
+    with pytest.raises(InvalidSpecError, match="whatif search shapes 5000: expected an "
+                                               "integer from 0 to 1000"):
+        run_whatif((1e6,), servers=16, search=SearchBudget(4, shapes=5000), **GRID)
+
+
 # A start far from the best strategy on every fabric (BERT tensor-parallel 8 ways): the
 # search's gain over it does not depend on the fabric (search.whatif, step 5).
 SLOW_START = (WorkloadItem("resnet50", 2.0), WorkloadItem("bert", 1.0, strategy="dp=16,tp=8,pp=1"))
