@@ -34,10 +34,10 @@ How it stays fast (stated because the answer depends on it)
    does not depend on the fabric: on the README's mix the searches found BERT in an
    8-stage pipeline on every fabric, 1.15-1.5x faster than the feasible starts.
    Measured against the feasible starts, that gain made many fabrics look as if their
-   own search could still make them the answer (21 of 65 fabrics searched).  So after each round of searches the
-   strategies found (one per workload, with their placement) are timed, with ``auto``
-   collectives, on every fabric that the plain rule would still search and on the
-   searched ones; a fabric's screen is then the fastest of its start and the strategies
+   own search could still make them the answer (21 of 65 fabrics searched).  So after
+   each round of searches the strategies found (one per workload, with their placement)
+   are timed, with ``auto`` collectives, on every fabric that the plain rule would still
+   search and on the searched ones; a fabric's screen is then the fastest of its start and the strategies
    found on *other* fabrics (:func:`_transferred`), and the gain is a searched fabric's
    time over that screen -- what its own search found beyond the others' strategies.
    A faster time from another fabric's strategies is that fabric's result (its "fixed
@@ -627,9 +627,9 @@ def _finalists(screen: dict, searched: dict, cost: dict, budgets, least: int) ->
     affordable fabric whose screen time, divided by the largest co-design gain seen so
     far (screen time / searched time over the fabrics already searched, >= 1), would
     still beat the budget's best searched time.  ``screen`` is the feasible starts'
-    time, or with the strategies found on other fabrics :func:`_transferred`.  Called again after each round of
-    searches until it names no new fabric: a fabric stays unsearched only when even
-    that gain would not make it the answer.
+    time, or with the strategies found on other fabrics :func:`_transferred`.  Called
+    again after each round of searches until it names no new fabric: a fabric stays
+    unsearched only when even that gain would not make it the answer.
 
     Parameters
     ----------
@@ -697,10 +697,10 @@ def _with_start(outcome: TrialOutcome, own: TrialOutcome) -> TrialOutcome:
 
     from codesign.records import to_json
 
-    theirs = json.loads(own.metrics["per_workload_json"])
+    mine = json.loads(own.metrics["per_workload_json"])
     per = [dict(w, start_strategy=o["start_strategy"], start_time_s=o["start_time_s"],
                 search_evaluations=o["search_evaluations"])
-           for w, o in zip(json.loads(outcome.metrics["per_workload_json"]), theirs)]
+           for w, o in zip(json.loads(outcome.metrics["per_workload_json"]), mine)]
     rows = [dict(r, start_text=o["start_text"],
                  start_iteration_time_s=o["start_iteration_time_s"],
                  search_evaluations=o["search_evaluations"])

@@ -77,9 +77,9 @@ class, as for the size-independent baselines.  Groups that a permutation of twin
 by member share the decision: the tournament runs for the first of them, every other
 one synthesizes and times only the winner (its own schedule and paths, so its link
 footprint is its own) -- a 32,768-GPU job's 4,096 two-server context-parallel groups
-under two leaves are two tournaments.  :meth:`CommTimer.decisions` lists the decisions an evaluation used (the
-winner per collective, every candidate's time and the gain over ring); the
-:class:`~evaluators.iteration.IterationResult` carries them as ``collectives``.
+under two leaves are two tournaments.  :meth:`CommTimer.decisions` lists the decisions
+an evaluation used (the winner per collective, every candidate's time and the gain over
+ring); the :class:`~evaluators.iteration.IterationResult` carries them as ``collectives``.
 
 Every result is cached by its content: the same collective repeats hundreds of times;
 schedules of the size-independent baselines (:data:`SIZE_FREE`) are synthesized once per

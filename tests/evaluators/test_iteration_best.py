@@ -208,7 +208,8 @@ def test_twin_groups_share_the_decision_and_take_their_own_time(monkeypatch):
 
 
 @pytest.mark.parametrize("spec, strategy", [
-    ("leafspine:16,oversub=2,hosts_per_leaf=4,bw=400Gbps", "dp=8,tp=8,cp=2,microbatches=256,sp=true"),
+    ("leafspine:16,oversub=2,hosts_per_leaf=4,bw=400Gbps",
+     "dp=8,tp=8,cp=2,microbatches=256,sp=true"),
     ("fattree:k=8,bw=200Gbps", "dp=32,tp=8,pp=2,cp=2,microbatches=64,sp=true"),
 ])
 def test_an_evaluation_with_shared_decisions_equals_one_tournament_per_group(
