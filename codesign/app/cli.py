@@ -395,7 +395,8 @@ def _cmd_bound(args: argparse.Namespace) -> int:
         from evaluators.estimates import check_mcf
         from evaluators.mcf import fluid_optimum
 
-        allowed = ("decomposition", "switch_model", "steps", "shares", "secondary")
+        allowed = ("decomposition", "switch_model", "steps", "shares", "secondary",
+                   "time_limit")
         for key in options:
             check_choice("--option", key, allowed, "for --method mcf")
         options.setdefault("secondary", False)
@@ -1069,7 +1070,8 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             p.add_argument("--method", default="cut", choices=("cut", "mcf"), help="cut bounds "
                            "(default) or the fluid multicommodity-flow LP optimum")
-            _option(p, "mcf option (decomposition=none|dw|mirrored, switch_model=3.14, steps=T)")
+            _option(p, "mcf option (decomposition=none|dw|mirrored, switch_model=3.14, "
+                       "steps=T, time_limit=S: seconds for its LPs, default 600)")
 
     p = add(sub, "simulate", _cmd_simulate, "simulate point-to-point sends or replay a schedule",
             "spec")

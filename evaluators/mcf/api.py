@@ -47,6 +47,7 @@ nodes, link groups or multicast).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ from codesign.specs import check_choice
 from evaluators.collectives import Collective
 from evaluators.mcf.allreduce import allreduce_phases
 from evaluators.mcf.dantzig_wolfe import DECOMPOSITIONS
+from evaluators.mcf.fluid import DEFAULT_TIME_LIMIT_S, lp_deadline
 from evaluators.mcf.alltoall import alltoall_phases, scatter_phases
 from evaluators.mcf.problem import (Attempt, Phase, Settings, StepsTooSmall, solve_at,
                                     solve_secondary)
@@ -210,7 +212,8 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
                   link_costs: Sequence[float] | None = None, shares: str = "free",
                   max_steps: int | None = None, patience: int | None = None,
                   max_rounds: int = 50, method: str = "highs-ipm",
-                  decomposition: str = "none") -> McfResult:
+                  decomposition: str = "none",
+                  time_limit: float = DEFAULT_TIME_LIMIT_S) -> McfResult:
     """Bandwidth-optimal fluid time of a collective (thesis LP 4.2 / 3.16).
 
     Parameters
@@ -258,6 +261,11 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
         (Sec. 5.2, classes from the topology's automorphisms,
         :mod:`topologies.symmetry`).  Same optimum (to the stopping gap,
         ``1e-8`` relative on ``R``); see :mod:`evaluators.mcf.dantzig_wolfe`.
+    time_limit : float, optional
+        Wall-clock seconds all the LPs of this call may take together (default
+        :data:`~evaluators.mcf.fluid.DEFAULT_TIME_LIMIT_S`): their size is checked
+        before they are built, their solve time cannot be (it depends on the LPs'
+        degeneracy); past it the call is refused.
 
     Returns
     -------
@@ -270,6 +278,8 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
     InfeasibleError
         If a participant cannot reach another that it must, or ``steps`` is
         smaller than the hop distance of such a pair.
+    ResourceLimitError
+        The LPs would not fit in memory, or ran past ``time_limit``.
 
     Notes
     -----
@@ -293,6 +303,9 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
     opts = _validate(topology, collective, steps, secondary, switch_model, memory_nodes,
                      link_groups, link_costs, shares, max_steps, patience, max_rounds, method)
     check_choice("decomposition", decomposition, DECOMPOSITIONS)
+    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or \
+            not 0 < time_limit < math.inf:
+        raise invalid("time_limit", time_limit, "a number of seconds > 0")
     if steps is not None or max_steps is not None:
         # Steps the caller sets size the LP (origins x links x steps): checked before it
         # is built (steps=20000 on ring:8 allocated for 14 s, then ran out of memory).
@@ -354,17 +367,23 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
         certificate = _bound_s(topology, collective)
     if patience is None:
         patience = 2 if any((~p.graph.copy).any() for p in phases) else 1
-    att, certified = _search(phases, settings, T0, steps, max_steps or (T0 + n), patience,
-                             scale, certificate, collective)
-    sol = att.solution
-    gaps = [sol.dual_gap]
-    cost = None
-    status = sol.status
-    final = sol
-    if secondary and sol.success and att.realisable:
-        final = solve_secondary(phases, att, settings)
-        gaps.append(final.dual_gap)
-        cost = final.objective * unit if final.success else None
+    what = (f"the fluid MCF LP ({kind} on {N} NPUs"
+            + (f", steps={steps})" if steps is not None else ")"))
+    instead = ("use fewer steps (the default searches them from the diameter up), "
+               if steps is not None else "") + \
+        "a larger time_limit, or `codesign bound --method cut`"
+    with lp_deadline(time_limit, what, instead):
+        att, certified = _search(phases, settings, T0, steps, max_steps or (T0 + n), patience,
+                                 scale, certificate, collective)
+        sol = att.solution
+        gaps = [sol.dual_gap]
+        cost = None
+        status = sol.status
+        final = sol
+        if secondary and sol.success and att.realisable:
+            final = solve_secondary(phases, att, settings)
+            gaps.append(final.dual_gap)
+            cost = final.objective * unit if final.success else None
     optimal = bool(sol.success and final.success and att.realisable)
     flows = _flows(phases, att, final, unit)
     share_map = None

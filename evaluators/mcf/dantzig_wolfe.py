@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from evaluators.mcf.fluid import FluidLP, LPSolution
+from evaluators.mcf.fluid import FluidLP, LPSolution, check_lp, lp_options
 from evaluators.mcf.ten import HOLD, Network
 
 __all__ = ["DWStats", "solve_dw", "block_units", "mirror_keys", "DECOMPOSITIONS"]
@@ -316,7 +316,8 @@ class _Pricer:
             from scipy.optimize import linprog
 
             res = linprog(c, A_ub=self.A_ub, b_ub=self.b_ub, A_eq=self.A_eq, b_eq=self.b_eq,
-                          bounds=(0, None), method=self.method)
+                          bounds=(0, None), method=self.method, options=lp_options())
+            check_lp(res)
             if res.x is None:
                 raise RuntimeError(f"pricing LP failed: {res.message}")
             x = res.x
@@ -568,7 +569,8 @@ def _master(lp: FluidLP, units: list[_Unit], R_max):
         c[:n_lam] = [x for u in units for x in u.cost]
         ub[R_col] = R_max
     res = linprog(c, A_ub=A_ub, b_ub=np.zeros(n_live), A_eq=A_eq, b_eq=np.array(rhs),
-                  bounds=np.column_stack([lb, ub]), method="highs")
+                  bounds=np.column_stack([lb, ub]), method="highs", options=lp_options())
+    check_lp(res)
     if res.x is None or res.status != 0:
         return None
     return res, ncol_of

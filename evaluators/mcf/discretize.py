@@ -974,12 +974,14 @@ def _timed(ctx: _Context, comms, assign, plan: ChunkPlan, n_trees: int) -> Sched
 
 # ------------------------------------------------------------------ the `mcf` method
 @register_algorithm("mcf", kinds=KINDS, options=("epsilon", "switch_model", "steps",
-                                                  "decomposition", "max_transfers"),
+                                                  "decomposition", "max_transfers",
+                                                  "time_limit"),
                     summary="fluid multicommodity-flow optimum (thesis LP 4.2/3.16), "
                             "discretised by Theorem 4")
 def synthesize_mcf(topology, collective: Collective, *, epsilon: float = 0.1,
                    switch_model: str | None = None, steps: int | None = None,
-                   decomposition: str = "none", max_transfers: int = MAX_TRANSFERS) -> Schedule:
+                   decomposition: str = "none", max_transfers: int = MAX_TRANSFERS,
+                   time_limit: float | None = None) -> Schedule:
     """Bandwidth-optimal schedule within ``epsilon`` of the fluid optimum.
 
     Parameters
@@ -1002,6 +1004,8 @@ def synthesize_mcf(topology, collective: Collective, *, epsilon: float = 0.1,
         :mod:`evaluators.mcf.dantzig_wolfe`.
     max_transfers : int, optional
         Cap on the schedule's transfers (see :func:`discretize`).
+    time_limit : float, optional
+        Seconds the fluid LPs may take together (default: :func:`fluid_optimum`'s).
 
     Returns
     -------
@@ -1020,7 +1024,8 @@ def synthesize_mcf(topology, collective: Collective, *, epsilon: float = 0.1,
     from evaluators.mcf.api import fluid_optimum
 
     check_choice("decomposition", decomposition, DECOMPOSITIONS)
+    limit = {} if time_limit is None else {"time_limit": time_limit}
     result = fluid_optimum(topology, collective, steps=steps, switch_model=switch_model,
-                           decomposition=decomposition)
+                           decomposition=decomposition, **limit)
     return discretize(result, topology, collective, epsilon=epsilon,
                       max_transfers=max_transfers)

@@ -43,6 +43,10 @@ a reference bandwidth, so ``R`` is in ``unit / b_ref`` seconds per byte.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,10 +55,67 @@ import scipy.sparse as sp
 from evaluators.mcf.ten import HOLD, Network
 
 __all__ = ["Block", "copy_block", "flow_block", "FluidLP", "LPSolution", "SWITCH_MODELS",
-           "Unreachable"]
+           "Unreachable", "DEFAULT_TIME_LIMIT_S", "lp_deadline", "lp_options"]
 
 #: Switch relaxations a copy block can use at generic (unsplit) non-copying nodes.
 SWITCH_MODELS = ("3.13", "3.14")
+#: Wall-clock limit of one fluid optimum's LPs together, seconds (``time_limit``).  The
+#: LPs' size is bounded before they are built (:func:`evaluators.estimates.check_mcf`),
+#: their solve time is not: it depends on degeneracy more than on size -- torus:4x4
+#: allreduce takes 3 s at its default 4 steps and 169 s at 8 steps (2x the variables),
+#: and more than 10 minutes at 25.
+DEFAULT_TIME_LIMIT_S = 600.0
+
+#: The least time limit an LP is given, seconds (:func:`lp_options`).
+LP_MIN_TIME_S = 5.0
+#: (deadline on time.monotonic, limit s, what is solved, what to do instead) or None.
+_DEADLINE: ContextVar[tuple[float, float, str, str] | None] = ContextVar(
+    "mcf_lp_deadline", default=None)
+
+
+@contextmanager
+def lp_deadline(limit_s: float, what: str, instead: str) -> Iterator[None]:
+    """Every LP solved inside shares one wall-clock budget of ``limit_s`` seconds; past
+    it :func:`lp_options` (before an LP) or :func:`check_lp` (after one) raise a
+    one-line :class:`~codesign.resources.ResourceLimitError` naming ``what`` and
+    ``instead``."""
+    token = _DEADLINE.set((time.monotonic() + limit_s, limit_s, what, instead))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _over(d) -> Exception:
+    from codesign.resources import ResourceLimitError
+
+    return ResourceLimitError(f"refused: {d[2]} ran past its time limit of {d[1]:g} s "
+                              f"(option time_limit); {d[3]}")
+
+
+def lp_options(options: dict | None = None) -> dict:
+    """HiGHS options with the time left of the current :func:`lp_deadline` (if any)."""
+    opts = dict(options or {})
+    d = _DEADLINE.get()
+    if d is not None:
+        left = d[0] - time.monotonic()
+        if left <= 0:
+            raise _over(d)
+        # At least LP_MIN_TIME_S: HiGHS 1.12 hands its interior-point solver (IPX) the
+        # time its presolve left, and IPX runs without any limit when that is not
+        # positive (measured on torus:4x4 allreduce at 8 steps: limits of 0.3-0.8 s ran
+        # on past 40 s, 1 s stopped at 1.1 s alone but ran on with three solves on two
+        # cores, 2 and 5 s stopped in time there).
+        opts["time_limit"] = max(LP_MIN_TIME_S, min(left, float(opts.get("time_limit", left))))
+    return opts
+
+
+def check_lp(res) -> None:
+    """Raise the deadline's error if a scipy HiGHS result stopped at its time limit."""
+    d = _DEADLINE.get()
+    if d is not None and getattr(res, "status", 0) == 1 and \
+            "time limit" in str(getattr(res, "message", "")).lower():
+        raise _over(d)
 
 
 @dataclass
@@ -420,10 +481,10 @@ class FluidLP:
         else:
             c[:] = self.cost
             ub[self.R_col] = R_max
-        opts = {"presolve": True}
-        opts.update(options or {})
+        opts = lp_options({"presolve": True, **(options or {})})
         res = linprog(c, A_ub=self.A_ub, b_ub=self.b_ub, A_eq=self.A_eq, b_eq=self.b_eq,
                       bounds=np.column_stack([self.lb, ub]), method=method, options=opts)
+        check_lp(res)
         if res.x is None:
             return LPSolution(np.zeros(self.n_cols), float("inf"), float("inf"), res.message,
                               False, float("inf"))

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from evaluators.mcf.fluid import Block
+from evaluators.mcf.fluid import Block, check_lp, lp_options
 from evaluators.mcf.ten import noncopy_components
 
 __all__ = ["RegionCheck", "edge_values", "check_blocks"]
@@ -240,7 +240,8 @@ def _solve_regions(lps: list[dict]) -> list[float]:
                   b_ub=np.concatenate([lp["b_ub"] for lp in lps]),
                   A_eq=sp.block_diag([lp["A_eq"] for lp in lps], format="csr"),
                   b_eq=np.concatenate([lp["b_eq"] for lp in lps]),
-                  bounds=(0, None), method="highs")
+                  bounds=(0, None), method="highs", options=lp_options())
+    check_lp(res)
     if res.x is None:
         raise CodesignError(f"switch realisability check failed to solve: {res.message}")
     cost = np.concatenate([lp["c"] for lp in lps]) * res.x

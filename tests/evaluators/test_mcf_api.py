@@ -125,3 +125,41 @@ def test_steps_that_would_not_fit_are_refused_before_the_lp_is_built():
                                                     r"with steps=20000 needs about"):
         fluid_optimum(from_spec("ring:8"), Collective.on("allreduce", 8, 2 ** 30), steps=20000)
     assert time.perf_counter() - t0 < 0.5
+
+
+def test_lps_that_run_past_the_time_limit_are_refused_in_one_line(capsys):
+    """Fuzzing: `bound torus:4x4 --method mcf --option steps=25` fits in memory and ran
+    for more than ten minutes (the LP's degeneracy, not its size): every LP of one call
+    shares a wall-clock budget (time_limit), and past it the call is refused naming it."""
+    import time
+
+    from codesign.app.cli import main
+    from codesign.resources import ResourceLimitError
+    from evaluators.mcf.fluid import (DEFAULT_TIME_LIMIT_S, LP_MIN_TIME_S, lp_deadline,
+                                      lp_options)
+    from topologies.registry import from_spec
+
+    coll = Collective.on("allreduce", 16, 2 ** 30)
+    t0 = time.perf_counter()
+    with pytest.raises(ResourceLimitError, match=r"^refused: the fluid MCF LP \(allreduce on "
+                                                 r"16 NPUs, steps=8\) ran past its time limit "
+                                                 r"of 1 s \(option time_limit\); use fewer "
+                                                 r"steps"):
+        fluid_optimum(from_spec("torus:4x4"), coll, steps=8, time_limit=1)
+    # Every LP gets at least LP_MIN_TIME_S (HiGHS ignores a limit its presolve used up).
+    assert time.perf_counter() - t0 < 60     # 169 s without the limit
+    # Within the default limit the answer is as before (torus:4x4 at its 4 steps: 3 s).
+    assert fluid_optimum(ring4(), Collective.on("allgather", 4, M)).optimal
+    assert DEFAULT_TIME_LIMIT_S == 600
+    with lp_deadline(100.0, "x", "y"):
+        assert 99 < lp_options({"presolve": True})["time_limit"] <= 100
+    with lp_deadline(0.5, "x", "y"):
+        assert lp_options()["time_limit"] == LP_MIN_TIME_S
+    assert "time_limit" not in lp_options()   # no deadline outside a call
+    for bad in (0, -1, float("inf"), "10", True):
+        with pytest.raises(InvalidSpecError, match="time_limit"):
+            fluid_optimum(ring4(), Collective.on("allgather", 4, M), time_limit=bad)
+    assert main(["bound", "torus:4x4", "--collective", "allreduce", "--size", "1GiB",
+                 "--method", "mcf", "--option", "steps=8", "--option", "time_limit=1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "ran past its time limit of 1 s" in err
