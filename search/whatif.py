@@ -37,9 +37,10 @@ How it stays fast (stated because the answer depends on it)
    own search could still make them the answer (21 of 65 fabrics searched).  So after
    each round of searches the strategies found (one per workload, with their placement)
    are timed, with ``auto`` collectives, on every fabric that the plain rule would still
-   search and on the searched ones; a fabric's screen is then the fastest of its start and the strategies
-   found on *other* fabrics (:func:`_transferred`), and the gain is a searched fabric's
-   time over that screen -- what its own search found beyond the others' strategies.
+   search and on the searched ones; a fabric's screen is then the fastest of its start
+   and the strategies found on *other* fabrics (:func:`_transferred`), and the gain is a
+   searched fabric's time over that screen -- what its own search found beyond the
+   others' strategies.
    A faster time from another fabric's strategies is that fabric's result (its "fixed
    start" stays its own feasible start).  The rule still assumes that no unsearched
    fabric gains more from its own search than the most any searched one did; a fabric

@@ -77,8 +77,8 @@ from evaluators.iteration.inputs import as_cluster, as_execution
 from evaluators.iteration.phase import DEFAULT_RTOL
 from topologies.routing import hop_counts
 
-__all__ = ["IterationResult", "evaluate", "AboveBound", "resolve_system", "resolve_auto", "PURPOSES",
-           "BREAKDOWN"]
+__all__ = ["IterationResult", "evaluate", "AboveBound", "resolve_system", "resolve_auto",
+           "PURPOSES", "BREAKDOWN"]
 
 #: Per-purpose communication keys of :class:`IterationResult`.
 PURPOSES = ("dp", "tp", "pp", "ep", "cp", "embedding", "zero")

@@ -31,8 +31,8 @@ from evaluators.netsim.core import Messages
 from evaluators.netsim.simulator import get_model
 from evaluators.schedule import Schedule
 
-__all__ = ["transfer_dependencies", "dependency_levels", "schedule_messages", "schedule_hop_order", "replay",
-           "replay_time"]
+__all__ = ["transfer_dependencies", "dependency_levels", "schedule_messages",
+           "schedule_hop_order", "replay", "replay_time"]
 
 
 def transfer_dependencies(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:

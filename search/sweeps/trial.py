@@ -214,19 +214,16 @@ def plan_workloads(point: SweepPoint, hardware, fixed=None) -> list:
     plans = []
     for i, item in enumerate(point.workloads):
         workload = item.load()
-        if fixed is not None:
-            if fixed[i].strategy.gpus != gpus:
-                raise InfeasibleError(f"strategy {fixed[i].strategy} uses "
-                                      f"{fixed[i].strategy.gpus} GPUs, the design has {gpus}")
-            plans.append(WorkloadPlan(item.label, item.weight, item.config, workload,
-                                      fixed[i], True))
-            continue
-        given = parse_strategy(item.strategy) if item.strategy is not None else None
+        text = str(fixed[i].strategy) if fixed is not None else item.strategy
+        given = fixed[i].strategy if fixed is not None else \
+            parse_strategy(item.strategy) if item.strategy is not None else None
         if given is not None and given.gpus != gpus:
-            raise InfeasibleError(f"strategy {item.strategy} uses {given.gpus} GPUs, the design "
+            raise InfeasibleError(f"strategy {text} uses {given.gpus} GPUs, the design "
                                   f"has {gpus} ({point.servers} servers of "
                                   f"{hardware.gpus_per_server})")
-        if given is not None and point.search is None:
+        if fixed is not None:
+            start, as_given = fixed[i], True
+        elif given is not None and point.search is None:
             start, as_given = Candidate(given), True
         else:
             start = feasible_start(workload, gpus, hardware, preferred=given)
