@@ -38,10 +38,14 @@ How it stays fast (stated because the answer depends on it)
    each round of searches the strategies found (one per workload, with their placement)
    are timed, with ``auto`` collectives, on every fabric that the plain rule would still
    search and on the searched ones; a fabric's screen is then the fastest of its start
-   and the strategies found on *other* fabrics (:func:`_transferred`), and the gain is a
-   searched fabric's time over that screen -- what its own search found beyond the
-   others' strategies.
-   A faster time from another fabric's strategies is that fabric's result (its "fixed
+   and the strategies found on *other* fabrics, and the gain is a searched fabric's
+   time over that screen -- what its own search found beyond the others' strategies.
+   The strategies move per workload (:func:`_best_mix`): a mix's time is the weighted
+   mean of its workloads' times, each timed on its own, so each workload takes the
+   fastest strategy found for it on any fabric (TopologyFinder's fabrics, whose
+   topology follows the whole mix's demand, take whole assignments only).
+   A faster time from other fabrics' strategies is that fabric's result (timed once
+   more where the per-workload choice beats every whole assignment; its "fixed
    start" stays its own feasible start).  The rule still assumes that no unsearched
    fabric gains more from its own search than the most any searched one did; a fabric
    whose gain would be larger can be missed -- raise ``finalists`` to search more
@@ -491,17 +495,26 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     if search is not None or collective_method != "auto":
         screen = {k: results[k][1].metrics["iteration_time_s"] for k in results}
         own = {k: results[k][1] for k in results}   # the fabric's start, then its search
+        starts = {k: (_parts(out), outcome_candidates(out)) for k, out in own.items()}
         cost_of = {k: by_key[k][0] for k in screen}
+        weights = tuple(item.weight for item in mix)
+        # TopologyFinder builds one topology for the whole mix's demand: its workloads'
+        # times are not independent, so strategies move to it as whole assignments.
+        whole = {k for k in screen if k[0] == "topoopt"}
         # Strategies found by the searches (one Candidate per workload) -> the fabrics
-        # they were found on; and each fabric's time with each of them (step 5).
+        # they were found on; and each fabric's per-workload times with each (step 5).
         found: dict[tuple, set] = {}
-        moved: dict[tuple, dict[tuple, float]] = {}
+        moved: dict[tuple, dict[tuple, tuple | None]] = {}
+
+        def transferred() -> dict:
+            return {k: _best_mix([starts[k]] + _elsewhere(k, moved, found), weights,
+                                 k in whole)[0] for k in screen}
 
         def times_of(keys) -> dict:
             return {k: results[k][1].metrics["iteration_time_s"] for k in keys if k in results}
 
         while True:
-            keys = sorted(_finalists(_transferred(screen, moved, found), times_of(searched),
+            keys = sorted(_finalists(transferred(), times_of(searched),
                                      cost_of, budgets, finalists) - searched,
                           key=lambda k: (by_key[k][0], k))
             if not keys:
@@ -525,8 +538,24 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                 total = done + len(jobs)
                 outs = run_all([k for k, _ in jobs], False, [s for _, s in jobs])
                 for (k, s), out in zip(jobs, outs):
-                    moved.setdefault(k, {})[s] = (out.metrics["iteration_time_s"]
-                                                  if out.status == "complete" else math.inf)
+                    moved.setdefault(k, {})[s] = (_parts(out) if out.status == "complete"
+                                                  else None)
+        # Per workload the fastest strategy any search found (or the start), where the
+        # workloads' times are independent: one more timing where that mix beats every
+        # whole assignment (its time is the mean computed here; timed so the result is a
+        # real outcome with its collectives and metrics).
+        if len(mix) > 1:
+            mixes = []
+            for k in sorted(set(results) - whole, key=lambda k: (by_key[k][0], k)):
+                options = [starts[k], (_parts(own[k]), outcome_candidates(own[k]))]
+                t, cands = _best_mix(options + _elsewhere(k, moved, found), weights)
+                if t < results[k][1].metrics["iteration_time_s"] * (1 - 1e-9):
+                    mixes.append((k, cands))
+            total = done + len(mixes)
+            for with_search in (False, True):   # searched fabrics: the requested method
+                part = [(k, c) for k, c in mixes if (k in searched) == with_search]
+                if part:
+                    run_all([k for k, _ in part], with_search, [c for _, c in part])
         for k, (p, out) in list(results.items()):
             if out is not own[k]:   # a strategy found elsewhere: the start is this fabric's
                 results[k] = (p, _with_start(out, own[k]))
@@ -628,7 +657,7 @@ def _finalists(screen: dict, searched: dict, cost: dict, budgets, least: int) ->
     affordable fabric whose screen time, divided by the largest co-design gain seen so
     far (screen time / searched time over the fabrics already searched, >= 1), would
     still beat the budget's best searched time.  ``screen`` is the feasible starts'
-    time, or with the strategies found on other fabrics :func:`_transferred`.  Called
+    time, or with the strategies found on other fabrics (:func:`_best_mix`).  Called
     again after each round of searches until it names no new fabric: a fabric stays
     unsearched only when even that gain would not make it the answer.
 
@@ -664,30 +693,56 @@ def _finalists(screen: dict, searched: dict, cost: dict, budgets, least: int) ->
     return out
 
 
-def _transferred(screen: dict, moved: dict, found: dict) -> dict:
-    """Each fabric's screen time with the strategies found elsewhere (step 5).
+def _parts(outcome: TrialOutcome) -> tuple:
+    """Per-workload iteration times of a complete outcome, seconds (mix order)."""
+    return tuple(w["iteration_time_s"] for w in json.loads(outcome.metrics["per_workload_json"]))
 
-    The fastest of its feasible start (``screen``) and the strategies found by the
-    searches of *other* fabrics: a searched fabric is credited only with what its own
-    search found beyond them, so its gain is measured as an unsearched fabric's would be.
+
+def _elsewhere(k, moved: dict, found: dict) -> list:
+    """``(per-workload times, strategies)`` of fabric ``k`` with every strategy set that a
+    search of *another* fabric found and that runs on ``k`` (step 5)."""
+    return [(parts, s) for s, parts in moved.get(k, {}).items()
+            if parts is not None and found[s] - {k}]
+
+
+def _best_mix(options: list, weights: tuple, whole: bool = False) -> tuple:
+    """The fastest assignment of a fabric from timed strategy sets (step 5).
+
+    With independent workloads (every family but TopologyFinder's, whose topology
+    follows the whole mix's demand) each workload takes its fastest strategy among
+    the options: the mix's time is the weighted mean of the workloads' times, so that
+    choice is exact.  With ``whole``, one option as it is.
 
     Parameters
     ----------
-    screen : dict
-        Fabric key -> time of its feasible starts, seconds.
-    moved : dict
-        Fabric key -> {strategies -> time of that fabric with them, seconds}.
-    found : dict
-        Strategies (one Candidate per workload) -> the set of fabric keys whose search
-        found them.
+    options : list of (tuple of float, tuple)
+        Per-workload iteration times (seconds) and the strategies (one Candidate per
+        workload) that gave them; the first is the fabric's start.
+    weights : tuple of float
+        The workloads' weights.
+    whole : bool
+        Only whole options.
 
-    >>> found = {"S": {"a"}, "T": {"a", "b"}}
-    >>> moved = {"a": {"S": 1.0, "T": 2.0}, "c": {"S": 1.5}}
-    >>> _transferred({"a": 3.0, "b": 3.0, "c": 3.0}, moved, found)
-    {'a': 2.0, 'b': 3.0, 'c': 1.5}
+    Returns
+    -------
+    (float, tuple)
+        Weighted mean iteration time, seconds, and the strategy per workload.
+
+    >>> opts = [((4.0, 4.0), ("a0", "a1")), ((1.0, 5.0), ("b0", "b1")),
+    ...         ((5.0, 2.0), ("c0", "c1"))]
+    >>> _best_mix(opts, (1.0, 1.0))
+    (1.5, ('b0', 'c1'))
+    >>> _best_mix(opts, (1.0, 1.0), whole=True)
+    (3.0, ('b0', 'b1'))
     """
-    return {k: min([t] + [u for s, u in moved.get(k, {}).items() if found[s] - {k}])
-            for k, t in screen.items()}
+    def mean(times) -> float:
+        return sum(w * t for w, t in zip(weights, times)) / sum(weights)
+
+    if whole:
+        return min(((mean(parts), cands) for parts, cands in options), key=lambda x: x[0])
+    picks = [min(((parts[i], cands[i]) for parts, cands in options), key=lambda x: x[0])
+             for i in range(len(weights))]
+    return mean([t for t, _ in picks]), tuple(c for _, c in picks)
 
 
 def _with_start(outcome: TrialOutcome, own: TrialOutcome) -> TrialOutcome:
