@@ -25,6 +25,7 @@ clear errors for a missing folder or a directory target.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -36,7 +37,7 @@ from codesign.errors import InvalidSpecError
 
 __all__ = ["MAX_INPUT_BYTES", "MAX_YAML_NODES", "MAX_JSON_DEPTH", "read_text", "read_bytes",
            "load_yaml_file", "load_yaml_text", "load_json_file", "load_json_text",
-           "write_text_atomic", "write_bytes_atomic",
+           "write_text_atomic", "write_bytes_atomic", "is_file", "is_dir", "exists",
            "check_output_path"]
 
 #: Largest input file, bytes (override per call for schedules).
@@ -45,6 +46,48 @@ MAX_INPUT_BYTES = 64 * 2 ** 20
 MAX_YAML_NODES = 1_000_000
 #: Deepest nesting accepted in JSON/YAML input (Python's recursion limit is ~1000).
 MAX_JSON_DEPTH = 100
+
+
+def _mode(path: str | Path) -> int | None:
+    """``st_mode`` of ``path`` (symlinks followed), or ``None`` when nothing can be found
+    there -- also for a name the system cannot look up at all (a part longer than 255
+    bytes, a NUL byte), where :meth:`pathlib.Path.is_file` raises on Python 3.11."""
+    try:
+        return os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+
+
+def is_file(path: str | Path) -> bool:
+    """Whether ``path`` is a regular file; ``False`` for any name that cannot be one."""
+    mode = _mode(path)
+    return mode is not None and stat.S_ISREG(mode)
+
+
+def is_dir(path: str | Path) -> bool:
+    """Whether ``path`` is a folder; ``False`` for any name that cannot be one."""
+    mode = _mode(path)
+    return mode is not None and stat.S_ISDIR(mode)
+
+
+def exists(path: str | Path) -> bool:
+    """Whether anything is at ``path``; ``False`` for any name that cannot be looked up."""
+    return _mode(path) is not None
+
+
+def _unusable_name(path: Path) -> str | None:
+    """Why no file can be written at ``path`` whatever exists (a name part longer than
+    the file system allows, a NUL byte), or ``None``."""
+    if "\0" in str(path):
+        return "the name contains a NUL byte"
+    try:
+        os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            return exc.strerror
+    return None
 
 
 def _cannot(verb: str, what: str, path: str | Path, why: str) -> InvalidSpecError:
@@ -275,6 +318,8 @@ def check_output_path(path: str | Path, *, what: str = "output file") -> Path:
     p = Path(path)
     if not str(p) or str(p).endswith(("/", os.sep)):
         raise _cannot("write", what, p, "expected a file name, not a folder")
+    if why := _unusable_name(p):
+        raise _cannot("write", what, p, why)
     if p.is_dir():
         raise _cannot("write", what, p, "it is a directory; give a file name inside it")
     folder = p.parent if str(p.parent) else Path(".")
@@ -302,6 +347,8 @@ def check_output_folder(path: str | Path, *, what: str = "output folder") -> Pat
     p = Path(path)
     if not str(path):
         raise _cannot("write", what, p, "expected a folder name")
+    if why := _unusable_name(p):
+        raise _cannot("write", what, p, why)
     if p.exists():
         if not p.is_dir():
             raise _cannot("write", what, p, "it exists and is a file, not a folder")

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from codesign.errors import InvalidSpecError, invalid
+from codesign.files import is_dir
 from codesign.specs import check_choice
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -427,7 +428,7 @@ def load_records(directory: str | Path, *, schema: "pa.Schema | None" = None
     import pyarrow.parquet as pq
 
     root = Path(directory)
-    if not root.is_dir():
+    if not is_dir(root):
         raise invalid("results folder", str(root), "an existing folder of part-*.parquet files")
     base = schema if schema is not None else record_schema()
     files = record_files(root)

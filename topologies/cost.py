@@ -92,6 +92,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import invalid
+from codesign.files import exists
 from codesign.specs import check_choice, check_int, check_keys, get_int, load_yaml
 from codesign.units import format_bandwidth, parse_bandwidth, parse_money
 
@@ -367,7 +368,7 @@ def check_catalog(value: Any, field: str) -> str:
     # (a path that exists but is no regular file -- a FIFO, a folder -- gets the safe
     # reader's own reason from load_catalog)
     if not isinstance(value, str) or not value or (
-            value not in CATALOG_NAMES and not Path(value).exists()):
+            value not in CATALOG_NAMES and not exists(value)):
         raise invalid(field, value, f"one of {', '.join(CATALOG_NAMES)} or a catalog YAML file")
     if value not in CATALOG_NAMES:
         value = str(Path(value).resolve())

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from codesign.errors import invalid
+from codesign.files import is_file
 from topologies.model import Topology
 
 __all__ = ["Family", "FAMILIES", "register_family", "parse_spec", "from_spec", "load_topology",
@@ -174,7 +175,7 @@ def load_topology(spec: str | Path) -> Topology:
     YAML (explicit graph or ASTRA-sim analytical network file).
     """
     text = str(spec)
-    if text.endswith((".yaml", ".yml")) or (Path(text).is_file() and ":" not in text):
+    if text.endswith((".yaml", ".yml")) or (is_file(text) and ":" not in text):
         from topologies.yaml_io import load_yaml_topology
 
         return load_yaml_topology(text)

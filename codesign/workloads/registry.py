@@ -268,12 +268,9 @@ def is_model_file(name: str) -> bool:
     ends in ``.yaml`` / ``.yml`` or names an existing file (the rule of every command
     and of sweep and what-if mixes).  A name no file system could hold (too long, a NUL
     byte) is not a file: the zoo lookup then refuses it with one line."""
-    if name.endswith((".yaml", ".yml")):
-        return True
-    try:
-        return Path(name).is_file()
-    except (OSError, ValueError):
-        return False
+    from codesign.files import is_file
+
+    return name.endswith((".yaml", ".yml")) or is_file(name)
 
 
 def load_workload(path: str | Path) -> Workload:

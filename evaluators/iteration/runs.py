@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import InfeasibleError, InvalidSpecError, invalid
+from codesign.files import is_file
 from codesign.specs import check_choice
 
 __all__ = ["Run", "load_runs", "published_flops", "FLOPS_FORMULAS", "MEASURED", "EVALUATE_KEYS",
@@ -247,7 +248,7 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
     from codesign.files import read_text
 
     p = Path(path)
-    if not p.is_file():
+    if not is_file(p):
         raise invalid("runs file", str(path), "an existing CSV file")
     # The project's one safe reader: bounded size, UTF-8 text (a binary or Latin-1 file
     # is refused with one line, not a UnicodeDecodeError).

@@ -560,11 +560,14 @@ def run_sweep(spec: SweepSpec, *, results_dir: str | Path = "results", resume: b
     """
     import optuna
 
+    from codesign.files import check_output_folder
     from codesign.records import RecordWriter, load_records
     from search.ray_session import ray_session
 
     t0 = time.perf_counter()
     run = _Run(spec, Path(results_dir) / spec.study)
+    # before anything is created: a file in the way, no write permission, a name too long
+    check_output_folder(run.study_dir, what="results folder")
     verbosity = optuna.logging.get_verbosity()
     optuna.logging.set_verbosity(optuna.logging.WARNING)  # the library stays quiet
     try:

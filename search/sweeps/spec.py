@@ -111,8 +111,6 @@ SAMPLERS = ("nsga2", "tpe", "grid", "random")
 #: trial's demand, :mod:`search.sweeps.trial`).
 SWEEP_FAMILIES = ("fattree", "leafspine", "ideal", "expander", "torus", "perms", "topoopt",
                   "railopt", "multiplane")
-#: Collective methods beyond the registered algorithms (:mod:`evaluators.iteration.comm`).
-COLLECTIVE_METHODS = ("best", "auto")
 
 _STUDY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _TOP_KEYS = ("study", "workloads", "space", "objectives", "constraints", "sampler",
@@ -248,17 +246,16 @@ def model_file_item(path: str, where: str, weight: float = 1.0,
         A missing or unreadable file, or a model file with an error (one line, prefixed
         with ``where``).
     """
-    from codesign.files import load_yaml_text, read_text
+    from codesign.files import is_file, load_yaml_text, read_text
     from codesign.workloads import workload_from_dict
 
     if not isinstance(path, str) or not path:
         raise invalid(f"{where} file", path, "a model YAML file path")
     try:
         resolved = Path(path).resolve()
-        readable = resolved.is_file()
-    except (OSError, ValueError):
-        readable = False
-    if not readable:
+    except (OSError, ValueError):   # (a NUL byte)
+        resolved = None
+    if resolved is None or not is_file(resolved):
         raise invalid(f"{where} file", path, "a readable model YAML file")
     try:
         # One bounded read (what load_workload does) for both the model and its digest,
@@ -504,8 +501,8 @@ def _rates(value: Any) -> tuple[float, ...]:
 
 def _space(value: Any) -> SweepSpace:
     from codesign.workloads import hardware_names
+    from evaluators.iteration.comm import collective_methods
     from evaluators.iteration.inputs import COMM_OVERLAPS
-    from evaluators.registry import algorithm_names
     where = "sweep space"
     check_keys(value, allowed=_SPACE_KEYS, required=("families", "servers", "degree",
                                                      "link_rate"), where=where)
@@ -528,7 +525,7 @@ def _space(value: Any) -> SweepSpace:
     gpus = _names(value.get("gpu", [names[0] if hardware_file else "A100-80"]),
                   f"{where} gpu", names)
     methods = _names(value.get("collective_method", ["best"]), f"{where} collective_method",
-                     (*COLLECTIVE_METHODS, *algorithm_names()))
+                     collective_methods())
     search = _search_budget(value.get("strategy_search", True), f"{where} strategy_search")
     oversub = _number(value.get("leafspine_oversub", 2.0), f"{where} leafspine_oversub")
     per_server = value.get("gpus_per_server")

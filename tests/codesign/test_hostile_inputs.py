@@ -217,6 +217,30 @@ def test_outputs_into_missing_folder_or_directory(capsys, tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["s.json"]  # no temporary file left
 
 
+def test_names_longer_than_the_file_system_allows(capsys, tmp_path):
+    """A name part over 255 bytes: ``Path.is_file`` raises on Python 3.11, so every check
+    of "is this a file?" and "can I write there?" goes through codesign.files."""
+    long = "x" * 300
+    out = tmp_path / long
+    runs = ROOT / "experiments" / "validation" / "runs.csv"
+    for argv, needle in (
+            (["synth", f"ring:8,{long}", "--collective", "allgather", "--size", "1MiB"],
+             "ring"),
+            (["topology", "cost", "ring:8", "--catalog", long], "--catalog"),
+            (["report", long], "results folder"),
+            (["calibrate", long, "--hardware", "H100"], "runs file"),
+            (["synth", "ring:8", "--collective", "allgather", "--size", "1MiB", "--out",
+              f"{out}.json"], "name too long"),
+            (["calibrate", runs, "--hardware", "H100", "--out", f"{out}.yaml"],
+             "name too long"),
+            (["whatif", "--gpus", "64", "--workload", "llama3-8b", "--budget", "1e6",
+              "--quiet", "--families", "ideal", "--report", out], "name too long"),
+            (["sweep", ROOT / "experiments" / "sweeps" / "small.yaml", "--results", out],
+             "name too long")):
+        one_line_error(*run(capsys, *argv), needle)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_output_folders_and_files_are_checked_before_the_work(capsys, tmp_path):
     # These wrote only after computing, and a bad path was a Python traceback.
     afile = tmp_path / "afile"
@@ -437,3 +461,21 @@ def test_an_unknown_catalog_name_lists_the_catalogs(capsys):
     assert main(["topology", "cost", "ring:4", "--catalog", "nope"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--catalog 'nope'" in err and "parts-2026" in err
+
+
+@pytest.mark.parametrize("spec, key", [
+    ("torus:4x4,bw=100", "torus bw"), ("mesh:4x4,bw=1e9:100", "mesh bw"),
+    ("torus:4x4,lat=5", "torus lat"), ("ring:8,bw=100", "ring bw"),
+    ("railopt:144,gpus=4,scaleup=72,scaleup_bw=900,bw=800Gbps", "railopt scaleup_bw")])
+def test_a_bare_implausible_number_is_refused_by_every_family(capsys, spec, key):
+    # (per-dimension tori and meshes and the scale-up domain parsed without the check)
+    one_line_error(*run(capsys, "topology", "show", spec), key)
+
+
+@pytest.mark.parametrize("extra, needle", [
+    (["--bandwidth", "100"], "invalid bandwidth '100'"),
+    (["--bandwidth", "100Gbps", "--collective-method", "nope"], "collective_method 'nope'")])
+def test_optimize_checks_bandwidth_and_collective_method_before_the_work(capsys, extra, needle):
+    # both ran (100 B/s links past a 2-minute limit; 'nope' as inf ms with exit 0)
+    one_line_error(*run(capsys, "optimize", "--workload", "dlrm", "--servers", "16",
+                        "--degree", "4", "--workers", "0", *extra), needle)
