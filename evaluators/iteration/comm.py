@@ -120,6 +120,18 @@ SIZE_FREE = frozenset({"ring", "bidir-ring", "direct", "rhd", "dbt", "hierarchic
 
 #: ``collective_method`` that picks the fastest valid synthesizer per collective.
 BEST = "best"
+#: ``collective_method`` resolved per fabric (:func:`evaluators.iteration.model.resolve_auto`).
+AUTO = "auto"
+
+
+def collective_methods() -> tuple[str, ...]:
+    """Every value of ``collective_method``: ``best``, ``auto`` and each registered
+    synthesizer (:func:`evaluators.registry.algorithm_names`)."""
+    from evaluators.registry import algorithm_names
+
+    return (BEST, AUTO, *algorithm_names())
+
+
 #: A synthesizer whose estimated synthesis + validation + timing cost exceeds this many
 #: seconds is skipped by ``best`` (the reason is recorded).
 BEST_TIME_LIMIT_S = 0.5

@@ -58,12 +58,13 @@ from typing import Any
 from codesign.errors import CodesignError, invalid
 from codesign.resources import check_local_workers
 from codesign.specs import check_choice, check_int
-from codesign.units import parse_bandwidth
+from codesign.units import BARE_BANDWIDTH_BPS, parse_bandwidth
 from codesign.workloads import get_workload
 from codesign.workloads.demand import demand_for
 from codesign.workloads.hardware import get_hardware, load_hardware_catalog
 from codesign.workloads.model import MAX_BATCH_SIZE, Workload
 from codesign.workloads.strategy import MAX_GPUS
+from evaluators.iteration.comm import collective_methods
 from evaluators.iteration.inputs import COMM_OVERLAPS
 from search.strategy.chains import (ChainJob, Timing, chain_jobs, local_topology, merge,
                                     on_ray, run_chains)
@@ -177,7 +178,7 @@ class OptimizeSpec:
             check_int("batch_size", self.batch_size, 1, MAX_BATCH_SIZE)
         bw = self.bandwidth_Bps
         if isinstance(bw, str):
-            bw = parse_bandwidth(bw, field="bandwidth")
+            bw = parse_bandwidth(bw, field="bandwidth", bare=BARE_BANDWIDTH_BPS)
             object.__setattr__(self, "bandwidth_Bps", bw)
         if isinstance(bw, bool) or not isinstance(bw, (int, float)) or not 0 < bw < math.inf:
             raise invalid("bandwidth", bw, "a positive bandwidth, e.g. 100Gbps")
@@ -192,6 +193,7 @@ class OptimizeSpec:
                 self.baselines, str) else self.baselines, f"a subset of {', '.join(BASELINES)}")
         object.__setattr__(self, "baselines", tuple(self.baselines))
         check_choice("comm_overlap", self.comm_overlap, COMM_OVERLAPS)
+        check_choice("collective_method", self.collective_method, collective_methods())
         self.hw  # raises with the catalog's names
         # The starting strategy is checked here, before Ray starts or a topology is
         # built: a bad --strategy is one line naming its value, not a remote traceback.

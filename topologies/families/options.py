@@ -8,6 +8,7 @@ one link, default 1us) take one value or one per dimension separated by ``:``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import partial
 
 from codesign.errors import invalid
 from codesign.units import BARE_BANDWIDTH_BPS, BARE_LATENCY_S, parse_bandwidth, parse_time
@@ -68,13 +69,15 @@ def _per_dim(options: Mapping[str, str], key: str, ndims: int, default: float, p
 def per_dim_bandwidth(options: Mapping[str, str], ndims: int, family: str,
                       default: float = DEFAULT_BW) -> tuple[float, ...]:
     """Per-dimension link bandwidth from ``bw=``, bytes/s."""
-    return _per_dim(options, "bw", ndims, default, parse_bandwidth, family)
+    return _per_dim(options, "bw", ndims, default,
+                    partial(parse_bandwidth, bare=BARE_BANDWIDTH_BPS), family)
 
 
 def per_dim_latency(options: Mapping[str, str], ndims: int, family: str,
                     default: float = DEFAULT_LAT) -> tuple[float, ...]:
     """Per-dimension link latency from ``lat=``, seconds."""
-    return _per_dim(options, "lat", ndims, default, parse_time, family)
+    return _per_dim(options, "lat", ndims, default, partial(parse_time, bare=BARE_LATENCY_S),
+                    family)
 
 
 def bandwidth_option(options: Mapping[str, str], family: str, key: str = "bw",

@@ -46,7 +46,7 @@ from functools import lru_cache
 import numpy as np
 
 from codesign.errors import InvalidSpecError, invalid
-from codesign.units import parse_bandwidth, spec_rate
+from codesign.units import spec_rate
 from topologies.builder import LinkBuilder
 from topologies.families.options import (
     DEFAULT_LAT, bandwidth_option, latency_option, parse_int,
@@ -88,7 +88,7 @@ def scaleup_options(options, family: str, default_size: int = 1,
                     default_bw: float = NVLINK4_GPU_BW) -> tuple[int, float, float]:
     """Parse ``scaleup=G``, ``scaleup_bw=BW`` and ``scaleup_lat=T`` (G = 1: none)."""
     size = parse_int(options.get("scaleup", str(default_size)), f"{family} scaleup", minimum=1)
-    bw = (parse_bandwidth(options["scaleup_bw"], field=f"{family} scaleup_bw")
+    bw = (bandwidth_option(options, family, key="scaleup_bw")
           if "scaleup_bw" in options else default_bw)
     lat = latency_option(options, family, key="scaleup_lat", default=DEFAULT_LAT)
     if size == 1 and ("scaleup_bw" in options or "scaleup_lat" in options):
