@@ -642,6 +642,16 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         pair_key = held[0].replace("_mean_abs_error", "_comparison_mean_error") if held \
             else None
         gpu["compute"]["validated_comparison_error"] = payload.get(pair_key)
+        for key in ("validated_error", "validated_comparison_error"):
+            # A profile carries errors below 100 % (ComputeProfile): runs the model misses
+            # by more are not a profile to write but measurements to check.
+            err = gpu["compute"][key]
+            if err is not None and not err < 1:
+                worst = max(payload["per_run"], key=lambda r: abs(r["error"]))
+                raise invalid("runs file", args.runs,
+                              f"runs the model can fit: its held-out error is {err:.0%} "
+                              f"(a profile holds errors below 100 %; worst run "
+                              f"{worst['id']} {worst['error']:+.0%}); nothing written")
         header = (f"# Hardware profile of {result.hardware.name} written by "
                   f"`codesign calibrate {args.runs} --hardware {args.hardware}`.\n"
                   "# Use it with: codesign evaluate --hardware-file THIS_FILE "

@@ -37,6 +37,7 @@ import numpy as np
 
 from codesign.errors import InfeasibleError, InvalidSpecError, invalid
 from codesign.files import is_file
+from codesign.workloads.compute import resolve_precision
 from codesign.specs import check_choice
 
 __all__ = ["Run", "load_runs", "published_flops", "FLOPS_FORMULAS", "MEASURED", "EVALUATE_KEYS",
@@ -344,6 +345,20 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
             raise invalid(f"{where} value", value,
                           f"a {measured} giving an iteration time from {MIN_ITERATION_S:g} "
                           f"to {MAX_ITERATION_S:g} s (this one gives {seconds:.3g} s)")
+        # Faster than the GPUs' peak in the run's number format on the model's own FLOPs:
+        # a value in the wrong unit or a typo, which a fit would turn into a profile no
+        # GPU can have.
+        try:
+            fmt = resolve_precision(workload, hw, strategy.precision)
+        except InvalidSpecError as exc:
+            raise InvalidSpecError(f"{where} precision: {exc}") from None
+        achieved = workload.flops_per_iteration / (gpus * seconds)
+        if achieved > hw.peak_flops(fmt):
+            raise invalid(f"{where} value", value,
+                          f"a {measured} the GPUs can reach (this one means "
+                          f"{achieved / 1e12:,.0f} TFLOP/s of model FLOPs per GPU, above "
+                          f"the {hw.name}'s {fmt} peak, "
+                          f"{hw.peak_flops(fmt) / 1e12:,.0f})")
         system = (r.get("system") or "").strip() or default_system(hw, gpus)
         ev = _options(r.get("evaluate") or "", where)
         for key, val in ev.items():

@@ -479,3 +479,35 @@ def test_optimize_checks_bandwidth_and_collective_method_before_the_work(capsys,
     # both ran (100 B/s links past a 2-minute limit; 'nope' as inf ms with exit 0)
     one_line_error(*run(capsys, "optimize", "--workload", "dlrm", "--servers", "16",
                         "--degree", "4", "--workers", "0", *extra), needle)
+
+
+def _runs_csv(tmp_path, edit) -> Path:
+    """Three Megatron-LM H100 rows of the validation table, each edited by ``edit``."""
+    import csv
+
+    with open(ROOT / "experiments" / "validation" / "runs.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["id"].startswith("megatron-h100-")][:3]
+    path = tmp_path / "runs.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(edit(dict(r)) for r in rows)
+    return path
+
+
+def test_calibrate_refuses_runs_faster_than_the_peak_and_profiles_it_cannot_write(
+        capsys, tmp_path):
+    # 4x the published TFLOP/s: above the H100's bf16 peak on the model's own FLOPs
+    fast = _runs_csv(tmp_path, lambda r: {**r, "value": str(4 * float(r["value"]))})
+    one_line_error(*run(capsys, "calibrate", fast, "--hardware", "H100"),
+                   "above the H100's bf16 peak")
+    # 1 Gb/s NICs: predicted 50x slower than measured; the file would carry an error
+    # above 100 %, which the profile loader refuses (it was written, then unusable)
+    slow = _runs_csv(tmp_path, lambda r: {**r, "system": r["system"].replace(
+        r["system"].split("bw=")[1], "1Gbps")})
+    out = tmp_path / "h100.yaml"
+    code, _, err = run(capsys, "calibrate", slow, "--hardware", "H100", "--out", out)
+    lines = err.splitlines()   # (the fit's progress lines first)
+    assert code == 2 and "Traceback" not in err and lines[-1].startswith("codesign: error")
+    assert "held-out error is" in lines[-1] and "nothing written" in lines[-1]
+    assert not out.exists()
