@@ -32,6 +32,7 @@ from functools import lru_cache
 import numpy as np
 
 from codesign.errors import invalid
+from codesign.units import MAX_TIME_S
 
 __all__ = [
     "ALGORITHMS",
@@ -74,11 +75,12 @@ def check_cost_matrix(costs: object) -> np.ndarray:
         raise invalid("cost matrix shape", c.shape, "a square n x n matrix")
     if c.shape[0] < 2:
         raise invalid("cost matrix size", c.shape[0], "at least 2 nodes")
-    bad = ~np.isfinite(c) | (c < 0)
+    # (at most MAX_TIME_S: the sum of n costs, a ring's, then stays finite)
+    bad = ~np.isfinite(c) | (c < 0) | (c > MAX_TIME_S)
     if bad.any():
         r, k = np.argwhere(bad)[0]
         raise invalid(f"cost matrix entry [row {r}, column {k}]", float(c[r, k]),
-                      "a finite non-negative cost in seconds")
+                      f"a non-negative cost in seconds, at most {MAX_TIME_S:g}")
     return c
 
 

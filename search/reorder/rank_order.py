@@ -61,6 +61,7 @@ from typing import NamedTuple
 import numpy as np
 
 from codesign.errors import invalid
+from codesign.units import MAX_TIME_S
 from codesign.specs import check_choice, check_int, check_number
 from evaluators.rank_cost import (
     canonical_algorithm, check_cost_matrix, check_order, cost_function, ring_cost)
@@ -190,9 +191,9 @@ def load_cost_matrix(path: str | Path) -> CostMatrix:
     for i, row in enumerate(data):
         for j, cell in enumerate(row):
             v = _number(cell)
-            if v is None or not np.isfinite(v) or v < 0:
+            if v is None or not 0 <= v <= MAX_TIME_S:   # (NaN fails too)
                 raise invalid(f"cost matrix cell (row {i + 1}, column {names[j]!s})", cell,
-                              "a finite non-negative number of seconds")
+                              f"a non-negative number of seconds, at most {MAX_TIME_S:g}")
             costs[i, j] = v
     return CostMatrix(costs, names)
 

@@ -245,3 +245,26 @@ def test_reorder_bad_solver_options(kwargs):
 def test_improve_bad_input(order, kwargs):
     with pytest.raises(InvalidSpecError):
         improve_ring_order(np.ones((4, 4)), order, **kwargs)
+
+
+def test_costs_whose_ring_sum_overflows_are_refused_and_the_largest_allowed_work(tmp_path):
+    """1e308 s per hop summed to inf: Held-Karp's argmin over an all-inf row then broke
+    its parent chain and the 'order' repeated a node.  Costs are capped at
+    codesign.units.MAX_TIME_S, both in the CSV reader and the library check."""
+    import numpy as np
+
+    from codesign.errors import InvalidSpecError
+    from codesign.units import MAX_TIME_S
+    from search.reorder.rank_order import load_cost_matrix, reorder
+
+    huge = np.full((5, 5), 1e308)
+    with pytest.raises(InvalidSpecError, match="at most 1e\\+09"):
+        reorder(huge, "ring")
+    path = tmp_path / "c.csv"
+    path.write_text("\n".join(",".join(["1e308"] * 3) for _ in range(3)) + "\n")
+    with pytest.raises(InvalidSpecError, match="row 1, column"):
+        load_cost_matrix(path)
+    for n in (5, 20):   # Held-Karp and the local search at the cap: permutations
+        r = reorder(np.full((n, n), MAX_TIME_S), "ring")
+        assert sorted(r.order) == list(range(n))
+        assert r.cost_s == pytest.approx(n * MAX_TIME_S)
