@@ -33,8 +33,18 @@ __all__ = ["BYTES_PER_TRANSFER", "BYTES_PER_LP_VARIABLE", "min_transfers", "sche
            "estimate_schedule_bytes", "estimate_mcf_bytes", "check_synthesis", "check_mcf",
            "check_simulation"]
 
-#: Peak bytes per transfer while a schedule is synthesized, validated and reported.
+#: Peak bytes per transfer while a schedule is synthesized, validated and reported
+#: (a one-link path).
 BYTES_PER_TRANSFER = 600
+#: Peak bytes per further link of a transfer's path: ``direct`` on
+#: themis:3d-sw-sw-sw-hetero (mean 5.38 hops) alltoall, 1 and 2 chunks: 1.52 and 2.77
+#: GB peak, 1,190 B per transfer at the margin -> (1190 - 600) / 4.38.  The other two
+#: calibrations agree: ring:512 (1 hop) 637 B, the Themis hierarchical schedule (2
+#: hops through a switch) 764 B against 735.
+BYTES_PER_HOP = 135
+#: Algorithms whose transfers follow the fabric's shortest path between any two
+#: participants (the others move between neighbours of the ring, tree or dimension).
+_ANY_PAIR = frozenset({"direct"})
 #: Peak bytes per flow variable of the fluid MCF LP (HiGHS interior point).
 BYTES_PER_LP_VARIABLE = 20_000
 #: Largest node count for which the MCF estimate uses the exact diameter.
@@ -68,11 +78,19 @@ def schedule_chunks(collective: Collective, method: str, options: dict[str, Any]
 
 
 def estimate_schedule_bytes(collective: Collective, method: str,
-                            options: dict[str, Any] | None = None) -> tuple[int, float]:
-    """``(transfers, bytes)``: lower bound on transfers and the memory they take."""
+                            options: dict[str, Any] | None = None,
+                            topology=None) -> tuple[int, float]:
+    """``(transfers, bytes)``: lower bound on transfers and the memory they take.
+
+    With ``topology``, a ``direct`` schedule's transfers take the fabric's mean path
+    length in links (:data:`BYTES_PER_HOP`; above 4,096 nodes one link, where the
+    transfer count alone refuses anything that large)."""
     transfers = min_transfers(collective.kind, collective.n,
                               schedule_chunks(collective, method, options or {}))
-    return transfers, float(transfers) * BYTES_PER_TRANSFER
+    hops = 1.0
+    if topology is not None and method in _ANY_PAIR and topology.n_nodes <= _DIAMETER_NODES:
+        hops = max(1.0, float(topology.mean_path_length))
+    return transfers, float(transfers) * (BYTES_PER_TRANSFER + BYTES_PER_HOP * (hops - 1))
 
 
 def check_synthesis(topology, collective: Collective, method: str,
@@ -87,7 +105,7 @@ def check_synthesis(topology, collective: Collective, method: str,
     if method == "mcf":
         check_mcf(topology, collective, decomposition=str((options or {}).get(
             "decomposition", "none")))
-    transfers, nbytes = estimate_schedule_bytes(collective, method, options)
+    transfers, nbytes = estimate_schedule_bytes(collective, method, options, topology)
     what = f"a {method} {collective.kind} schedule ({transfers:.3g} transfers or more)"
     instead = ("use fewer NPUs or chunks, `codesign bound` for a lower bound"
                + (", or no --out for the Themis model-only answer"

@@ -85,7 +85,7 @@ def wants_model_only(topology, collective: Collective, algorithm: str, options: 
 
     if full_schedule or not _has_model(topology, collective, algorithm, options):
         return False
-    transfers, nbytes = estimate_schedule_bytes(collective, algorithm, options)
+    transfers, nbytes = estimate_schedule_bytes(collective, algorithm, options, topology)
     return transfers > MODEL_ONLY_TRANSFERS or nbytes > memory_limit()
 
 

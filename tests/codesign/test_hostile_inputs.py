@@ -511,3 +511,25 @@ def test_calibrate_refuses_runs_faster_than_the_peak_and_profiles_it_cannot_writ
     assert code == 2 and "Traceback" not in err and lines[-1].startswith("codesign: error")
     assert "held-out error is" in lines[-1] and "nothing written" in lines[-1]
     assert not out.exists()
+
+
+def test_direct_schedules_are_estimated_with_the_fabrics_path_length(capsys):
+    """``direct`` routes every pair over the fabric's shortest path (5.38 links on this
+    1,024-NPU three-tier fabric): at 600 B per transfer its 6.3 M transfers were
+    estimated at 3.5 GiB and ran out of memory after 2 minutes (7.8 GB measured)."""
+    from evaluators.collectives import Collective
+    from evaluators.estimates import BYTES_PER_HOP, BYTES_PER_TRANSFER, estimate_schedule_bytes
+    from topologies.registry import from_spec
+
+    topo = from_spec("themis:3d-sw-sw-sw-hetero")
+    coll = Collective("alltoall", tuple(range(1024)), 2 ** 30, chunks_per_npu=6)
+    transfers, nbytes = estimate_schedule_bytes(coll, "direct", {}, topo)
+    assert transfers == 1024 * 1023 * 6
+    assert nbytes == pytest.approx(transfers * (BYTES_PER_TRANSFER + BYTES_PER_HOP * (
+        topo.mean_path_length - 1)))
+    # neighbour-to-neighbour algorithms keep one link per transfer
+    assert estimate_schedule_bytes(coll, "ring", {}, topo)[1] == transfers * BYTES_PER_TRANSFER
+    with memory_limit_scope(4 * 2 ** 30):
+        one_line_error(*run(capsys, "synth", "themis:3d-sw-sw-sw-hetero", "--collective",
+                            "alltoall", "--size", "1GiB", "--algorithm", "direct",
+                            "--chunks", "6"), "needs about 6.97 GiB")
