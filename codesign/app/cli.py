@@ -434,6 +434,9 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     topo = load_topology(args.spec)
     options = _parse_options(args.option)
+    if args.schedule and args.send:
+        raise invalid("simulate --send", args.send[0], "no --send with --schedule (the "
+                      "schedule's transfers are what is simulated)")
     if args.schedule:
         from evaluators.schedule_io import load_schedule
 
@@ -818,7 +821,12 @@ def _cmd_quickstart(args: argparse.Namespace) -> int:
         for k, v in paths.items():
             print(f"{k}: {v}")
 
-    return _emit(args, payload, human)
+    _emit(args, payload, human)
+    if not result.complete:   # as a sweep: nothing to compare (the report says why)
+        print(f"codesign: infeasible: no trial of the quickstart is complete ({result.pruned} "
+              f"pruned, {result.failed} failed)", file=sys.stderr)
+        return 1
+    return 0
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -860,6 +868,13 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     if args.shared_cluster:
         from search.whatif import format_shared_cluster, shared_cluster
 
+        # (TopoOpt Sec. 5.6's fixed study: its own jobs, fabrics and no budget)
+        for flag in ("budget", "gpus", "workload", "mix", "families", "report"):
+            if getattr(args, flag) is not None:
+                raise invalid(f"whatif --{flag}", getattr(args, flag),
+                              "no value with --shared-cluster (it takes --servers, --degree "
+                              "and --link-rate only)")
+
         rows = shared_cluster(servers=432 if args.servers is None else args.servers,
                               degree=args.degree,
                               link_rate_Bps=parse_bandwidth(args.link_rate, field="link rate",
@@ -886,7 +901,10 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
     # entries of 8 bytes (a 10^6-server request asked numpy for 7.28 TiB).
     check_memory("the procurement what-if", "--servers", servers, 64.0 * servers * servers,
                  "use fewer servers (a what-if per pod), or --shared-cluster")
-    mix = parse_mix(args.mix) if args.mix else parse_mix(args.workload)
+    if args.mix is not None and args.workload is not None:
+        raise invalid("whatif --workload", args.workload, "not with --mix (the mix names the "
+                      "workloads: --mix NAME:WEIGHT,...)")
+    mix = parse_mix(args.mix) if args.mix else parse_mix(args.workload or "resnet50")
     if args.option:
         if args.mix:
             raise invalid("whatif --option", args.option[0], "with --workload, not --mix (a "
@@ -913,9 +931,9 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
 
         names = tuple(f.strip() for f in args.families.split(","))
         bad = [f for f in names if f not in SWEEP_FAMILIES]
-        if bad or not all(names):
+        if bad or not all(names) or len(set(names)) < len(names):
             raise invalid("whatif --families", args.families,
-                          f"a comma list of {', '.join(SWEEP_FAMILIES)}")
+                          f"a comma list of {', '.join(SWEEP_FAMILIES)}, each once")
         families = {"families": names}
     procurement = _procurement_options(args)
     if args.report:
@@ -1237,7 +1255,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", help="network budget(s) in USD, e.g. 1e6,2e6")
     _add(p, "--servers", required=False, help="number of servers")
     p.add_argument("--gpus", type=int, help="number of GPUs instead of --servers")
-    p.add_argument("--workload", default="resnet50",
+    p.add_argument("--workload",
                    help="zoo workload or model YAML file (default resnet50)")
     p.add_argument("--mix", help="weighted mix NAME:WEIGHT,NAME:WEIGHT of zoo names or model "
                                  "files (replaces --workload)")

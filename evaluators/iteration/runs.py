@@ -61,6 +61,10 @@ FLOPS_FORMULAS = ("megatron-recompute", "megatron")
 #: the least-squares fit of log times a 1e300 overflowed to non-finite residuals.
 MIN_ITERATION_S, MAX_ITERATION_S = 1e-6, 1e6
 _REQUIRED = ("id", "gpu", "gpus", "workload", "strategy", "measured", "value")
+#: Every column a runs file may have (README of experiments/validation, "Columns"); an
+#: unknown one is refused: a misspelt ``evaluate`` would be dropped without a word.
+_COLUMNS = _REQUIRED + ("source", "reference", "options", "system", "evaluate",
+                        "flops_formula", "notes")
 
 
 @dataclass(frozen=True)
@@ -265,6 +269,7 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
         for c in cols:
             if c in seen_cols:
                 raise invalid(f"{p.name} column", c, "each column once in the header")
+            check_choice(f"{p.name} column", c, _COLUMNS)
             seen_cols.add(c)
         rows = list(reader)
     except csv.Error as exc:

@@ -533,3 +533,23 @@ def test_direct_schedules_are_estimated_with_the_fabrics_path_length(capsys):
         one_line_error(*run(capsys, "synth", "themis:3d-sw-sw-sw-hetero", "--collective",
                             "alltoall", "--size", "1GiB", "--algorithm", "direct",
                             "--chunks", "6"), "needs about 6.97 GiB")
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["whatif", "--shared-cluster", "--budget", "1e6"], "whatif --budget"),
+    (["whatif", "--shared-cluster", "--workload", "bert"], "whatif --workload"),
+    (["whatif", "--workload", "bert", "--mix", "bert:1", "--servers", "16", "--budget", "1e6"],
+     "not with --mix"),
+    (["whatif", "--servers", "16", "--budget", "1e6", "--families", "torus,torus"],
+     "each once"),
+    (["simulate", "ring:8", "--schedule", "s.json", "--send", "0:1:1MiB"],
+     "no --send with --schedule")])
+def test_arguments_that_would_be_ignored_are_refused(capsys, argv, needle):
+    one_line_error(*run(capsys, *argv), needle)
+
+
+def test_a_runs_file_column_nobody_reads_is_refused(capsys, tmp_path):
+    # a misspelt optional column (here `evaluate`) was dropped without a word
+    path = _runs_csv(tmp_path, lambda r: r)
+    path.write_text(path.read_text().replace(",evaluate,", ",evalute,", 1))
+    one_line_error(*run(capsys, "calibrate", path, "--hardware", "H100"), "column 'evalute'")

@@ -39,3 +39,17 @@ def test_tiny_quickstart_tops_up(tmp_path, ray_shared):
     df = load_records(tmp_path / "quickstart")
     assert df["trial"].tolist() == [0, 1, 2] and set(df["workload"]) == {"resnet50*1+dlrm*1"}
     assert set(df["status"]) <= {"complete", "pruned"}
+
+
+def test_a_quickstart_without_a_complete_trial_exits_1_as_a_sweep_does(tmp_path, ray_shared,
+                                                                       capsys):
+    # 100,000 servers: every trial is pruned (unbuildable or over the memory bound); the
+    # report is still written, but exit 0 said the study had an answer
+    from codesign.app.cli import main
+
+    with ray_session(num_cpus=2):
+        code = main(["quickstart", "--servers", "100000", "--trials", "1", "--results",
+                     str(tmp_path), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1 and "no trial of the quickstart is complete (1 pruned" in err
+    assert (tmp_path / "quickstart" / "report.md").exists()
