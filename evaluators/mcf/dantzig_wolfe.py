@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from evaluators.mcf.fluid import FluidLP, LPSolution, check_lp, lp_options
+from evaluators.mcf.fluid import FluidLP, LPSolution, check_lp, lp_options, over_time_limit
 from evaluators.mcf.ten import HOLD, Network
 
 __all__ = ["DWStats", "solve_dw", "block_units", "mirror_keys", "DECOMPOSITIONS"]
@@ -308,8 +308,19 @@ class _Pricer:
         if self.highs is not None:
             h = self.highs
             h.changeColsCost(self.n, self.idx, np.asarray(c, dtype=float))
+            # The call's wall-clock limit (fluid.lp_deadline) holds here too: a pricing
+            # round is hundreds of these LPs, each quick, and none checked the deadline
+            # (a 20 s limit ran 52 s on dgx-a100:16 allreduce, mirrored).  HiGHS compares
+            # its limit with the model's run time summed over all its runs (measured,
+            # highspy 1.16), so the limit is that sum plus the time left.
+            limit = lp_options().get("time_limit")
+            if limit is not None:
+                h.setOptionValue("time_limit", h.getRunTime() + float(limit))
             h.run()
-            if h.getModelStatus() != _highspy().HighsModelStatus.kOptimal:
+            status = h.getModelStatus()
+            if status == _highspy().HighsModelStatus.kTimeLimit:
+                over_time_limit()
+            if status != _highspy().HighsModelStatus.kOptimal:
                 raise RuntimeError(f"pricing LP failed: {h.modelStatusToString(h.getModelStatus())}")
             x = np.asarray(h.getSolution().col_value)
         else:

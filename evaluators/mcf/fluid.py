@@ -112,9 +112,16 @@ def lp_options(options: dict | None = None) -> dict:
 
 def check_lp(res) -> None:
     """Raise the deadline's error if a scipy HiGHS result stopped at its time limit."""
-    d = _DEADLINE.get()
-    if d is not None and getattr(res, "status", 0) == 1 and \
+    if getattr(res, "status", 0) == 1 and \
             "time limit" in str(getattr(res, "message", "")).lower():
+        over_time_limit()
+
+
+def over_time_limit() -> None:
+    """Raise the current :func:`lp_deadline`'s one-line error (an LP stopped at the
+    time limit :func:`lp_options` gave it); without a deadline, return."""
+    d = _DEADLINE.get()
+    if d is not None:
         raise _over(d)
 
 

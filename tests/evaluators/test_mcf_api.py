@@ -163,3 +163,30 @@ def test_lps_that_run_past_the_time_limit_are_refused_in_one_line(capsys):
                  "--method", "mcf", "--option", "steps=8", "--option", "time_limit=1"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "ran past its time limit of 1 s" in err
+
+
+def test_dantzig_wolfe_pricing_lps_keep_the_calls_time_limit(monkeypatch):
+    """The pricing LPs (a persistent HiGHS model each, hundreds per round) neither took
+    the call's time left nor checked its deadline: a 20 s limit on dgx-a100:16 allreduce
+    (mirrored) ran 52 s.  Each pricing solve now gets the time left, added to the run
+    time HiGHS has summed over the model's earlier solves (its limit counts all of them:
+    a plain per-solve limit refused calls well inside their budget)."""
+    import evaluators.mcf.dantzig_wolfe as dw
+    from topologies.registry import from_spec
+
+    limits = []
+    real = dw._Pricer.price
+
+    def price(self, p_eff, phase2):
+        out = real(self, p_eff, phase2)
+        if self.highs is not None:
+            limits.append((self.highs.getOptionValue("time_limit")[1],
+                           self.highs.getRunTime()))
+        return out
+
+    monkeypatch.setattr(dw._Pricer, "price", price)
+    r = fluid_optimum(from_spec("torus:4x4"), Collective.on("allgather", 16, 2 ** 30),
+                      decomposition="dw", time_limit=100)
+    assert r.optimal and limits
+    # every solve had the time left (<= 100 s) beyond the model's summed run time
+    assert all(run <= limit <= run + 100 for limit, run in limits)
