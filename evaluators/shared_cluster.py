@@ -138,11 +138,22 @@ def shared_cluster(fabric_spec: FabricSpec, *, servers: int = 432, degree: int =
     # The cluster holds one job at least (0 servers was reported as a bad job count).
     check_int("shared cluster servers", servers, job_servers)
     for k in jobs:
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k * job_servers <= servers:
-            raise invalid("shared cluster jobs", k,
-                          f"an integer in [1, {servers // job_servers}] ({servers} servers / "
-                          f"{job_servers} per job)")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise invalid("shared cluster jobs", k, "an integer >= 1")
+    if max(jobs) * job_servers > servers:   # (the CLI's user gave the servers, not the jobs)
+        raise invalid("shared cluster servers", servers,
+                      f"at least {max(jobs) * job_servers} for {max(jobs)} jobs of "
+                      f"{job_servers} servers")
     hw = dataclasses.replace(get_hardware(gpu), gpus_per_server=gpus_per_server)
+    # Sizes and degrees a fabric cannot have are the caller's values, refused before any
+    # work (a Fat-tree needs k^3/4 servers, a job's perms partition d <= its rings).
+    for fab, n, field, value in [("perms", job_servers, "degree", degree)] + [
+            (f.split("-")[0], servers, "servers", servers) for f in fabrics if f != "topoopt"]:
+        try:
+            fabric_spec(fab, n, degree, link_rate_Bps, seed)
+        except InfeasibleError as exc:
+            raise invalid(f"shared cluster {field}", value, f"one the {fab} fabric can have "
+                          f"({exc})") from None
     part_spec = fabric_spec("perms", job_servers, degree, link_rate_Bps, seed)
     partition = from_spec(part_spec)
     part_counts = path_counts(partition)

@@ -543,7 +543,12 @@ def test_direct_schedules_are_estimated_with_the_fabrics_path_length(capsys):
     (["whatif", "--servers", "16", "--budget", "1e6", "--families", "torus,torus"],
      "each once"),
     (["simulate", "ring:8", "--schedule", "s.json", "--send", "0:1:1MiB"],
-     "no --send with --schedule")])
+     "no --send with --schedule"),
+    # (exit 1 "infeasible" before: values the user gave that no fabric can have)
+    (["whatif", "--shared-cluster", "--servers", "100000"], "servers 100000: expected one "
+                                                            "the fattree fabric can have"),
+    (["whatif", "--shared-cluster", "--degree", "1000"], "degree 1000"),
+    (["whatif", "--shared-cluster", "--servers", "100"], "at least 432 for 27 jobs")])
 def test_arguments_that_would_be_ignored_are_refused(capsys, argv, needle):
     one_line_error(*run(capsys, *argv), needle)
 
