@@ -242,8 +242,10 @@ class ComputeProfile:
     validated_comparison_error: float | None = None
 
     def __post_init__(self) -> None:
+        # (B200: 148 SMs per die; 128 x 256 tiles: more than 4,096 of either is a typo,
+        # and sms 1e21 timed an iteration at 2.5e303 s)
         for name in ("sms", "tile_m", "tile_n"):
-            check_int(f"compute {name}", getattr(self, name), 1)
+            check_int(f"compute {name}", getattr(self, name), 1, 4096)
         check_number("compute k_overhead", self.k_overhead, inclusive=True)
         for name in FIT_PARAMETERS:
             check_number(f"compute {name}", getattr(self, name), maximum=1)

@@ -40,6 +40,11 @@ _FLOPS_RE = re.compile(r"^\s*([+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)\s*"
 _SCALE = {None: 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 
 
+#: Plausible dense peak of one GPU, FLOP/s: B200's FP4 is about 1e16 (a hundredth of the
+#: upper end); below 1 GFLOP/s is no accelerator (1e-300 TFLOP/s timed 2.5e303 s).
+MIN_PEAK_FLOPS, MAX_PEAK_FLOPS = 1e9, 1e18
+
+
 def parse_flops(value: Any, *, field: str = "peak_flops") -> float:
     """Parse a FLOP rate: a number (FLOP/s) or a string such as ``312TFLOP/s``.
 
@@ -56,8 +61,9 @@ def parse_flops(value: Any, *, field: str = "peak_flops") -> float:
         v = float(m.group(1)) * _SCALE[m.group(2)]
     else:
         raise invalid(field, value, "a rate such as 312TFLOP/s or 3.12e14")
-    if not math.isfinite(v) or v <= 0:
-        raise invalid(field, value, "a positive rate such as 312TFLOP/s")
+    if not math.isfinite(v) or not MIN_PEAK_FLOPS <= v <= MAX_PEAK_FLOPS:
+        raise invalid(field, value, "a rate such as 312TFLOP/s, from 1GFLOP/s to 1EFLOP/s "
+                      "per GPU")
     return v
 
 

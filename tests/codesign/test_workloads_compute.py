@@ -61,13 +61,16 @@ def test_parse_flops_never_crashes(value):
         v = parse_flops(value)
     except InvalidSpecError:
         return
-    assert v > 0
+    assert 1e9 <= v <= 1e18
 
 
 def test_parse_flops_units():
     assert parse_flops("312TFLOP/s") == 312e12
     assert parse_flops("2.25 PFLOPS") == 2.25e15
     assert parse_flops(1e9) == 1e9
+    for implausible in ("1e-300TFLOP/s", 1e8, "2EFLOP/s"):   # 1e-300 timed 2.5e303 s
+        with pytest.raises(InvalidSpecError, match="from 1GFLOP/s to 1EFLOP/s"):
+            parse_flops(implausible)
 
 
 # ----------------------------------------------------------------------- roofline

@@ -353,6 +353,7 @@ def test_catalog_profiles_and_sources():
                                                    "gemm_efficiency"),
     ({"sms": 108, "bogus": 1}, "bogus"), ([1, 2], "compute"),
     ({"sms": 108, "k_overhead": -1}, "k_overhead"),
+    ({"sms": 10 ** 21}, "compute sms"), ({"sms": 108, "tile_n": 10 ** 6}, "compute tile_n"),
 ])
 def test_bad_profiles(spec, needle):
     with pytest.raises(InvalidSpecError, match=needle):
