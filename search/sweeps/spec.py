@@ -567,6 +567,7 @@ def parse_sweep_spec(spec: Any, *, where: str = "sweep spec") -> SweepSpec:
         raise invalid("sweep study", study, "a folder name of letters, digits, '_', '.' or '-'")
     workloads = _workloads(spec["workloads"])
     space = _space(spec["space"])
+    _check_strategy_gpus(workloads, space)
     objectives = _names(spec.get("objectives", ["iteration_time_s", "cost_usd"]),
                         "sweep objectives", tuple(OBJECTIVES))
     constraints = spec.get("constraints") or {}
@@ -599,6 +600,24 @@ def parse_sweep_spec(spec: Any, *, where: str = "sweep spec") -> SweepSpec:
     procurement = _procurement(spec.get("procurement"), objectives, workloads)
     return SweepSpec(study, workloads, space, objectives, budget, max_degree, sampler, population,
                      trials, in_flight, seed, storage, batch, timeout, procurement)
+
+
+def _check_strategy_gpus(workloads, space: SweepSpace) -> None:
+    """A workload's given strategy must use the GPUs of some design of the space (servers
+    x GPUs per server); one that fits none was found only when every trial was pruned."""
+    from codesign.workloads import get_hardware, parse_strategy
+    from codesign.workloads.hardware import load_hardware_catalog
+
+    catalog = load_hardware_catalog(space.hardware_file) if space.hardware_file else None
+    per = {space.gpus_per_server or get_hardware(g, catalog).gpus_per_server
+           for g in space.gpus}
+    counts = sorted({n * p for n in space.servers for p in per})
+    for i, w in enumerate(workloads):
+        if w.strategy is not None and parse_strategy(w.strategy).gpus not in counts:
+            shown = ", ".join(map(str, counts[:8])) + (" ..." if len(counts) > 8 else "")
+            raise invalid(f"sweep workloads[{i}] strategy", w.strategy,
+                          f"a strategy on the GPUs of a design of the space ({shown}), not "
+                          f"{parse_strategy(w.strategy).gpus}")
 
 
 _PROCUREMENT_KEYS = ("tokens", "samples", "epochs", "dataset_samples", "usd_per_kwh", "pue",

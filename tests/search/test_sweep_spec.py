@@ -148,3 +148,21 @@ def test_fuzzed_values_give_a_spec_or_invalid_spec_error(path, value):
         assert "\n" not in str(exc)
     else:
         assert spec.trials >= 1 and all(o in OBJECTIVES for o in spec.objectives)
+
+
+def test_a_given_strategy_must_fit_some_design_of_the_space():
+    """`strategy: dp=7` on 16 servers of 8 GPUs was found only when every trial was
+    pruned ('strategy: 2', exit 1); it is now refused when the spec is read."""
+    from codesign.errors import InvalidSpecError
+    from search.sweeps.spec import parse_sweep_spec
+
+    def spec(strategy, servers):
+        return {"study": "s", "workloads": [{"name": "resnet50", "strategy": strategy}],
+                "space": {"families": ["torus"], "servers": servers, "degree": [2],
+                          "link_rate": ["100Gbps"]}}
+
+    with pytest.raises(InvalidSpecError, match=r"workloads\[0\] strategy 'dp=7'.*\(128\), "
+                                               r"not 7"):
+        parse_sweep_spec(spec("dp=7", [16]))
+    # one server count of the space is enough (the others' trials are pruned, as before)
+    assert parse_sweep_spec(spec("dp=128", [16, 32])).workloads[0].strategy == "dp=128"
