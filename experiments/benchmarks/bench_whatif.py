@@ -19,7 +19,7 @@ Prints a table and appends it to ``experiments/benchmarks/RESULTS.md``.
 Usage::
 
     python experiments/benchmarks/bench_whatif.py [--llm] [--scale] [--finalists 3]
-        [--evaluations 12] [--workers 2] [--exhaustive] [--no-append]
+        [--evaluations 12] [--workers 2] [--exhaustive] [--mix-transfer] [--no-append]
 
 ``--exhaustive`` also answers each question with every affordable timed fabric searched
 (the oracle of the what-if's rule for which fabrics get the search) and reports how much
@@ -93,6 +93,34 @@ def run(label, budgets, servers, mix, gpu, finalists, evaluations, workers,
     return rows
 
 
+def run_mix_transfer(workers) -> list:
+    """The transfer of strategies per workload (search.whatif, step 5) on a mix whose two
+    workloads start far from their best strategies (BERT base tensor-parallel 8 ways,
+    BERT large 4 ways; the test's ``TWO_SLOW``) on the tests' small grid of 10 timed
+    fabrics, 16 servers, 4 evaluations: the rule (finalists 1) and the oracle (every
+    fabric searched), seeds 0 and 1."""
+    from search.per_fabric import SearchBudget
+    from search.sweeps.spec import WorkloadItem
+    from search.whatif import run_whatif
+
+    mix = (WorkloadItem("bert", 1.0, strategy="dp=16,tp=8,pp=1"),
+           WorkloadItem("bert", 1.0, config="large", strategy="dp=32,tp=4,pp=1"))
+    grid = dict(families=("torus", "ideal", "perms"), degrees=(2, 4),
+                link_rates_Bps=(12.5e9, 50e9))
+    rows = []
+    for seed in (0, 1):
+        for label, finalists in (("rule", 1), ("every fabric searched", 99)):
+            t0 = time.perf_counter()
+            res = run_whatif((6e4, 1e9), servers=16, workloads=mix, search=SearchBudget(4),
+                             finalists=finalists, seed=seed, workers=workers, **grid)
+            rows.append((f"two slow starts, seed {seed}, {label}: wall s / searched",
+                         f"{time.perf_counter() - t0:.1f} / {res.searched} of {res.timed}"))
+            for c in res.choices:
+                rows.append((f"two slow starts, seed {seed}, {label}: ${c.budget_usd:,.0f}",
+                             f"{c.topology_spec}, {c.iteration_time_s * 1e3:.3f} ms"))
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--llm", action="store_true", help="also the llama3-70b question")
@@ -104,10 +132,15 @@ def main(argv=None) -> int:
     ap.add_argument("--exhaustive", action="store_true",
                     help="also search every affordable timed fabric (the oracle of the "
                          "search rule; minutes)")
+    ap.add_argument("--mix-transfer", action="store_true",
+                    help="also a two-workload mix on a small grid whose workloads' best "
+                         "strategies are found on different fabrics (rule and oracle)")
     ap.add_argument("--no-append", action="store_true")
     args = ap.parse_args(argv)
     rows = run("README mix", (5e4, 2e5, 1e6), 128, "resnet50:2,bert:1", "A100-80",
                args.finalists, args.evaluations, args.workers, exhaustive=args.exhaustive)
+    if args.mix_transfer:
+        rows += run_mix_transfer(args.workers)
     if args.llm:
         rows += run("llama3-70b", (5e6, 1e7, 2e7), 128, "llama3-70b", "H100", args.finalists,
                     args.evaluations, args.workers, exhaustive=args.exhaustive)
