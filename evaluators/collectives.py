@@ -28,14 +28,15 @@ The kinds and nccl-tests' bus-bandwidth factors are defined in
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
+from numbers import Integral, Real
 
 from codesign.collective_kinds import KINDS, REDUCING_KINDS, ROOTED_KINDS, busbw_factor
 from codesign.errors import invalid
-from codesign.specs import check_choice
+from codesign.specs import check_choice, check_int
+from topologies.families.clos import MAX_NODES
 
 __all__ = ["KINDS", "REDUCING_KINDS", "ROOTED_KINDS", "Collective", "busbw_factor"]
 
@@ -58,6 +59,16 @@ class Collective:
         Root NPU id for broadcast, reduce, scatter and gather (default: the
         first participant).
 
+    Raises
+    ------
+    InvalidSpecError
+        An unknown kind; participants that are not at least 2 distinct integer NPU ids
+        (Python or numpy integers) in ``0..MAX_NODES - 1``
+        (:data:`topologies.families.clos.MAX_NODES`, the largest network a builder
+        makes); a size that is not a finite number of bytes > 0; ``chunks_per_npu``
+        not an integer >= 1; a root that is not one of the participants, or a root
+        for a kind without one.
+
     Examples
     --------
     >>> c = Collective("allgather", range(4), 4096)
@@ -74,24 +85,31 @@ class Collective:
 
     def __post_init__(self) -> None:
         check_choice("collective", self.kind, KINDS)
-        npus = tuple(int(x) for x in self.npus)
+        npus = _npu_ids(self.npus)
         if len(npus) < 2:
             raise invalid("collective participants", list(npus), "at least 2 NPUs")
-        if len(set(npus)) != len(npus) or min(npus) < 0:
-            raise invalid("collective participants", list(npus), "distinct NPU ids >= 0")
+        if len(set(npus)) != len(npus):
+            raise invalid("collective participants", list(npus), "distinct NPU ids")
         object.__setattr__(self, "npus", npus)
-        size = float(self.size_bytes)
-        if not np.isfinite(size) or size <= 0:
-            raise invalid("collective size", self.size_bytes, "a finite number of bytes > 0")
-        object.__setattr__(self, "size_bytes", size)
-        if isinstance(self.chunks_per_npu, bool) or int(self.chunks_per_npu) != self.chunks_per_npu \
-                or self.chunks_per_npu < 1:
-            raise invalid("chunks per NPU", self.chunks_per_npu, "an integer >= 1")
-        object.__setattr__(self, "chunks_per_npu", int(self.chunks_per_npu))
+        size = self.size_bytes
+        try:
+            ok = not isinstance(size, bool) and isinstance(size, Real) \
+                and 0 < float(size) < math.inf
+        except OverflowError:   # an int past 1e308, which no float holds
+            ok = False
+        if not ok:
+            raise invalid("collective size", size, "a finite number of bytes > 0")
+        object.__setattr__(self, "size_bytes", float(size))
+        object.__setattr__(self, "chunks_per_npu",
+                           check_int("chunks per NPU", self.chunks_per_npu, 1))
         if self.kind in ROOTED_KINDS:
-            root = npus[0] if self.root is None else int(self.root)
-            if root not in npus:
+            if self.root is None:
+                root = npus[0]
+            elif isinstance(self.root, bool) or not isinstance(self.root, Integral) \
+                    or self.root not in npus:
                 raise invalid("collective root", self.root, "one of the participating NPUs")
+            else:
+                root = int(self.root)
             object.__setattr__(self, "root", root)
         elif self.root is not None:
             raise invalid("collective root", self.root, f"no root for {self.kind}")
@@ -192,6 +210,34 @@ class Collective:
     @classmethod
     def on(cls, kind: str, npus: int | Iterable[int], size_bytes: float, *,
            chunks_per_npu: int = 1, root: int | None = None) -> "Collective":
-        """Convenience: ``Collective.on("allreduce", 8, 1e9)`` uses NPUs ``0..7``."""
-        members: Sequence[int] = range(npus) if isinstance(npus, int) else tuple(npus)
-        return cls(kind, tuple(members), size_bytes, chunks_per_npu, root)
+        """Convenience: ``Collective.on("allreduce", 8, 1e9)`` uses NPUs ``0..7``.
+
+        ``npus`` is a count (an integer, Python or numpy, in ``2..MAX_NODES``) or the
+        participant ids; anything else raises :class:`~codesign.errors.InvalidSpecError`
+        (as do the other arguments, see :class:`Collective`).
+        """
+        if isinstance(npus, Integral) and not isinstance(npus, bool):
+            # Checked before range(): a count of 10**12 would build a 10**12-id tuple.
+            npus = range(check_int("collective NPU count", npus, 2, MAX_NODES))
+        elif isinstance(npus, (str, bytes)) or not isinstance(npus, Iterable):
+            raise invalid("collective NPUs", npus, f"an NPU count (an integer in "
+                          f"2..{MAX_NODES}) or a sequence of NPU ids")
+        return cls(kind, npus, size_bytes, chunks_per_npu, root)   # ids checked there
+
+
+def _npu_ids(npus: object) -> tuple[int, ...]:
+    """``npus`` as a tuple of ints if it is an iterable of integer ids in
+    ``0..MAX_NODES - 1`` (at most MAX_NODES of them), else InvalidSpecError: ``int()``
+    would truncate 0.5 to 0 and a generator of 10**12 ids would fill the memory."""
+    allowed = f"a sequence of integer NPU ids in 0..{MAX_NODES - 1}"
+    if isinstance(npus, (str, bytes)) or not isinstance(npus, Iterable):
+        raise invalid("collective participants", npus, allowed)
+    ids: list[int] = []
+    for x in npus:
+        # type(x) is int: the common case without the slower ABC check.
+        if not (type(x) is int or (isinstance(x, Integral) and not isinstance(x, bool))) \
+                or not 0 <= x < MAX_NODES or len(ids) >= MAX_NODES:
+            raise invalid("collective participants", npus if isinstance(npus, Sequence)
+                          else x, allowed)
+        ids.append(int(x))
+    return tuple(ids)
