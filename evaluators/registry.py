@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from codesign.errors import invalid
+from codesign.specs import check_choice
+from evaluators.collectives import Collective
+from topologies.model import Topology
 
 __all__ = ["Algorithm", "ALGORITHMS", "ClosedForm", "register_algorithm", "synthesize",
            "algorithm_names", "closed_forms", "VALIDATE_MAX_HOPS"]
@@ -145,8 +148,9 @@ def synthesize(topology, collective, method: str = "ring", *, validate: bool | N
     Raises
     ------
     InvalidSpecError
-        Unknown algorithm, kind, option or participant; or, when validated, a schedule
-        that breaks a rule (``"invalid schedule: <first error>"``).
+        ``topology`` not a Topology (a spec string included) or ``collective`` not a
+        Collective; unknown algorithm, kind, option or participant; or, when validated,
+        a schedule that breaks a rule (``"invalid schedule: <first error>"``).
 
     Examples
     --------
@@ -156,10 +160,15 @@ def synthesize(topology, collective, method: str = "ring", *, validate: bool | N
     >>> s.algorithm
     'ring'
     """
+    if not isinstance(topology, Topology):
+        raise invalid("topology", topology, "a Topology; build one with "
+                      "topologies.registry.from_spec (or load_topology for a file)")
+    if not isinstance(collective, Collective):
+        raise invalid("collective", collective, "an evaluators.collectives.Collective; "
+                      "build one with Collective.on(kind, npus, size_bytes)")
     _ensure_loaded()
-    alg = ALGORITHMS.get(method)
-    if alg is None:
-        raise invalid("algorithm", method, f"one of {', '.join(sorted(ALGORITHMS))}")
+    # check_choice: an unhashable method (a list) is refused, not a TypeError of dict.get.
+    alg = ALGORITHMS[check_choice("algorithm", method, sorted(ALGORITHMS))]
     if collective.kind not in alg.kinds:
         raise invalid(f"collective for algorithm {method!r}", collective.kind,
                       f"one of {', '.join(sorted(alg.kinds))}")
