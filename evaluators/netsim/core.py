@@ -27,9 +27,20 @@ import numpy as np
 
 from codesign.errors import invalid
 from evaluators.schedule import frozen_array
+from topologies.model import Topology
 from topologies.routing import shortest_paths
 
-__all__ = ["Message", "Messages", "SimResult"]
+__all__ = ["Message", "Messages", "SimResult", "check_topology"]
+
+
+def check_topology(topology: Any) -> Topology:
+    """``topology`` if it is a :class:`~topologies.model.Topology`, else the one-line
+    InvalidSpecError (a spec string such as ``"ring:4"`` is not built here: the
+    simulator's callers build it once and reuse it)."""
+    if not isinstance(topology, Topology):
+        raise invalid("topology", topology, "a Topology; build one with "
+                      "topologies.registry.from_spec (or load_topology for a file)")
+    return topology
 
 
 @dataclass(frozen=True)
@@ -139,10 +150,11 @@ class Messages:
         Raises
         ------
         InvalidSpecError
-            On endpoints that are not NPUs, negative or non-finite sizes or
-            ready times, paths that are not connected walks from ``src`` to
+            On a ``topology`` that is not a Topology, endpoints that are not NPUs,
+            negative or non-finite sizes or ready times, paths that are not connected walks from ``src`` to
             ``dst`` over existing links, or dependency indices out of range.
         """
+        check_topology(topology)
         src_a = frozen_array(src, np.int64)
         n = src_a.size
         dst_a = frozen_array(dst, np.int64)
@@ -167,7 +179,17 @@ class Messages:
 
         Missing paths are routed as ``topology.route`` does
         (:func:`topologies.routing.shortest_paths`, once per distinct pair).
+
+        Raises
+        ------
+        InvalidSpecError
+            A ``topology`` that is not a Topology, ``messages`` that are not a sequence
+            (a string, a number, None), or a bad message (:meth:`from_arrays`).
         """
+        check_topology(topology)
+        if isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable):
+            raise invalid("messages", messages, "a sequence of Message or tuples (src, dst, "
+                          "size_bytes[, ready_s, path, deps])")
         rows = []
         for i, m in enumerate(messages):
             if not isinstance(m, Message):

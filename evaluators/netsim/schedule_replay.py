@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import invalid
-from evaluators.netsim.core import Messages
+from evaluators.netsim.core import Messages, check_topology
 from evaluators.netsim.simulator import get_model
 from evaluators.schedule import Schedule
 
@@ -152,6 +152,10 @@ def schedule_hop_order(schedule: Schedule) -> np.ndarray:
 
 def _run(schedule: Schedule, topology, model: str, options: dict[str, Any]):
     m = get_model(model, options)
+    if not isinstance(schedule, Schedule):
+        raise invalid("schedule", schedule, "an evaluators.schedule.Schedule (from "
+                      "evaluators.registry.synthesize or evaluators.schedule_io)")
+    check_topology(topology)
     if isinstance(options.get("order"), str) and options["order"] == "schedule":
         options = {**options, "order": schedule_hop_order(schedule)}
     return m, m.run(topology, schedule_messages(schedule, topology), **options)
@@ -180,6 +184,12 @@ def replay(schedule: Schedule, topology, *, model: str = "congestion", **options
         ``hop_start`` for ``congestion`` (None otherwise), and metadata
         ``link_model`` (``"exclusive"`` for congestion, ``"shared"`` for flow,
         ``"none"`` for analytical) and ``network_model``.
+
+    Raises
+    ------
+    InvalidSpecError
+        Unknown model or option, ``schedule`` not a Schedule, ``topology`` not a
+        Topology, or a transfer whose path is not a walk over its links.
 
     Examples
     --------

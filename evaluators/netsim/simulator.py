@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from codesign.errors import invalid
+from codesign.specs import check_choice
 from evaluators.netsim import analytical, congestion, flow
-from evaluators.netsim.core import Message, Messages, SimResult
+from evaluators.netsim.core import Message, Messages, SimResult, check_topology
 
 __all__ = ["NetworkModel", "MODELS", "register_model", "model_names", "simulate"]
 
@@ -79,9 +80,8 @@ def model_names() -> list[str]:
 
 def get_model(name: str, options: Iterable[str] = ()) -> NetworkModel:
     """The registered model ``name``; raises InvalidSpecError listing valid names/options."""
-    m = MODELS.get(name)
-    if m is None:
-        raise invalid("network model", name, f"one of {', '.join(model_names())}")
+    # check_choice: an unhashable name (a list) is refused, not a TypeError of dict.get.
+    m = MODELS[check_choice("network model", name, model_names())]
     unknown = [k for k in options if k not in m.options]
     if unknown:
         allowed = ", ".join(m.options) if m.options else "none"
@@ -118,8 +118,9 @@ def simulate(topology, messages: Messages | Sequence[Message | Sequence[Any]], *
     Raises
     ------
     InvalidSpecError
-        Unknown model or option, bad messages (endpoints, sizes, paths), or
-        cyclic dependencies.
+        Unknown model or option, a ``topology`` that is not a Topology, ``messages``
+        that are not a sequence, bad messages (endpoints, sizes, paths), or cyclic
+        dependencies.
 
     Examples
     --------
@@ -130,5 +131,6 @@ def simulate(topology, messages: Messages | Sequence[Message | Sequence[Any]], *
     [1001.0, 2002.0]
     """
     m = get_model(model, options)
+    check_topology(topology)
     batch = messages if isinstance(messages, Messages) else Messages.from_list(topology, messages)
     return m.run(topology, batch, **options)
