@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from codesign.errors import InfeasibleError, invalid
+from codesign.specs import check_int
 from evaluators.netsim.core import Messages, SimResult, release_dependents, unfinished_error
 
 __all__ = ["max_min_rates", "coarse_max_min_rates", "fair_rates", "StaticPaths", "FluidResult",
@@ -59,18 +60,27 @@ def max_min_rates(capacity: np.ndarray, hop_flow: np.ndarray, hop_link: np.ndarr
 
     Parameters
     ----------
-    capacity : ndarray of float, shape (n_links,)
-        Capacity of every link, bytes/s.
-    hop_flow, hop_link : ndarray of int, shape (H,)
+    capacity : array_like of float, shape (n_links,)
+        Capacity of every link, bytes/s (finite, >= 0).
+    hop_flow, hop_link : array_like of int, shape (H,)
         Incidence list: hop ``h`` means flow ``hop_flow[h]`` crosses link
-        ``hop_link[h]`` (a flow crossing a link twice uses it twice).
+        ``hop_link[h]`` (a flow crossing a link twice uses it twice); ids in
+        ``0..n_flows - 1`` and ``0..n_links - 1``.
     n_flows : int
-        Number of flows; every flow must have at least one hop.
+        Number of flows (>= 0); every flow must have at least one hop.
 
     Returns
     -------
     ndarray of float, shape (n_flows,)
         Rate of each flow, bytes/s.
+
+    Raises
+    ------
+    InvalidSpecError
+        A capacity that is NaN, infinite or negative (NaN never saturates a link: the
+        filling looped forever), ids that are not integers or out of range, arrays of
+        another shape, or ``n_flows`` not an integer >= 0.  The checks are O(n_links + H)
+        numpy passes; the fluid loops call the unchecked filling on their own arrays.
 
     Notes
     -----
@@ -87,6 +97,44 @@ def max_min_rates(capacity: np.ndarray, hop_flow: np.ndarray, hop_link: np.ndarr
     ...               np.array([0, 1, 0, 1]), 3).tolist()
     [0.5, 0.5, 1.5]
     """
+    capacity, hop_flow, hop_link, n_flows = _checked_incidence(capacity, hop_flow, hop_link,
+                                                               n_flows)
+    return _max_min_fill(capacity, hop_flow, hop_link, n_flows)
+
+
+def _checked_incidence(capacity, hop_flow, hop_link, n_flows):
+    """The arguments of :func:`max_min_rates` as arrays, or the one-line InvalidSpecError."""
+    n_flows = check_int("n_flows", n_flows, 0)
+    cap = _numeric_array(capacity)
+    if cap is None or cap.ndim != 1 or not np.isfinite(cap).all() or (cap < 0).any():
+        raise invalid("capacity", capacity, "a 1-D array of finite capacities >= 0 (bytes/s)")
+    hops = []
+    for name, ids, bound in (("hop_flow", hop_flow, n_flows), ("hop_link", hop_link, cap.size)):
+        a = _numeric_array(ids)
+        if a is not None and a.size == 0:
+            a = a.astype(np.int64)   # np.asarray([]) is float64
+        if a is None or a.ndim != 1 or a.dtype.kind not in "iu" \
+                or (a.size and (a.min() < 0 or a.max() >= bound)):
+            raise invalid(name, ids, f"a 1-D array of integer ids in 0..{bound - 1}")
+        hops.append(a)
+    if hops[0].size != hops[1].size:
+        raise invalid("hop_link length", hops[1].size, f"{hops[0].size} (one per hop_flow)")
+    return cap.astype(np.float64, copy=False), hops[0], hops[1], n_flows
+
+
+def _numeric_array(values: object) -> np.ndarray | None:
+    """``values`` as a numpy array of integers or floats, or None (a string, None, a
+    bool array, a ragged list or objects)."""
+    try:
+        a = np.asarray(values)
+    except (TypeError, ValueError):   # ragged nested lists
+        return None
+    return a if a.dtype.kind in "iuf" else None
+
+
+def _max_min_fill(capacity: np.ndarray, hop_flow: np.ndarray, hop_link: np.ndarray,
+                  n_flows: int) -> np.ndarray:
+    """Progressive filling of :func:`max_min_rates` on arguments known to be valid."""
     rates = np.zeros(n_flows, dtype=np.float64)
     if n_flows == 0 or hop_flow.size == 0:
         return rates
@@ -156,7 +204,9 @@ def fair_rates(capacity: np.ndarray, hop_flow: np.ndarray, hop_link: np.ndarray,
     (:func:`run`, :func:`evaluators.iteration.phase.flow_phase`, the reconfigurable
     fabric)."""
     if rtol == 0:
-        return max_min_rates(capacity, hop_flow, hop_link, n_flows)
+        # Unchecked: the fluid loops pass their own arrays (a topology's validated
+        # capacities, the hops of the active flows) once per event.
+        return _max_min_fill(capacity, hop_flow, hop_link, n_flows)
     return coarse_max_min_rates(capacity, hop_flow, hop_link, n_flows, rtol)
 
 
