@@ -49,8 +49,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,7 @@ from evaluators.mcf.problem import (Attempt, Phase, Settings, StepsTooSmall, sol
                                     solve_secondary)
 from evaluators.mcf.switches import edge_values
 from evaluators.mcf.ten import UNREACHABLE, Graph, Network
+from topologies.model import Topology
 
 __all__ = ["fluid_optimum", "McfResult", "OriginFlow", "SWITCH_MODELS_API", "METHODS"]
 
@@ -232,11 +234,11 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
         LPs; the refinement makes both exact).
     memory_nodes : sequence of int, optional
         Node ids (usually switch ids) that store and copy but do not reduce;
-        they must not be participants.
+        they must not be participants.  ``None`` or empty (default): none.
     link_groups : sequence of (sequence of int, float), optional
         Extra bandwidth limits: the links of a group together carry at most
         the given bytes/s (the thesis' ``b(L)``, e.g. a memory's read+write
-        bandwidth over all its links).
+        bandwidth over all its links).  ``None`` or empty (default): none.
     link_costs : sequence of float, optional
         Secondary cost per byte on each link; default 1 on links with an NPU
         (that is not a memory node) at either end, else 0.
@@ -274,7 +276,8 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
     Raises
     ------
     InvalidSpecError
-        On a bad option, participant or memory node.
+        On a ``topology`` that is not a Topology, a ``collective`` that is not a
+        Collective, a bad option, participant, memory node, link group or link cost.
     InfeasibleError
         If a participant cannot reach another that it must, or ``steps`` is
         smaller than the hop distance of such a pair.
@@ -481,8 +484,19 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
+def _float(x: Any) -> float:
+    """``float(x)``, with inf for an int past the float range (refused as infinite)."""
+    try:
+        return float(x)
+    except OverflowError:
+        return math.inf
+
+
 def _validate(topology, collective, steps, secondary, switch_model, memory_nodes, link_groups,
               link_costs, shares, max_steps, patience, max_rounds, method):
+    if not isinstance(topology, Topology):
+        raise invalid("topology", topology, "a Topology; build one with "
+                      "topologies.registry.from_spec (or load_topology for a file)")
     if not isinstance(collective, Collective):
         raise invalid("collective", collective, "an evaluators.collectives.Collective")
     bad = [p for p in collective.npus if not 0 <= p < topology.npus]
@@ -505,6 +519,14 @@ def _validate(topology, collective, steps, secondary, switch_model, memory_nodes
     attr = topology.node_attrs.get("memory")
     if attr is not None:
         memory[: topology.npus] = np.asarray(attr, dtype=bool)
+    # None means none, as the empty default (the docstring's "optional").
+    memory_nodes = () if memory_nodes is None else memory_nodes
+    link_groups = () if link_groups is None else link_groups
+    for name, value in (("memory_nodes", memory_nodes), ("link_groups", link_groups)):
+        if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+            raise invalid(name, value, "None or a sequence" + (
+                " of node ids" if name == "memory_nodes" else
+                " of pairs (link ids, bandwidth in bytes/s)"))
     for m in memory_nodes:
         if not _is_int(m) or not 0 <= m < n:
             raise invalid("memory node", m, f"a node id in 0..{n - 1}")
@@ -517,22 +539,27 @@ def _validate(topology, collective, steps, secondary, switch_model, memory_nodes
     for g in link_groups:
         try:
             links, bw = g
-            links = [int(x) for x in links]
-            bw = float(bw)
+            links = list(links)
         except (TypeError, ValueError):
             raise invalid("link group", g, "a pair (link ids, bandwidth in bytes/s)") from None
-        if not links or any(not 0 <= x < L for x in links):
+        # Integer ids only: int() truncated link 0.5 to link 0.
+        if not links or any(not _is_int(x) or not 0 <= x < L for x in links):
             raise invalid("link group links", links, f"a non-empty list of link ids in 0..{L - 1}")
-        if not np.isfinite(bw) or bw <= 0:
+        links = [int(x) for x in links]
+        if isinstance(bw, bool) or not isinstance(bw, Real) or not 0 < _float(bw) < math.inf:
             raise invalid("link group bandwidth", bw, "a finite value > 0 bytes/s")
-        groups.append((links, bw))
+        groups.append((links, float(bw)))
     if link_costs is None:
         npu = np.zeros(n, dtype=bool)
         npu[: topology.npus] = True
         npu &= ~memory
         costs = (npu[topology.src] | npu[topology.dst]).astype(float)
     else:
-        costs = np.asarray(link_costs, dtype=float)
-        if costs.shape != (L,) or not np.all(np.isfinite(costs)) or np.any(costs < 0):
+        try:
+            costs = np.asarray(link_costs, dtype=float)
+        except (TypeError, ValueError, OverflowError):   # 'x', None items, 10**400
+            costs = None
+        if isinstance(link_costs, (str, bytes)) or costs is None or costs.shape != (L,) \
+                or not np.all(np.isfinite(costs)) or np.any(costs < 0):
             raise invalid("link_costs", link_costs, f"{L} finite values >= 0, one per link")
     return memory, costs, groups
