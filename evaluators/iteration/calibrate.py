@@ -33,14 +33,14 @@ rows its table has.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from codesign.errors import invalid
-from codesign.specs import check_choice, check_number
+from codesign.specs import check_choice, check_int, check_number
 from codesign.workloads.efficiency import (CALIBRATION_PARAMETERS, FIT_PARAMETERS,
                                           MAX_GEMM_SPEED, SPEED_PARAMETERS)
 from evaluators.iteration.runs import Run, comparison_errors, predict_run
@@ -212,15 +212,25 @@ def calibrate(runs: Sequence[Run], hardware, *, parameters: Sequence[str] = FIT_
     Raises
     ------
     InvalidSpecError
-        No runs, runs of another GPU, a GPU without a compute profile, an unknown
-        parameter or a bad weight.
+        No runs, ``runs`` not a sequence of :class:`~evaluators.iteration.runs.Run`,
+        runs of another GPU, a GPU without a compute profile, an unknown parameter, a
+        bad weight, ``max_rounds`` not an integer >= 0 or a ``progress`` that is not
+        callable.
     """
     from codesign.workloads.hardware import get_hardware
 
     hw = get_hardware(hardware)
+    if isinstance(runs, (str, bytes)) or not isinstance(runs, Iterable):
+        raise invalid("calibrate runs", runs, "a sequence of Run (from load_runs)")
     runs = list(runs)
     if not runs:
         raise invalid("calibrate runs", 0, "at least one run")
+    bad = [r for r in runs if not isinstance(r, Run)]
+    if bad:
+        raise invalid("calibrate run", bad[0], "a Run (from load_runs)")
+    check_int("max_rounds", max_rounds, 0)
+    if progress is not None and not callable(progress):
+        raise invalid("progress", progress, "None or a function of one message")
     for r in runs:
         if r.hardware.lower() != hw.name.lower():
             raise invalid(f"run {r.id!r} gpu", r.hardware, f"{hw.name} (one GPU type per fit)")
