@@ -115,14 +115,14 @@ class _Tables:
         self.hops: np.ndarray | None = None
         self.pred: np.ndarray | None = None
         self.best: np.ndarray | None = None
-        self.in_nbrs: np.ndarray | None = None
+        self.in_nbrs: tuple[np.ndarray, np.ndarray] | None = None
         #: Hop-count rows of single sources (int16 where the node count allows), kept
         #: where the full tables do not fit (:func:`_row_blocks`).
         self.rows: dict[int, np.ndarray] = {}
         self.rows_bytes = 0
 
     def nbytes(self) -> int:
-        arrays = (self.hops, self.pred, self.in_nbrs, *(self.best or ()))
+        arrays = (self.hops, self.pred, *(self.in_nbrs or ()), *(self.best or ()))
         return sum(int(a.nbytes) for a in arrays if a is not None) + self.rows_bytes
 
     def clear(self) -> None:
@@ -252,6 +252,11 @@ def _row_blocks(topology, sources: np.ndarray, *, pred: bool = True):
     for a in range(0, sources.size, step):
         block = sources[a:a + step]
         missing = block if pred else block[~np.isin(block, list(tab.rows))]
+        # The kept rows this block uses, taken before the search below: keeping the new
+        # rows may evict them (_make_room), and a full share keeps none of the new ones
+        # (a 100,000-server leaf-spine's routes failed with a KeyError).
+        have = {x: tab.rows[x] for x in block.tolist() if x in tab.rows} \
+            if missing.size < block.size else {}
         hops = preds = None
         if missing.size:
             hops, preds = _bfs(topology, missing)
@@ -259,7 +264,9 @@ def _row_blocks(topology, sources: np.ndarray, *, pred: bool = True):
         if missing.size == block.size:
             yield block, hops, preds
         else:
-            yield block, np.stack([tab.rows[x] for x in block.tolist()]).astype(np.int32), None
+            fresh = dict(zip(missing.tolist(), hops)) if missing.size else {}
+            yield block, np.stack([have[x] if x in have else fresh[x]
+                                   for x in block.tolist()]).astype(np.int32), None
 
 
 def _keep_rows(topology, tab: _Tables, sources: np.ndarray, hops: np.ndarray) -> None:
@@ -473,19 +480,17 @@ def route(topology, src: int, dst: int) -> tuple[int, ...]:
     return tuple(_hop_links(topology, nodes[:-1], nodes[1:]).tolist())
 
 
-def _in_neighbours(topology) -> np.ndarray:
-    """Padded matrix of distinct in-neighbours per node (-1 = none), cached."""
+def _in_neighbours(topology) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct in-neighbours per node as CSR ``(start, nbrs)``, each node's in ascending
+    id order, cached.  (A matrix padded to the largest in-degree took nodes x that degree:
+    70 GB for a 100,000-server leaf-spine whose spines have 75,000 ports.)"""
     tab = _tables(topology)
     if tab.in_nbrs is None:
         t = topology
-        pairs = np.unique(np.stack([t.dst, t.src], axis=1), axis=0)
+        pairs = np.unique(np.stack([t.dst, t.src], axis=1), axis=0)   # sorted by (dst, src)
         counts = np.bincount(pairs[:, 0], minlength=t.n_nodes)
-        width = int(counts.max()) if counts.size else 0
-        out = np.full((t.n_nodes, max(width, 1)), -1, dtype=np.int64)
-        start = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        col = np.arange(pairs.shape[0]) - start[pairs[:, 0]]
-        out[pairs[:, 0], col] = pairs[:, 1]
-        tab.in_nbrs = out
+        start = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        tab.in_nbrs = (start, pairs[:, 1].astype(np.int64))
     return tab.in_nbrs
 
 
@@ -494,10 +499,14 @@ def _ecmp_prev(topology, src: np.ndarray, dst: np.ndarray, cur: np.ndarray,
     """A predecessor of ``cur`` on a minimum-hop path from ``src``, picked by a hash of
     (src, dst, cur, seed) among all of them (per-flow hashing); ``hops[row]`` are the
     sources' hop-count rows."""
-    cand = _in_neighbours(topology)[cur]                     # (A, width)
-    safe = np.where(cand < 0, 0, cand)
-    ok = (cand >= 0) & (hops[row[:, None], safe] == (hops[row, cur] - 1)[:, None])
-    count = ok.sum(axis=1)
+    start, nbrs = _in_neighbours(topology)
+    lo = start[cur]
+    cnt = start[cur + 1] - lo
+    owner = np.repeat(np.arange(cur.size), cnt)          # candidate -> its active pair
+    first = np.cumsum(cnt) - cnt                         # each pair's first candidate
+    cand = nbrs[np.repeat(lo - first, cnt) + np.arange(owner.size)]
+    ok = hops[row[owner], cand] == (hops[row, cur] - 1)[owner]
+    count = np.bincount(owner, weights=ok, minlength=cur.size).astype(np.int64)
     with np.errstate(over="ignore"):          # the products wrap modulo 2^64 on purpose
         h = (src.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
              ^ dst.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
@@ -505,9 +514,13 @@ def _ecmp_prev(topology, src: np.ndarray, dst: np.ndarray, cur: np.ndarray,
              ^ np.uint64(seed & 0xFFFFFFFF) * np.uint64(0xD6E8FEB86659FD93))
     h ^= h >> np.uint64(31)
     pick = (h % np.maximum(count, 1).astype(np.uint64)).astype(np.int64)
-    rank = np.cumsum(ok, axis=1) - 1
-    sel = ok & (rank == pick[:, None])
-    return np.where(count > 0, cand[np.arange(cand.shape[0]), sel.argmax(axis=1)], -1)
+    # rank of each valid candidate among its pair's valid ones (in neighbour order)
+    ok_before = np.cumsum(ok) - ok
+    rank = ok_before - ok_before[np.repeat(first, cnt)]
+    sel = ok & (rank == pick[owner])
+    out = np.full(cur.size, -1, dtype=np.int64)
+    out[owner[sel]] = cand[sel]
+    return out
 
 
 def ecmp_hashed_paths(topology, src, dst, *, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -209,3 +209,29 @@ def test_hop_rows_searched_once_are_kept_within_the_share(monkeypatch):
     assert np.array_equal(first, want) and np.array_equal(again, want)
     assert np.array_equal(ecmp[1], ecmp_hashed_paths(full, s, d, seed=5)[1])
     assert routing._tables(t).hops is None and len(routing._tables(t).rows) == n
+
+
+def test_rows_of_a_block_survive_a_full_share(monkeypatch):
+    """Room for a few kept rows only: a block mixing kept sources with new ones evicts or
+    cannot keep rows while it is searched (a 100,000-server leaf-spine's ECMP routes
+    failed with a KeyError); the answers stay the full tables' (oracle)."""
+    from codesign.resources import memory_limit_scope
+    from topologies import routing
+
+    full = from_spec("fattree:k=4")
+    n = full.n_nodes
+    s, d = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    want = routing.hop_counts(full, s, d)
+    want_paths = ecmp_hashed_paths(full, s, d, seed=5)
+    t = from_spec("fattree:k=4")
+    limit = 16 * 24.0 * n * 3                      # blocks of 3 sources
+    row = 2 * n                                    # bytes of one int16 hop row
+    monkeypatch.setattr(routing, "TABLES_SHARE", 4.5 * row / limit)   # 4 rows kept
+    with memory_limit_scope(limit):
+        for first in (np.arange(0, n, 5), np.arange(1, n, 2)):   # kept rows, then others
+            routing.hop_counts(t, first, first)
+        got = routing.hop_counts(t, s, d)
+        paths = ecmp_hashed_paths(t, s, d, seed=5)
+    assert np.array_equal(got, want)
+    assert np.array_equal(paths[0], want_paths[0]) and np.array_equal(paths[1], want_paths[1])
+    assert 0 < len(routing._tables(t).rows) <= 4
