@@ -235,3 +235,21 @@ def test_rows_of_a_block_survive_a_full_share(monkeypatch):
     assert np.array_equal(got, want)
     assert np.array_equal(paths[0], want_paths[0]) and np.array_equal(paths[1], want_paths[1])
     assert 0 < len(routing._tables(t).rows) <= 4
+
+
+@pytest.mark.parametrize("spec", ["fattree:k=4", "torus:4x4", "expander:32,degree=4,seed=1"])
+def test_ecmp_paths_are_the_same_with_either_in_neighbour_layout(monkeypatch, spec):
+    # CSR (any size) against the padded matrix (small fabrics): the same hashed paths
+    from topologies import routing
+
+    rng = np.random.default_rng(0)
+    padded = from_spec(spec)
+    s, d = rng.integers(0, padded.npus, (2, 300))
+    s, d = s[s != d], d[s != d]
+    want = ecmp_hashed_paths(padded, s, d, seed=3)
+    assert routing._tables(padded).in_nbrs[1] is None
+    monkeypatch.setattr(routing, "_PADDED_BYTES", 0)
+    csr = from_spec(spec)
+    got = ecmp_hashed_paths(csr, s, d, seed=3)
+    assert routing._tables(csr).in_nbrs[1] is not None
+    assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
