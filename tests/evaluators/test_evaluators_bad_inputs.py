@@ -18,7 +18,7 @@ from evaluators.collectives import Collective
 from topologies.families.clos import MAX_NODES
 
 
-def _refused(fn, *args, match: str = "", **kwargs) -> str:
+def _refused(fn, *args, match: str | None = None, **kwargs) -> str:
     with pytest.raises(InvalidSpecError, match=match) as info:
         fn(*args, **kwargs)
     text = str(info.value)
