@@ -90,8 +90,14 @@ class QuickstartConfig:
     def spec(self) -> SweepSpec:
         """The sweep specification: :data:`QUICKSTART_SPEC` with the overrides."""
         raw = {**QUICKSTART_SPEC, "space": dict(QUICKSTART_SPEC["space"])}
-        if self.servers is not None:
+        if self.servers is not None:   # (an integer >= 2: __post_init__)
             raw["space"]["servers"] = self.servers
+            # DLRM's strategy is TopoOpt's hybrid for the 128 GPUs of 16 servers; on other
+            # server counts its feasible start (dp=128 on 54 servers had every DLRM trial
+            # pruned, and no dp over 8 x servers divides its batch for most counts).
+            if self.servers != QUICKSTART_SPEC["space"]["servers"]:
+                raw["workloads"] = [{k: v for k, v in w.items() if k != "strategy"}
+                                    for w in QUICKSTART_SPEC["workloads"]]
         if self.trials is not None:
             raw["trials"] = self.trials
         if self.seed is not None:

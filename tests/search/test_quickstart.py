@@ -41,15 +41,28 @@ def test_tiny_quickstart_tops_up(tmp_path, ray_shared):
     assert set(df["status"]) <= {"complete", "pruned"}
 
 
-def test_a_quickstart_without_a_complete_trial_exits_1_as_a_sweep_does(tmp_path, ray_shared,
-                                                                       capsys):
-    # 100,000 servers: every trial is pruned (unbuildable or over the memory bound); the
-    # report is still written, but exit 0 said the study had an answer
+def test_a_quickstart_without_a_complete_trial_exits_1_as_a_sweep_does(
+        tmp_path, ray_shared, capsys, monkeypatch):
+    # The report is still written, but exit 0 said the study had an answer.
+    import search.sweeps.quickstart as quickstart
     from codesign.app.cli import main
+    from search.sweeps.driver import TrialOutcome
 
+    def every_design_pruned(point):   # (nested: Ray ships it by value to its workers)
+        return TrialOutcome("pruned", "unbuildable: every design of this test")
+
+    real = quickstart.run_quickstart
+    monkeypatch.setattr(quickstart, "run_quickstart", lambda config, progress=None: real(
+        config, progress=progress, evaluate=every_design_pruned))
     with ray_session(num_cpus=2):
-        code = main(["quickstart", "--servers", "100000", "--trials", "1", "--results",
-                     str(tmp_path), "--quiet"])
+        code = main(["quickstart", "--trials", "1", "--results", str(tmp_path), "--quiet"])
     err = capsys.readouterr().err
     assert code == 1 and "no trial of the quickstart is complete (1 pruned" in err
     assert (tmp_path / "quickstart" / "report.md").exists()
+
+
+def test_other_server_counts_start_dlrm_from_its_feasible_start():
+    # dp=128 is the 16 servers' 128 GPUs: on 54 servers every DLRM trial was pruned
+    assert QuickstartConfig(servers=16).spec().workloads[1].strategy == \
+        "dp=128,embedding=model"
+    assert QuickstartConfig(servers=54).spec().workloads[1].strategy is None
