@@ -72,13 +72,21 @@ import numpy as np
 from codesign.errors import InfeasibleError, invalid
 from search.strategy.space import Candidate
 
-__all__ = ["SearchBudget", "DEFAULT_SHAPES", "WorkloadPlan", "WorkloadChoice",
+__all__ = ["SearchBudget", "DEFAULT_SHAPES", "MAX_SEARCH_EVALUATIONS", "MAX_SEARCH_SHAPES",
+           "WorkloadPlan", "WorkloadChoice",
            "best_strategies", "weighted_time", "topoopt_fabric", "alternate_topoopt"]
 
 
 #: Model-parallel shapes a search screens by default (:attr:`SearchBudget.shapes`).
 DEFAULT_SHAPES = 32
 
+
+#: Most strategies timed per workload and finalist fabric: an evaluation takes 0.05-2 s,
+#: so 10,000 is hours already (the bound of optimize's --budget); beyond it, a typo.
+MAX_SEARCH_EVALUATIONS = 10_000
+#: Most model-parallel shapes a search may screen (``--search-shapes``): a 1M-GPU job's
+#: divisor pairs are a few hundred.
+MAX_SEARCH_SHAPES = 1_000
 
 @dataclass(frozen=True)
 class SearchBudget:

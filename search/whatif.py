@@ -91,11 +91,11 @@ from typing import Any
 
 from codesign.errors import CodesignError, InfeasibleError, invalid
 from codesign.resources import check_local_workers
-from codesign.specs import check_choice
+from codesign.specs import check_choice, check_int, check_number
 from evaluators.shared_cluster import SharedClusterRow, format_shared_cluster
 from search.budget import best_per_budget
-from search.per_fabric import SearchBudget
-from search.sweeps.spec import WorkloadItem, model_file_item, parse_usd
+from search.per_fabric import MAX_SEARCH_EVALUATIONS, MAX_SEARCH_SHAPES, SearchBudget
+from search.sweeps.spec import SWEEP_FAMILIES, WorkloadItem, model_file_item, parse_usd
 from search.sweeps.trial import (SweepPoint, TrialOutcome, cached_topology, evaluate_trial,
                                  network_cost, outcome_candidates, plan_workloads,
                                  time_model_name)
@@ -109,12 +109,6 @@ DEFAULT_DEGREES = tuple(range(1, 9))
 DEFAULT_LINK_RATES_BPS = (25e9 / 8, 100e9 / 8, 200e9 / 8, 400e9 / 8)
 #: Strategy-search budget per workload and finalist fabric (``--search-evaluations``).
 DEFAULT_SEARCH = SearchBudget(evaluations=12, restarts=1)
-#: Most strategies timed per workload and finalist fabric: an evaluation takes 0.05-2 s,
-#: so 10,000 is hours already (the bound of optimize's --budget); beyond it, a typo.
-MAX_SEARCH_EVALUATIONS = 10_000
-#: Most model-parallel shapes a search may screen (``--search-shapes``): a 1M-GPU job's
-#: divisor pairs are a few hundred.
-MAX_SEARCH_SHAPES = 1_000
 #: What picks the answer per budget (``whatif --objective``); all minimised.
 WHATIF_OBJECTIVES = ("iteration_time_s", "cost_usd", "days_to_train", "usd_per_run",
                      "tco_usd")
@@ -129,8 +123,8 @@ def parse_budgets(text: str | float | list) -> tuple[float, ...]:
     >>> parse_budgets("500k,1e6,$2M")
     (500000.0, 1000000.0, 2000000.0)
     """
-    items = text if isinstance(text, list) else [text] if not isinstance(text, str) \
-        else text.split(",")
+    items = list(text) if isinstance(text, (list, tuple)) else \
+        [text] if not isinstance(text, str) else text.split(",")
     out = [parse_usd(item.strip() if isinstance(item, str) else item, "budget")
            for item in items]
     if not out:
@@ -374,8 +368,26 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         from topologies.cost import check_catalog
 
         check_catalog(catalog, "whatif catalog")
-    budgets = parse_budgets(list(budgets))
-    mix = parse_mix(workloads) if isinstance(workloads, str) else tuple(workloads)
+    budgets = parse_budgets(budgets)   # (a string is split at commas, not characters)
+    mix = parse_mix(workloads) if isinstance(workloads, str) else workloads
+    if not isinstance(mix, (tuple, list)) or not mix or not all(
+            isinstance(w, WorkloadItem) for w in mix):
+        raise invalid("whatif workloads", workloads, "a mix string such as resnet50:2,bert:1 "
+                      "or a non-empty sequence of WorkloadItem")
+    mix = tuple(mix)
+    from evaluators.iteration.comm import collective_methods
+
+    check_choice("whatif collective_method", collective_method, collective_methods())
+    for name, grid in (("families", families), ("degrees", degrees),
+                       ("link_rates_Bps", link_rates_Bps)):
+        if not isinstance(grid, (tuple, list)) or not grid:
+            raise invalid(f"whatif {name}", grid, "a non-empty sequence")
+    for f in families:
+        check_choice("whatif families", f, SWEEP_FAMILIES)
+    for d in degrees:
+        check_int("whatif degrees", d, 1)
+    for r in link_rates_Bps:
+        check_number("whatif link_rates_Bps", r)   # bytes/s
     from codesign.workloads.compute import resolve_precision
 
     for item in mix:   # a format the GPU lacks is the caller's error, not "inapplicable"

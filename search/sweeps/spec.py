@@ -73,7 +73,7 @@ from pathlib import Path
 from typing import Any
 
 from codesign.errors import InvalidSpecError, invalid
-from codesign.specs import check_choice, check_int, check_keys, load_yaml
+from codesign.specs import check_choice, check_int, check_keys, check_number, load_yaml
 from codesign.units import BARE_BANDWIDTH_BPS, parse_bandwidth, parse_money
 from search.per_fabric import DEFAULT_SHAPES, SearchBudget
 
@@ -202,6 +202,12 @@ class WorkloadItem:
     options: tuple[tuple[str, Any], ...] = ()
     file: str | None = None
     digest: str | None = None
+
+    def __post_init__(self) -> None:
+        # (a weight of nan made the mix's time nan, 0 a division by zero, -1 was taken)
+        if not isinstance(self.name, str) or not self.name:
+            raise invalid("workload name", self.name, "a zoo name or a model's name")
+        check_number(f"workload {self.name} weight", self.weight)
 
     @property
     def label(self) -> str:
@@ -620,7 +626,7 @@ def _check_strategy_gpus(workloads, space: SweepSpace) -> None:
                           f"{parse_strategy(w.strategy).gpus}")
 
 
-_PROCUREMENT_KEYS = ("tokens", "samples", "epochs", "dataset_samples", "usd_per_kwh", "pue",
+PROCUREMENT_KEYS = ("tokens", "samples", "epochs", "dataset_samples", "usd_per_kwh", "pue",
                      "utilisation", "years", "gpu_hour_usd", "prices")
 
 
@@ -639,7 +645,7 @@ def _procurement(value: Any, objectives: tuple[str, ...],
                           "a procurement mapping in the spec (e.g. procurement: {tokens: "
                           "15e12})")
         return ()
-    check_keys(value, allowed=_PROCUREMENT_KEYS, where="sweep procurement")
+    check_keys(value, allowed=PROCUREMENT_KEYS, where="sweep procurement")
     goal = parse_goal(tokens=value.get("tokens"), samples=value.get("samples"),
                       epochs=value.get("epochs"), dataset_samples=value.get("dataset_samples"))
     needs_goal = [o for o in procurement_objectives if o != "tco_usd"]

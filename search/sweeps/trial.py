@@ -42,8 +42,9 @@ from functools import lru_cache
 from typing import Any
 
 from codesign.errors import CodesignError, InfeasibleError, InvalidSpecError, invalid
+from codesign.specs import check_choice, check_int, check_number
 from search.per_fabric import DEFAULT_SHAPES
-from search.sweeps.spec import WorkloadItem
+from search.sweeps.spec import PROCUREMENT_KEYS, WorkloadItem
 
 __all__ = ["SweepPoint", "TrialOutcome", "evaluate_trial", "time_model_name",
            "ITERATION_MODEL", "plan_workloads", "strategy_rows", "cached_topology"]
@@ -130,6 +131,49 @@ class SweepPoint:
     catalog: str | None = None
     procurement: tuple[tuple[str, Any], ...] = ()
     comm_overlap: str = "framework"
+
+    def __post_init__(self) -> None:
+        # Every field checked here, so that a library caller's bad value is one line
+        # naming it (a nan budget disabled the budget check, search_evaluations 1e9 ran
+        # for hours, a string seed went through).
+        from evaluators.iteration.comm import collective_methods
+        from evaluators.iteration.inputs import COMM_OVERLAPS
+        from search.per_fabric import MAX_SEARCH_EVALUATIONS, MAX_SEARCH_SHAPES
+
+        if not isinstance(self.family, str) or not self.family:
+            raise invalid("sweep point family", self.family, "a topology family name")
+        check_int("sweep point servers", self.servers, 1)
+        check_int("sweep point degree", self.degree, 1)
+        check_number("sweep point link_bandwidth_Bps", self.link_bandwidth_Bps)
+        if not isinstance(self.gpu, str) or not self.gpu:
+            raise invalid("sweep point gpu", self.gpu, "a GPU name of the hardware catalog")
+        check_choice("sweep point collective_method", self.collective_method,
+                     collective_methods())
+        if not isinstance(self.workloads, tuple) or not self.workloads or not all(
+                isinstance(w, WorkloadItem) for w in self.workloads):
+            raise invalid("sweep point workloads", self.workloads,
+                          "a non-empty tuple of WorkloadItem")
+        check_int("sweep point search_evaluations", self.search_evaluations, 0,
+                  MAX_SEARCH_EVALUATIONS)
+        check_int("sweep point search_restarts", self.search_restarts, 1)
+        check_int("sweep point search_shapes", self.search_shapes, 0, MAX_SEARCH_SHAPES)
+        check_int("sweep point seed", self.seed, 0)
+        check_number("sweep point oversub", self.oversub)
+        if self.budget_usd is not None:
+            check_number("sweep point budget_usd", self.budget_usd)
+        if self.gpus_per_server is not None:
+            check_int("sweep point gpus_per_server", self.gpus_per_server, 1)
+        for name in ("hardware_file", "catalog"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, str) or not v):
+                raise invalid(f"sweep point {name}", v, "a file path or catalog name, or None")
+        if not isinstance(self.procurement, tuple) or not all(
+                isinstance(kv, tuple) and len(kv) == 2 for kv in self.procurement):
+            raise invalid("sweep point procurement", self.procurement,
+                          "a tuple of (key, value) pairs")
+        for key, _ in self.procurement:
+            check_choice("sweep point procurement key", key, PROCUREMENT_KEYS)
+        check_choice("sweep point comm_overlap", self.comm_overlap, COMM_OVERLAPS)
 
     def hardware(self):
         """The :class:`~codesign.workloads.hardware.Hardware` of ``gpu`` (and

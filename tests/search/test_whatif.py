@@ -338,3 +338,44 @@ def test_strategies_move_per_workload():
             assert alone.metrics["iteration_time_s"] == pytest.approx(w["iteration_time_s"],
                                                                       rel=1e-9)
     assert mixed >= 1
+
+
+@pytest.mark.parametrize("kw, needle", [
+    (dict(collective_method="x"), "whatif collective_method 'x'"),
+    (dict(workloads=()), "whatif workloads"),
+    (dict(workloads=5), "whatif workloads"),
+    (dict(families=()), "whatif families"),
+    (dict(families=("nosuch",)), "whatif families 'nosuch'"),
+    (dict(degrees=(0,)), "whatif degrees 0"),
+    (dict(link_rates_Bps=("100Gbps",)), "whatif link_rates_Bps"),
+])
+def test_library_what_if_refuses_bad_arguments_in_one_line(kw, needle):
+    # (a bad collective method was ignored, the finalists' searches pruned as
+    # inapplicable; an empty mix divided by zero; a bad family was "infeasible")
+    with pytest.raises(InvalidSpecError, match=needle):
+        run_whatif([1e6], servers=4, search=None, **{"families": ("ideal",), **kw})
+
+
+def test_a_budget_string_is_split_at_commas_not_characters():
+    # "15" was the two budgets 1 and 5 (list("15")), "5e5" an invalid budget 'e'
+    res = run_whatif("15,5e5", servers=4, search=None, families=("ideal",))
+    assert [c.budget_usd for c in res.choices] == [15.0, 5e5]
+
+
+@pytest.mark.parametrize("field, value, needle", [
+    ("budget_usd", float("nan"), "budget_usd"), ("budget_usd", -1, "budget_usd"),
+    ("search_evaluations", 10 ** 9, "search_evaluations"), ("seed", "x", "seed"),
+    ("seed", 1.5, "seed"), ("oversub", float("nan"), "oversub"), ("servers", "4", "servers"),
+    ("procurement", (("x", 1),), "procurement key 'x'"), ("workloads", (), "workloads"),
+    ("collective_method", "nope", "collective_method"), ("link_bandwidth_Bps", 0, "link_")])
+def test_sweep_points_check_every_field(field, value, needle):
+    # (a nan budget disabled the budget check; 1e9 evaluations ran for hours)
+    base = dict(family="ideal", servers=4, degree=4, link_bandwidth_Bps=12.5e9)
+    with pytest.raises(InvalidSpecError, match=needle):
+        SweepPoint(**{**base, field: value})
+
+
+@pytest.mark.parametrize("weight", [float("nan"), 0, -1, "x", True])
+def test_workload_items_check_their_weight(weight):
+    with pytest.raises(InvalidSpecError, match="weight"):
+        WorkloadItem("resnet50", weight)

@@ -88,12 +88,17 @@ def test_whatif_option_on_the_command_line(capsys):
     choice = out["budgets"][0]
     assert choice["per_workload"][0]["workload"] == "bert[batch_size=1024,seq_len=256]"
     assert choice["iteration_time_s"] != pytest.approx(plain["iteration_time_s"], rel=1e-3)
-    # Refused with one line, exit code 2: a bad key or value, and --option with --mix.
-    for extra in (["--option", "seq_lenn=3"], ["--option", "seq_len=[1,2]"],
-                  ["--mix", "bert:1", "--option", "seq_len=256"]):
+    # Refused with one line, exit code 2: a bad key or value, and --option with --mix
+    # (here with --workload too, which a mix replaces: that is named first).
+    for extra, needle in ((["--option", "seq_lenn=3"], "whatif --option"),
+                          (["--option", "seq_len=[1,2]"], "whatif --option"),
+                          (["--mix", "bert:1", "--option", "seq_len=256"], "not with --mix")):
         assert main([*fast[:-1], *extra]) == 2
         err = capsys.readouterr().err
-        assert "whatif --option" in err and err.count("\n") == 1
+        assert needle in err and err.count("\n") == 1
+    no_workload = [a for a in fast[:-1] if a not in ("--workload", "bert")]
+    assert main([*no_workload, "--mix", "bert:1", "--option", "seq_len=256"]) == 2
+    assert "whatif --option" in capsys.readouterr().err
 
 
 MODEL = "name: my-llm\nbase: bert\nparams: {layers: 6, seq_len: 128}\n"
