@@ -33,7 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from codesign.errors import InvalidSpecError
+from codesign.errors import InvalidSpecError, invalid
 
 __all__ = ["MAX_INPUT_BYTES", "MAX_YAML_NODES", "MAX_JSON_DEPTH", "read_text", "read_bytes",
            "load_yaml_file", "load_yaml_text", "load_json_file", "load_json_text",
@@ -95,6 +95,13 @@ def _cannot(verb: str, what: str, path: str | Path, why: str) -> InvalidSpecErro
     return InvalidSpecError(f"cannot {verb} {what} {str(path)!r}: {why}")
 
 
+def _check_path(path: object, what: str) -> None:
+    """Refuse what is not a file name (``os.stat(5)`` would stat file descriptor 5, and
+    None or a mapping raise TypeError): every reader names ``what`` it wanted."""
+    if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+        raise invalid(what, path, "a file path (a string or a pathlib.Path)")
+
+
 def read_bytes(path: str | Path, *, what: str = "file",
                max_bytes: int = MAX_INPUT_BYTES) -> bytes:
     """Read a regular file of at most ``max_bytes`` bytes, never blocking.
@@ -102,8 +109,10 @@ def read_bytes(path: str | Path, *, what: str = "file",
     Raises
     ------
     InvalidSpecError
-        Missing, unreadable, not a regular file, or too large.
+        ``path`` not a path (a number, None, a mapping: ``invalid <what> 5``), or the
+        file is missing, unreadable, not a regular file, or too large.
     """
+    _check_path(path, what)
     p = Path(path)
     try:
         st = os.stat(p)
@@ -147,7 +156,8 @@ def read_text(path: str | Path, *, what: str = "file",
     Raises
     ------
     InvalidSpecError
-        As :func:`read_bytes`, or the content is UTF-16/32 or binary, or not UTF-8.
+        As :func:`read_bytes` (``path`` not a path included), or the content is
+        UTF-16/32 or binary, or not UTF-8.
     """
     data = read_bytes(path, what=what, max_bytes=max_bytes)
     head = data[:4096]

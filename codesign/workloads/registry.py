@@ -35,6 +35,7 @@ size strings (``2KiB``).
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -263,13 +264,23 @@ _BYTE_FIELDS = {"activation_bytes", "io_bytes", "saved_bytes", "tp_allreduce_byt
                 "act_saved_bytes"}
 
 
-def is_model_file(name: str) -> bool:
+def is_model_file(name: str | Path) -> bool:
     """Whether a workload argument names a user model file rather than a zoo entry: it
     ends in ``.yaml`` / ``.yml`` or names an existing file (the rule of every command
     and of sweep and what-if mixes).  A name no file system could hold (too long, a NUL
-    byte) is not a file: the zoo lookup then refuses it with one line."""
+    byte) is not a file: the zoo lookup then refuses it with one line.
+
+    Raises
+    ------
+    InvalidSpecError
+        ``name`` is neither a string nor a path (None, a number: ``invalid workload``).
+    """
     from codesign.files import is_file
 
+    if isinstance(name, os.PathLike):
+        name = os.fspath(name)
+    if not isinstance(name, str):
+        raise invalid("workload", name, "a zoo model name or the path of a model file")
     return name.endswith((".yaml", ".yml")) or is_file(name)
 
 

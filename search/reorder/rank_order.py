@@ -156,13 +156,15 @@ def load_cost_matrix(path: str | Path) -> CostMatrix:
     Raises
     ------
     InvalidSpecError
-        Unreadable file, ragged or non-square table, or a non-numeric, NaN, infinite
-        or negative cell (the message names row and column, 1-based data rows).
+        ``path`` not a path, unreadable file, ragged or non-square table, or a
+        non-numeric, NaN, infinite or negative cell (the message names row and column,
+        1-based data rows).
     """
-    p = Path(path)
     from codesign.files import read_text
 
-    text = read_text(p, what="cost matrix file")
+    # read_text first: it refuses a non-path (None, 5) with one line; Path() would not.
+    text = read_text(path, what="cost matrix file")
+    p = Path(path)
     try:
         rows = [[cell.strip() for cell in row] for row in csv.reader(text.splitlines())]
     except csv.Error as exc:
