@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import math
 import re
+from numbers import Real
 
-from codesign.errors import invalid
+from codesign.errors import InvalidSpecError, invalid
 
 __all__ = [
     "parse_size",
@@ -78,6 +79,10 @@ MIN_BANDWIDTH_BPS = 1e-6
 MAX_BANDWIDTH_BPS = 1e18
 MAX_TIME_S = 1e9
 MAX_MONEY_USD = 1e15
+#: Largest count :func:`parse_count` reads (10^24): every suffix with a mantissa up to
+#: 10^6 (``1000000P``) fits, and it is 10^8 times the largest training goal of
+#: search.time_to_train (10^16 tokens); 1e300 tokens is a typo, not a run.
+MAX_COUNT = 1e24
 
 
 #: Plausible ranges of a *bare* number (no unit) where a forgotten unit is the likely
@@ -259,13 +264,17 @@ def parse_count(value: str | float, *, field: str = "count", allow_zero: bool = 
     """Parse a count of things (tokens, samples): a number, or one with a decimal suffix
     (``15T`` tokens, ``1.2M`` samples, ``175B``; ``_`` and ``,`` separators ignored).
 
+    At most :data:`MAX_COUNT`.  Fractions are accepted: the training goals read with it
+    include epochs (``--epochs 0.5``), and a fractional token or sample goal is rounded
+    up to whole iterations by its user.
+
     Examples
     --------
     >>> parse_count("15T"), parse_count("1.2M"), parse_count("2_000"), parse_count(90)
     (15000000000000.0, 1200000.0, 2000.0, 90.0)
     """
     return _parse(value, field, allow_zero, _COUNT_RE, "a number > 0, e.g. 15e12 or 15T",
-                  lambda n, p: float(n) * _COUNT_SCALE[p], clean=True)
+                  lambda n, p: float(n) * _COUNT_SCALE[p], clean=True, upper=MAX_COUNT)
 
 
 def _format(value: float, unit: str, binary: bool) -> str:
@@ -279,25 +288,66 @@ def _format(value: float, unit: str, binary: bool) -> str:
     return f"{value:.4g}{unit}"
 
 
+def _amount(value: object, field: str, *, unbounded: bool = False) -> float:
+    """``value`` as a float if it is a real number >= 0 (not a bool), finite unless
+    ``unbounded`` (then inf too), else the one-line InvalidSpecError.  The formatters
+    printed 'nanB', '-1B' and 'infPiB' and raised TypeError or OverflowError."""
+    try:
+        x = float(value) if isinstance(value, Real) and not isinstance(value, bool) else None
+    except OverflowError:   # an int past 1e308: no float holds it
+        x = None
+    if x is None or math.isnan(x) or x < 0 or (x == math.inf and not unbounded):
+        raise invalid(field, value, "a number >= 0 or inf (unbounded)" if unbounded
+                      else "a finite number >= 0")
+    return x
+
+
 def format_size(nbytes: float, *, binary: bool = True) -> str:
-    """Format bytes for people: ``format_size(2**30) == '1GiB'``."""
-    return _format(float(nbytes), "B", binary)
+    """Format bytes for people: ``format_size(2**30) == '1GiB'``.
+
+    Raises
+    ------
+    InvalidSpecError
+        ``nbytes`` not a finite number >= 0.
+    """
+    return _format(_amount(nbytes, "size"), "B", binary)
 
 
 def format_bandwidth(bps: float, *, bits: bool = False) -> str:
-    """Format bytes/s as ``'50GB/s'`` or, with ``bits=True``, as ``'400Gbps'``."""
+    """Format bytes/s as ``'50GB/s'`` or, with ``bits=True``, as ``'400Gbps'``.
+
+    Raises
+    ------
+    InvalidSpecError
+        ``bps`` not a finite number >= 0.
+    """
+    bps = _amount(bps, "bandwidth")
     if bits:
-        return _format(float(bps) * 8.0, "bps", False)
-    return _format(float(bps), "B/s", False)
+        return _format(bps * 8.0, "bps", False)
+    return _format(bps, "B/s", False)
 
 
 def spec_rate(bps: float, unit: str = "Gbps") -> str:
     """A bandwidth (bytes/s) as a spec-string value: ``100Gbps`` (``unit="Gbps"``) or
     ``900GB/s`` (``unit="GB/s"``) when exact in that unit, else bytes/s as a plain number.
 
+    Raises
+    ------
+    InvalidSpecError
+        ``bps`` outside what :func:`parse_bandwidth` reads back (a number in
+        [:data:`MIN_BANDWIDTH_BPS`, :data:`MAX_BANDWIDTH_BPS`]: 'infGbps' or '0.0' is
+        no spec), or an unknown ``unit``.
+
     >>> spec_rate(12.5e9), spec_rate(900e9, "GB/s"), spec_rate(1e9 + 1)
     ('100Gbps', '900GB/s', '1000000001.0')
     """
+    try:
+        x = _amount(bps, "spec bandwidth")
+    except InvalidSpecError:
+        x = math.nan   # one message for every bad value: the range a spec can hold
+    if not MIN_BANDWIDTH_BPS <= x <= MAX_BANDWIDTH_BPS:
+        raise invalid("spec bandwidth", bps, f"a number of bytes/s in [{MIN_BANDWIDTH_BPS:g}, "
+                      f"{MAX_BANDWIDTH_BPS:g}] (what a spec string can hold)")
     if unit == "Gbps":
         g = bps * 8 / 1e9
         exact = g > 0 and float(f"{g:g}") * 1e9 / 8 == bps
@@ -310,8 +360,14 @@ def spec_rate(bps: float, unit: str = "Gbps") -> str:
 
 
 def format_time(seconds: float) -> str:
-    """Format seconds as ``'1.5ms'``, ``'700ns'``..."""
-    s = float(seconds)
+    """Format seconds as ``'1.5ms'``, ``'700ns'``...; an unbounded time (inf) as ``'infs'``.
+
+    Raises
+    ------
+    InvalidSpecError
+        ``seconds`` not a number >= 0 (NaN, negative, not a number).
+    """
+    s = _amount(seconds, "time", unbounded=True)
     for name, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if abs(s) >= scale:
             return f"{s / scale:.4g}{name}"

@@ -1,0 +1,159 @@
+"""Bad arguments to codesign's public helpers raise one-line InvalidSpecError.
+
+Found by fuzzing: the unit formatters raised TypeError / ValueError / OverflowError and
+printed 'nanB', 'infPiB', '-1B' and an unparseable 'infGbps' spec; parse_count accepted
+1e300; the file readers raised TypeError from os.stat for a non-path (so did
+load_catalog(5), load_hardware_catalog({}), load_workload(None), load_cost_matrix(None));
+is_model_file(None) raised AttributeError.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from codesign.errors import InvalidSpecError
+from codesign.units import (MAX_BANDWIDTH_BPS, MAX_COUNT, MIN_BANDWIDTH_BPS, format_bandwidth,
+                            format_size, format_time, parse_bandwidth, parse_count, spec_rate)
+
+
+def _refused(fn, *args, match: str | None = None, **kwargs) -> str:
+    with pytest.raises(InvalidSpecError, match=match) as info:
+        fn(*args, **kwargs)
+    text = str(info.value)
+    assert "\n" not in text and len(text) < 400, text
+    return text
+
+
+NOT_NUMBERS = [None, "x", "1", [1], 1j, True, {}, np.array([1.0])]
+
+
+# ------------------------------------------------------------------ formatters
+@pytest.mark.parametrize("value", NOT_NUMBERS + [10 ** 400, math.nan, math.inf, -1, -1e-9])
+@pytest.mark.parametrize("fmt, field", [(format_size, "size"), (format_bandwidth, "bandwidth")])
+def test_size_and_bandwidth_formatters_refuse_what_is_not_a_finite_amount(fmt, field, value):
+    _refused(fmt, value, match=f"invalid {field} .*: expected a finite number >= 0")
+
+
+@pytest.mark.parametrize("value", NOT_NUMBERS + [10 ** 400, math.nan, -1, -math.inf])
+def test_format_time_refuses_what_is_not_a_duration(value):
+    _refused(format_time, value, match=r"invalid time .*: expected a number >= 0 or inf")
+
+
+def test_formatters_keep_their_output():
+    assert format_size(2 ** 30) == "1GiB" and format_size(np.int64(2 ** 30)) == "1GiB"
+    assert format_size(0) == "0B" and format_size(1e6, binary=False) == "1MB"
+    assert format_bandwidth(np.float64(50e9), bits=True) == "400Gbps"
+    assert format_bandwidth(50e9) == "50GB/s"
+    assert format_time(1.5e-3) == "1.5ms" and format_time(0) == "0ns"
+    # An unbounded time stays printable (a measured quantity may be unbounded).
+    assert format_time(math.inf) == "infs"
+
+
+@pytest.mark.parametrize("value", NOT_NUMBERS + [10 ** 400, math.nan, math.inf, -1, 0,
+                                                 MIN_BANDWIDTH_BPS / 2, MAX_BANDWIDTH_BPS * 2])
+def test_spec_rate_refuses_what_no_spec_can_hold(value):
+    # 'infGbps' and '0.0' were returned: neither parses back.
+    _refused(spec_rate, value, match=r"invalid spec bandwidth .*: expected a number of bytes/s "
+                                     r"in \[1e-06, 1e\+18\]")
+
+
+@given(st.floats(min_value=MIN_BANDWIDTH_BPS, max_value=MAX_BANDWIDTH_BPS),
+       st.sampled_from(["Gbps", "GB/s"]))
+def test_spec_rate_output_parses_back(bps, unit):
+    assert math.isclose(parse_bandwidth(spec_rate(bps, unit)), bps, rel_tol=1e-5)
+
+
+@given(st.one_of(st.none(), st.text(max_size=8), st.booleans(), st.complex_numbers(),
+                 st.floats(allow_nan=True, allow_infinity=True), st.integers(),
+                 st.lists(st.integers(), max_size=2)),
+       st.sampled_from([format_size, format_bandwidth, format_time, spec_rate]))
+def test_formatters_return_a_string_or_refuse_with_one_line(value, fmt):
+    try:
+        out = fmt(value)
+    except InvalidSpecError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert isinstance(out, str) and "nan" not in out and not out.startswith("-")
+
+
+# ------------------------------------------------------------------ parse_count
+@pytest.mark.parametrize("value", [1e300, "1e300", 10 ** 400, "2e24", MAX_COUNT * 1.01])
+def test_parse_count_is_bounded(value):
+    _refused(parse_count, value, field="--tokens", match="invalid --tokens")
+
+
+def test_parse_count_keeps_fractions_and_large_goals():
+    # Fractions stay: epochs are counted with it (--epochs 0.5), and a fractional
+    # token goal is rounded up to whole iterations by its user.
+    assert parse_count(3.5) == 3.5 and parse_count("0.5") == 0.5
+    assert parse_count("1000000P") == 1e21 and parse_count(MAX_COUNT) == MAX_COUNT
+
+
+@given(st.floats(min_value=0, max_value=1e30, allow_nan=False, exclude_min=True))
+def test_parse_count_accepts_exactly_the_counts_up_to_its_bound(value):
+    if value <= MAX_COUNT:
+        assert parse_count(value) == value == parse_count(repr(value))
+    else:
+        _refused(parse_count, value)
+        _refused(parse_count, repr(value))
+
+
+# ------------------------------------------------------------------ file readers
+@pytest.mark.parametrize("value", [5, {}, None, 3.5, [1], b"spec.yaml"])
+def test_readers_refuse_a_non_path_naming_what_they_read(value):
+    from codesign.files import load_json_file, load_yaml_file, read_bytes, read_text
+
+    for reader in (read_bytes, read_text):
+        _refused(reader, value, what="hardware catalog",
+                 match=r"invalid hardware catalog .*: expected a file path")
+    _refused(load_yaml_file, value, match="expected a file path")
+    _refused(load_json_file, value, match="expected a file path")
+
+
+@pytest.mark.parametrize("loader, value", [
+    ("topologies.cost:load_catalog", 5),
+    ("codesign.workloads.hardware:load_hardware_catalog", {}),
+    ("codesign.workloads:load_workload", None),
+    ("search.reorder.rank_order:load_cost_matrix", None),
+    ("search.reorder.rank_order:load_cost_matrix", 5),
+])
+def test_file_loaders_refuse_a_non_path(loader, value):
+    import importlib
+
+    module, name = loader.split(":")
+    _refused(getattr(importlib.import_module(module), name), value,
+             match="expected a file path")
+
+
+def test_readers_still_read_paths(tmp_path):
+    from codesign.files import read_bytes, read_text
+
+    (tmp_path / "a.txt").write_text("hello\n")
+    assert read_text(tmp_path / "a.txt") == read_text(str(tmp_path / "a.txt")) == "hello\n"
+    assert read_bytes(tmp_path / "a.txt") == b"hello\n"
+    _refused(read_text, tmp_path / "missing.txt", match="no such file")
+
+
+# ------------------------------------------------------------------ is_model_file
+@pytest.mark.parametrize("value", [None, 5, ["x.yaml"], b"x.yaml"])
+def test_is_model_file_refuses_a_non_name(value):
+    from codesign.workloads import is_model_file
+
+    _refused(is_model_file, value, match=r"invalid workload .*: expected a zoo model name "
+                                         r"or the path of a model file")
+
+
+def test_is_model_file_reads_names_and_paths(tmp_path):
+    from pathlib import Path
+
+    from codesign.workloads import is_model_file
+
+    assert is_model_file("my.yaml") and is_model_file(Path("my.yml"))
+    assert not is_model_file("gpt3-175b")
+    (tmp_path / "model").write_text("name: m\n")
+    assert is_model_file(str(tmp_path / "model")) and is_model_file(tmp_path / "model")
