@@ -173,6 +173,15 @@ def check_choice(field: str, value: Any, choices: Iterable[Any], note: str = "")
     return value
 
 
+def _finite(value: Real) -> bool:
+    """``math.isfinite`` that says no to an int too large for a float (10**400 raised
+    OverflowError)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def check_number(field: str, value: Any, *, minimum: float = 0.0, inclusive: bool = False,
                  maximum: float | None = None) -> float:
     """``value`` as a ``float`` if it is a finite real number (not a bool) ``> minimum``
@@ -193,7 +202,7 @@ def check_number(field: str, value: Any, *, minimum: float = 0.0, inclusive: boo
     ...
     codesign.errors.InvalidSpecError: invalid efficiency 1.5: expected a number in (0, 1]
     """
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value) \
+    if isinstance(value, bool) or not isinstance(value, Real) or not _finite(value) \
             or value < minimum or (value == minimum and not inclusive) \
             or (maximum is not None and value > maximum):
         rule = (f"a number in {'[' if inclusive else '('}{minimum:g}, {maximum:g}]"

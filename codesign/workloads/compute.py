@@ -91,7 +91,7 @@ from codesign.specs import check_choice, check_number
 from codesign.workloads.efficiency import (PROFILE_FORMATS, flash_attention_time,
                                           gemm_backward_shapes, gemm_time)
 from codesign.workloads.hardware import Hardware, get_hardware
-from codesign.workloads.model import PRECISIONS, Layer, Workload
+from codesign.workloads.model import MAX_BATCH_SIZE, PRECISIONS, Layer, Workload
 
 __all__ = ["DEFAULT_EFFICIENCY", "LayerTime", "layer_time", "layer_times", "dtype_name",
            "resolve_precision", "uses_kernel_model", "attention_core_time", "ATTENTION_CORE_OPS",
@@ -258,6 +258,11 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
     return fwd + elementwise, bwd + 2.0 * elementwise
 
 
+#: Least efficiency (of peak FLOP/s or HBM bandwidth) a caller may give: below 0.1 % no
+#: kernel runs on a GPU (1e-300 timed an iteration at 8e298 s with overflow warnings).
+MIN_EFFICIENCY = 1e-3
+
+
 def layer_time(layer: Layer, hardware: Hardware | str, batch: float, *,
                efficiency: float | None = None, memory_efficiency: float = 1.0,
                dtype: str | None = None) -> LayerTime:
@@ -290,14 +295,17 @@ def layer_time(layer: Layer, hardware: Hardware | str, batch: float, *,
     ``2 * 4096**2 * 1024 / (312e12 * 0.5)`` = 0.22 ms forward.
     """
     hw = get_hardware(hardware)
-    b = check_number("batch", batch)
+    # (a batch of 1e300 samples overflowed to an infinite time)
+    b = check_number("batch", batch, maximum=MAX_BATCH_SIZE)
     fmt = dtype or dtype_name(layer.dtype_bytes)
-    mem_eff = check_number("memory_efficiency", memory_efficiency, maximum=1)
+    mem_eff = check_number("memory_efficiency", memory_efficiency, minimum=MIN_EFFICIENCY,
+                           inclusive=True, maximum=1)
     if efficiency is None and uses_kernel_model(layer, hw, fmt):
         fwd, bwd = _kernel_time(layer, hw, b, fmt)
         return LayerTime(layer.name, b, fwd, bwd, "kernels", "kernels")
     eff = DEFAULT_EFFICIENCY if efficiency is None else efficiency
-    peak = hw.peak_flops(fmt) * check_number("efficiency", eff, maximum=1)
+    peak = hw.peak_flops(fmt) * check_number("efficiency", eff, minimum=MIN_EFFICIENCY,
+                                             inclusive=True, maximum=1)
     bandwidth = hw.memory_bandwidth_Bps * mem_eff
     weights = 0.0 if layer.kind == "embedding" else layer.weight_bytes
     # Backward reads the weights and writes the trained parameters' gradients.

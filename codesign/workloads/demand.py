@@ -469,11 +469,28 @@ def _max_compute(d: Demand) -> float:
 
 
 # ---------------------------------------------------------------------------- builder
+#: Most gradient buckets of one stream: PyTorch's 25 MB buckets cut a 1T-parameter
+#: model's gradients into 80,000; a bucket_bytes of 1 byte cut ResNet-50's into 10^8 ops
+#: (MemoryError).
+MAX_BUCKETS = 100_000
+
+
 def _buckets(sizes: list[tuple[str, float]], cap: float) -> list[tuple[float, str]]:
     """Cut a stream of (layer, bytes) in backward order into buckets of ``cap`` bytes.
 
     Returns (bucket bytes, layer whose backward completes it); the last may be smaller.
+
+    Raises
+    ------
+    InvalidSpecError
+        ``bucket_bytes`` (``cap``) so small that the stream would take more than
+        :data:`MAX_BUCKETS` buckets.
     """
+    total = sum(b for _, b in sizes)
+    if total / cap > MAX_BUCKETS:
+        raise invalid("bucket_bytes", cap, f"at least {total / MAX_BUCKETS:,.0f} bytes for "
+                      f"these {total:,.0f} bytes of gradients (at most {MAX_BUCKETS:,} "
+                      "buckets)")
     out: list[tuple[float, str]] = []
     fill = 0.0
     for name, b in sizes:

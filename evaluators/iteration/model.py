@@ -72,6 +72,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import CodesignError, invalid
+from codesign.specs import check_number
 from evaluators.iteration.comm import BEST, CommCost, CommTimer, System
 from evaluators.iteration.inputs import as_cluster, as_execution
 from evaluators.iteration.phase import DEFAULT_RTOL
@@ -553,6 +554,8 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         raise invalid("overlap", overlap, "True or False")
     if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not 0 <= rtol < 1:
         raise invalid("rtol", rtol, "a number in [0, 1) (0 = exact max-min flow phases)")
+    if time_bound is not None:   # seconds (nan was ignored, -1 raised AboveBound)
+        check_number("time_bound", time_bound)
     if placement is None:
         placement = Placement.for_strategy(s, hw.gpus_per_server)
     sysm = resolve_system(topo, placement, hw)

@@ -157,3 +157,32 @@ def test_is_model_file_reads_names_and_paths(tmp_path):
     assert not is_model_file("gpt3-175b")
     (tmp_path / "model").write_text("name: m\n")
     assert is_model_file(str(tmp_path / "model")) and is_model_file(tmp_path / "model")
+
+
+# ----------------------------------------------------------- the iteration model's knobs
+@pytest.mark.parametrize("kw, needle", [
+    ({"bucket_bytes": 1.0}, "bucket_bytes 1.0: expected at least 1,022 bytes"),
+    ({"efficiency": 1e-300}, "efficiency"), ({"time_bound": float("nan")}, "time_bound"),
+    ({"time_bound": -1}, "time_bound"), ({"time_bound": "1"}, "time_bound")])
+def test_iteration_knobs_that_could_not_be_timed_are_refused(kw, needle):
+    # 1-byte buckets: 10^8 gradient ops (MemoryError); efficiency 1e-300: 8e298 s with
+    # overflow warnings; a nan time bound was ignored, -1 raised AboveBound
+    from evaluators.iteration import evaluate
+
+    with pytest.raises(InvalidSpecError, match=needle):
+        evaluate("ideal:16,degree=4,bw=100Gbps", "resnet50", "dp=128", **kw)
+
+
+def test_a_layer_batch_beyond_the_largest_batch_is_refused():
+    from codesign.workloads import get_workload
+    from codesign.workloads.compute import layer_time
+
+    with pytest.raises(InvalidSpecError, match="batch"):   # (inf seconds before)
+        layer_time(get_workload("gpt3-175b").layer("block0.mlp"), "A100-80", 1e300)
+
+
+def test_numbers_too_large_for_a_float_are_refused_not_overflowed():
+    from codesign.specs import check_number
+
+    with pytest.raises(InvalidSpecError, match="finite number"):
+        check_number("x", 10 ** 400)
