@@ -35,7 +35,6 @@ Examples
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -229,8 +228,14 @@ def cluster_tco(servers: int, price: ServerPrice, *, network_usd: float,
     Tco
     """
     check_int("tco servers", servers, 1)
-    if not math.isfinite(network_usd) or network_usd < 0:
-        raise invalid("tco network_usd", network_usd, "a cost >= 0 USD")
+    check_int("tco gpus_per_server", gpus_per_server, 1)   # (0 and -8 were taken)
+    check_number("tco network_usd", network_usd, inclusive=True)
+    if network_power_w is not None:   # (nan made the opex nan, -1 lowered it)
+        check_number("tco network_power_w", network_power_w, inclusive=True)
+    if not isinstance(price, ServerPrice):
+        raise invalid("tco price", type(price).__name__, "a ServerPrice (server_price)")
+    if not isinstance(params, TcoParams):
+        raise invalid("tco params", type(params).__name__, "a TcoParams")
     years = params.years
     if params.gpu_hour_usd is not None:
         per_year = servers * gpus_per_server * params.gpu_hour_usd * HOURS_PER_YEAR
@@ -253,6 +258,7 @@ def cluster_tco(servers: int, price: ServerPrice, *, network_usd: float,
 def run_cost_usd(tco: Tco, days: float) -> float:
     """USD of one training run of ``days`` days on the whole cluster: its hours at the
     cluster's cost per hour (owned: TCO over the life's hours; cloud: the rent)."""
-    if not math.isfinite(days) or days < 0:
-        raise invalid("training days", days, "a number of days >= 0")
+    check_number("training days", days, inclusive=True)
+    if not isinstance(tco, Tco):
+        raise invalid("tco", type(tco).__name__, "a Tco (cluster_tco)")
     return tco.cost_per_hour_usd * 24.0 * days

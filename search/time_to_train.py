@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codesign.errors import invalid
+from codesign.specs import check_int, check_number
 
 __all__ = ["TrainingGoal", "parse_goal", "days_to_train", "procurement", "fabric_parts_cost",
            "DATASET_SAMPLES"]
@@ -79,6 +80,8 @@ class TrainingGoal:
                           "exactly one of --tokens, --samples, --epochs")
         for key in ("tokens", "samples", "epochs", "dataset_samples"):
             value = getattr(self, key)
+            if value is not None:   # (-1 and nan were taken, 'x' a TypeError)
+                check_number(f"--{key.replace('_', '-')}", value)
             if value is not None and value > MAX_GOAL[key]:
                 raise invalid(f"--{key.replace('_', '-')}", value,
                               f"at most {MAX_GOAL[key]:g} (a training run, not a typo)")
@@ -99,6 +102,9 @@ class TrainingGoal:
             A token goal for a workload without a sequence length, or an epoch goal
             without a known dataset size.
         """
+        check_int("batch_size", batch_size, 1)   # (-1 gave negative days, 0 a ZeroDivision)
+        if seq_len is not None:
+            check_int("seq_len", seq_len, 1)
         if self.tokens is not None:
             if not seq_len:
                 raise invalid(f"--tokens for workload {workload or '?'}", f"{self.tokens:g}",
@@ -137,8 +143,9 @@ def parse_goal(*, tokens: Any = None, samples: Any = None, epochs: Any = None,
 def days_to_train(goal: TrainingGoal, *, batch_size: int, seq_len: int | None,
                   iteration_time_s: float, workload: str = "") -> float:
     """Days to reach ``goal``: iterations x iteration time / 86400 (module docstring)."""
-    if not math.isfinite(iteration_time_s) or iteration_time_s <= 0:
-        raise invalid("iteration time", iteration_time_s, "a time > 0 s")
+    check_number("iteration time", iteration_time_s)   # seconds
+    if not isinstance(goal, TrainingGoal):
+        raise invalid("training goal", type(goal).__name__, "a TrainingGoal (parse_goal)")
     it = goal.iterations(batch_size=batch_size, seq_len=seq_len, workload=workload)
     return it * iteration_time_s / SECONDS_PER_DAY
 

@@ -93,8 +93,9 @@ import numpy as np
 
 from codesign.errors import invalid
 from codesign.files import exists
-from codesign.specs import check_choice, check_int, check_keys, get_int, load_yaml
-from codesign.units import format_bandwidth, parse_bandwidth, parse_money
+from codesign.specs import check_choice, check_int, check_keys, check_number, get_int, load_yaml
+from codesign.units import MAX_BANDWIDTH_BPS, format_bandwidth, parse_bandwidth, parse_money
+from topologies.families.clos import MAX_NODES
 
 __all__ = [
     "COMPONENTS", "RatePrices", "Catalog", "CostBreakdown", "load_catalog", "check_catalog",
@@ -227,7 +228,7 @@ class Catalog:
         >>> row.rate_Bps * 8 / 1e9, lanes
         (200.0, 2)
         """
-        rate = _positive(link_rate_Bps, "link rate (bytes/s)")
+        rate = _rate(link_rate_Bps, "link rate (bytes/s)")
         for row in self.rates:
             if row.rate_Bps >= rate * (1.0 - _RATE_RTOL):
                 return row, 1
@@ -264,16 +265,14 @@ class Catalog:
         return float(getattr(row, component))
 
 
-def _positive(value: Any, field_: str) -> float:
-    if isinstance(value, bool):
-        raise invalid(field_, value, "a finite number > 0")
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise invalid(field_, value, "a finite number > 0") from None
-    if not math.isfinite(v) or v <= 0:
-        raise invalid(field_, value, "a finite number > 0")
-    return v
+def _positive(value: Any, field_: str, maximum: float | None = None) -> float:
+    """A finite number > 0 (at most ``maximum``): numbers only ('16' was read as 16 B/s)."""
+    return check_number(field_, value, maximum=maximum)
+
+
+def _rate(value: Any, field_: str) -> float:
+    """A link rate, bytes/s, as the topology specs bound it (1e300 priced $3e294)."""
+    return _positive(value, field_, MAX_BANDWIDTH_BPS)
 
 
 def _length(value: Any, field_: str) -> float:
@@ -536,12 +535,12 @@ def fattree_cost(servers: int, link_rate_Bps: float, *, catalog: Catalog | None 
     (128, 640, 768, 384)
     """
     cat = _catalog(catalog)
-    n = check_int("fattree servers", servers, 1)
+    n = check_int("fattree servers", servers, 1, MAX_NODES)
     d = check_int("fattree degree", degree, 1)
-    levels = check_int("fattree tiers", tiers, 1)
+    levels = check_int("fattree tiers", tiers, 1, 5)   # (10 tiers were priced)
     o = _positive(oversub, "fattree oversub")
     check_choice("fattree sizing", sizing, SIZINGS)
-    row, lanes = cat.resolve(d * _positive(link_rate_Bps, "fattree link rate (bytes/s)"))
+    row, lanes = cat.resolve(d * _rate(link_rate_Bps, "fattree link rate (bytes/s)"))
     fabric_hosts = n if sizing == "per_port" else _kary_hosts(n, levels)
     inter = 0
     if levels >= 2:
@@ -630,12 +629,12 @@ def topoopt_cost(servers: int, degree: int, link_rate_Bps: float, *,
     (256, 512, 1024)
     """
     cat = _catalog(catalog)
-    n = check_int("topoopt servers", servers, 1)
+    n = check_int("topoopt servers", servers, 1, MAX_NODES)
     d = check_int("topoopt degree", degree, 1)
     tech = check_choice("topoopt technology", technology, TECHNOLOGIES)
     if not isinstance(lookahead, bool):
         raise invalid("topoopt lookahead", lookahead, "True or False")
-    row, lanes = cat.resolve(_positive(link_rate_Bps, "topoopt link rate (bytes/s)"))
+    row, lanes = cat.resolve(_rate(link_rate_Bps, "topoopt link rate (bytes/s)"))
     per_server = d * lanes
     t = _Tally()
     t.add("nic", n * math.ceil(per_server / row.nic_ports), row.nic)
@@ -682,12 +681,12 @@ def expander_cost(servers: int, degree: int, link_rate_Bps: float, *,
     256
     """
     cat = _catalog(catalog)
-    n = check_int("expander servers", servers, 1)
+    n = check_int("expander servers", servers, 1, MAX_NODES)
     d = check_int("expander degree", degree, 1)
     if (n * d) % 2:
         raise invalid("expander servers x degree", f"{n} x {d}",
                       "an even product (a d-regular graph on n nodes has n*d/2 cables)")
-    row, lanes = cat.resolve(_positive(link_rate_Bps, "expander link rate (bytes/s)"))
+    row, lanes = cat.resolve(_rate(link_rate_Bps, "expander link rate (bytes/s)"))
     t = _Tally()
     t.add("nic", n * math.ceil(d * lanes / row.nic_ports), row.nic)
     t.add("transceiver", n * d * lanes, row.transceiver)

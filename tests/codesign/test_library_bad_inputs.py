@@ -186,3 +186,42 @@ def test_numbers_too_large_for_a_float_are_refused_not_overflowed():
 
     with pytest.raises(InvalidSpecError, match="finite number"):
         check_number("x", 10 ** 400)
+
+
+# --------------------------------------------------- money, days and network prices
+def test_training_days_and_tco_refuse_nonsense_instead_of_answering_it():
+    # batch -1 gave -5651 days, network power nan a nan opex, -1 a lower one
+    from codesign.tco import TcoParams, cluster_tco, run_cost_usd, server_price
+    from search.time_to_train import TrainingGoal, days_to_train, parse_goal
+
+    goal = parse_goal(tokens=1e12)
+    for kw, needle in ((dict(batch_size=-1), "batch_size"), (dict(batch_size=0), "batch_size"),
+                       (dict(seq_len=-1), "seq_len"), (dict(iteration_time_s=None), "time")):
+        with pytest.raises(InvalidSpecError, match=needle):
+            days_to_train(goal, **{**dict(batch_size=8, seq_len=2048, iteration_time_s=1),
+                                   **kw})
+    for bad in (-1, float("nan"), "x"):
+        with pytest.raises(InvalidSpecError, match="--tokens"):
+            TrainingGoal(tokens=bad)
+    sp = server_price("H100")
+    ok = dict(network_usd=1e5, network_power_w=1e3, params=TcoParams())
+    for kw, needle in ((dict(network_power_w=float("nan")), "network_power_w"),
+                       (dict(network_power_w=-1), "network_power_w"),
+                       (dict(gpus_per_server=0), "gpus_per_server"),
+                       (dict(network_usd="x"), "network_usd"), (dict(params=None), "params")):
+        with pytest.raises(InvalidSpecError, match=needle):
+            cluster_tco(4, sp, **{**ok, **kw})
+    with pytest.raises(InvalidSpecError, match="training days"):
+        run_cost_usd(cluster_tco(4, sp, **ok), None)
+
+
+@pytest.mark.parametrize("args, kw, needle", [
+    ((16, "16"), {}, "link rate"), ((16, 12.5e9), {"oversub": "2"}, "oversub"),
+    ((10 ** 30, 12.5e9), {}, "servers"), ((16, 1e300), {}, "link rate"),
+    ((16, 12.5e9), {"tiers": 10}, "tiers")])
+def test_network_prices_take_numbers_in_range_only(args, kw, needle):
+    # ('16' was 16 B/s, 1e300 B/s cost $3e294, 10^30 servers $2.7e33)
+    from topologies.cost import fattree_cost
+
+    with pytest.raises(InvalidSpecError, match=needle):
+        fattree_cost(*args, **kw)
