@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from codesign.errors import InvalidSpecError
+
 TESTS = Path(__file__).resolve().parent
 #: The work unit of the test files that use Ray.
 RAY_UNIT = "ray"
@@ -68,3 +70,19 @@ def ray_shared():
 
     with ray_session(num_cpus=2):
         yield
+
+
+def _refused(fn, *args, match: str | None = None, **kwargs) -> str:
+    with pytest.raises(InvalidSpecError, match=match) as info:
+        fn(*args, **kwargs)
+    text = str(info.value)
+    assert "\n" not in text and len(text) < 400, text
+    return text
+
+
+@pytest.fixture(scope="session")   # (a pure function: hypothesis tests may use it)
+def refused():
+    """``refused(fn, *args, match=None, **kwargs)``: calls ``fn``, asserts it raises a
+    one-line :class:`~codesign.errors.InvalidSpecError` (matching ``match``) and returns
+    the message (the bad-input tests of the library)."""
+    return _refused

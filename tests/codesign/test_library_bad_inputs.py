@@ -21,27 +21,20 @@ from codesign.units import (MAX_BANDWIDTH_BPS, MAX_COUNT, MIN_BANDWIDTH_BPS, for
                             format_size, format_time, parse_bandwidth, parse_count, spec_rate)
 
 
-def _refused(fn, *args, match: str | None = None, **kwargs) -> str:
-    with pytest.raises(InvalidSpecError, match=match) as info:
-        fn(*args, **kwargs)
-    text = str(info.value)
-    assert "\n" not in text and len(text) < 400, text
-    return text
-
-
 NOT_NUMBERS = [None, "x", "1", [1], 1j, True, {}, np.array([1.0])]
 
 
 # ------------------------------------------------------------------ formatters
 @pytest.mark.parametrize("value", NOT_NUMBERS + [10 ** 400, math.nan, math.inf, -1, -1e-9])
 @pytest.mark.parametrize("fmt, field", [(format_size, "size"), (format_bandwidth, "bandwidth")])
-def test_size_and_bandwidth_formatters_refuse_what_is_not_a_finite_amount(fmt, field, value):
-    _refused(fmt, value, match=f"invalid {field} .*: expected a finite number >= 0")
+def test_size_and_bandwidth_formatters_refuse_what_is_not_a_finite_amount(refused, fmt, field,
+                                                                          value):
+    refused(fmt, value, match=f"invalid {field} .*: expected a finite number >= 0")
 
 
 @pytest.mark.parametrize("value", NOT_NUMBERS + [10 ** 400, math.nan, -1, -math.inf])
-def test_format_time_refuses_what_is_not_a_duration(value):
-    _refused(format_time, value, match=r"invalid time .*: expected a number >= 0 or inf")
+def test_format_time_refuses_what_is_not_a_duration(refused, value):
+    refused(format_time, value, match=r"invalid time .*: expected a number >= 0 or inf")
 
 
 def test_formatters_keep_their_output():
@@ -56,9 +49,9 @@ def test_formatters_keep_their_output():
 
 @pytest.mark.parametrize("value", NOT_NUMBERS + [10 ** 400, math.nan, math.inf, -1, 0,
                                                  MIN_BANDWIDTH_BPS / 2, MAX_BANDWIDTH_BPS * 2])
-def test_spec_rate_refuses_what_no_spec_can_hold(value):
+def test_spec_rate_refuses_what_no_spec_can_hold(refused, value):
     # 'infGbps' and '0.0' were returned: neither parses back.
-    _refused(spec_rate, value, match=r"invalid spec bandwidth .*: expected a number of bytes/s "
+    refused(spec_rate, value, match=r"invalid spec bandwidth .*: expected a number of bytes/s "
                                      r"in \[1e-06, 1e\+18\]")
 
 
@@ -83,8 +76,8 @@ def test_formatters_return_a_string_or_refuse_with_one_line(value, fmt):
 
 # ------------------------------------------------------------------ parse_count
 @pytest.mark.parametrize("value", [1e300, "1e300", 10 ** 400, "2e24", MAX_COUNT * 1.01])
-def test_parse_count_is_bounded(value):
-    _refused(parse_count, value, field="--tokens", match="invalid --tokens")
+def test_parse_count_is_bounded(refused, value):
+    refused(parse_count, value, field="--tokens", match="invalid --tokens")
 
 
 def test_parse_count_keeps_fractions_and_large_goals():
@@ -95,24 +88,24 @@ def test_parse_count_keeps_fractions_and_large_goals():
 
 
 @given(st.floats(min_value=0, max_value=1e30, allow_nan=False, exclude_min=True))
-def test_parse_count_accepts_exactly_the_counts_up_to_its_bound(value):
+def test_parse_count_accepts_exactly_the_counts_up_to_its_bound(refused, value):
     if value <= MAX_COUNT:
         assert parse_count(value) == value == parse_count(repr(value))
     else:
-        _refused(parse_count, value)
-        _refused(parse_count, repr(value))
+        refused(parse_count, value)
+        refused(parse_count, repr(value))
 
 
 # ------------------------------------------------------------------ file readers
 @pytest.mark.parametrize("value", [5, {}, None, 3.5, [1], b"spec.yaml"])
-def test_readers_refuse_a_non_path_naming_what_they_read(value):
+def test_readers_refuse_a_non_path_naming_what_they_read(refused, value):
     from codesign.files import load_json_file, load_yaml_file, read_bytes, read_text
 
     for reader in (read_bytes, read_text):
-        _refused(reader, value, what="hardware catalog",
+        refused(reader, value, what="hardware catalog",
                  match=r"invalid hardware catalog .*: expected a file path")
-    _refused(load_yaml_file, value, match="expected a file path")
-    _refused(load_json_file, value, match="expected a file path")
+    refused(load_yaml_file, value, match="expected a file path")
+    refused(load_json_file, value, match="expected a file path")
 
 
 @pytest.mark.parametrize("loader, value", [
@@ -122,29 +115,29 @@ def test_readers_refuse_a_non_path_naming_what_they_read(value):
     ("search.reorder.rank_order:load_cost_matrix", None),
     ("search.reorder.rank_order:load_cost_matrix", 5),
 ])
-def test_file_loaders_refuse_a_non_path(loader, value):
+def test_file_loaders_refuse_a_non_path(refused, loader, value):
     import importlib
 
     module, name = loader.split(":")
-    _refused(getattr(importlib.import_module(module), name), value,
+    refused(getattr(importlib.import_module(module), name), value,
              match="expected a file path")
 
 
-def test_readers_still_read_paths(tmp_path):
+def test_readers_still_read_paths(refused, tmp_path):
     from codesign.files import read_bytes, read_text
 
     (tmp_path / "a.txt").write_text("hello\n")
     assert read_text(tmp_path / "a.txt") == read_text(str(tmp_path / "a.txt")) == "hello\n"
     assert read_bytes(tmp_path / "a.txt") == b"hello\n"
-    _refused(read_text, tmp_path / "missing.txt", match="no such file")
+    refused(read_text, tmp_path / "missing.txt", match="no such file")
 
 
 # ------------------------------------------------------------------ is_model_file
 @pytest.mark.parametrize("value", [None, 5, ["x.yaml"], b"x.yaml"])
-def test_is_model_file_refuses_a_non_name(value):
+def test_is_model_file_refuses_a_non_name(refused, value):
     from codesign.workloads import is_model_file
 
-    _refused(is_model_file, value, match=r"invalid workload .*: expected a zoo model name "
+    refused(is_model_file, value, match=r"invalid workload .*: expected a zoo model name "
                                          r"or the path of a model file")
 
 
@@ -164,7 +157,7 @@ def test_is_model_file_reads_names_and_paths(tmp_path):
     ({"bucket_bytes": 1.0}, "bucket_bytes 1.0: expected at least 1,022 bytes"),
     ({"efficiency": 1e-300}, "efficiency"), ({"time_bound": float("nan")}, "time_bound"),
     ({"time_bound": -1}, "time_bound"), ({"time_bound": "1"}, "time_bound")])
-def test_iteration_knobs_that_could_not_be_timed_are_refused(kw, needle):
+def test_iteration_knobs_that_could_not_be_timed_arerefused(refused, kw, needle):
     # 1-byte buckets: 10^8 gradient ops (MemoryError); efficiency 1e-300: 8e298 s with
     # overflow warnings; a nan time bound was ignored, -1 raised AboveBound
     from evaluators.iteration import evaluate
@@ -173,7 +166,7 @@ def test_iteration_knobs_that_could_not_be_timed_are_refused(kw, needle):
         evaluate("ideal:16,degree=4,bw=100Gbps", "resnet50", "dp=128", **kw)
 
 
-def test_a_layer_batch_beyond_the_largest_batch_is_refused():
+def test_a_layer_batch_beyond_the_largest_batch_isrefused(refused):
     from codesign.workloads import get_workload
     from codesign.workloads.compute import layer_time
 
