@@ -492,6 +492,10 @@ def _float(x: Any) -> float:
         return math.inf
 
 
+#: Slowest link group the LP takes, as a fraction of the fastest link's bandwidth.
+_GROUP_BANDWIDTH_RANGE = 1e-6
+
+
 def _validate(topology, collective, steps, secondary, switch_model, memory_nodes, link_groups,
               link_costs, shares, max_steps, patience, max_rounds, method):
     if not isinstance(topology, Topology):
@@ -548,6 +552,14 @@ def _validate(topology, collective, steps, secondary, switch_model, memory_nodes
         links = [int(x) for x in links]
         if isinstance(bw, bool) or not isinstance(bw, Real) or not 0 < _float(bw) < math.inf:
             raise invalid("link group bandwidth", bw, "a finite value > 0 bytes/s")
+        # HiGHS solves to relative tolerances near 1e-7: a group 1e11 times slower than
+        # the links (1 B/s on ring:4) came back "infeasible" (time inf) although routing
+        # around it is feasible.
+        floor = _GROUP_BANDWIDTH_RANGE * float(np.max(topology.bandwidth))
+        if float(bw) < floor:
+            raise invalid("link group bandwidth", bw, f"at least {floor:.3g} bytes/s ("
+                          f"{_GROUP_BANDWIDTH_RANGE:g} x the fastest link: the LP's "
+                          "numerical range)")
         groups.append((links, float(bw)))
     if link_costs is None:
         npu = np.zeros(n, dtype=bool)

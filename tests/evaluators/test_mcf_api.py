@@ -190,3 +190,19 @@ def test_dantzig_wolfe_pricing_lps_keep_the_calls_time_limit(monkeypatch):
     assert r.optimal and limits
     # every solve had the time left (<= 100 s) beyond the model's summed run time
     assert all(run <= limit <= run + 100 for limit, run in limits)
+
+
+def test_link_groups_slower_than_the_lps_numerical_range_are_refused():
+    """A 1 B/s group on ring:4 (links 2.5e10 B/s) came back 'infeasible' (time inf)
+    though routing around it is feasible: HiGHS's tolerances are relative.  Within the
+    range the group is routed around: the optimum no longer depends on its bandwidth."""
+    from topologies.registry import from_spec
+
+    ring, coll = from_spec("ring:4"), Collective.on("allgather", 4, 1e6)
+    with pytest.raises(InvalidSpecError, match=r"link group bandwidth 1.0: expected at least "
+                                               r"2.5e\+04 bytes/s"):
+        fluid_optimum(ring, coll, link_groups=[([0], 1.0)])
+    free = fluid_optimum(ring, coll).time_s
+    slow, slower = (fluid_optimum(ring, coll, link_groups=[([0], bw)]) for bw in (1e6, 1e5))
+    assert slow.optimal and slower.optimal and slow.time_s > free
+    assert slower.time_s == pytest.approx(slow.time_s, rel=1e-3)
