@@ -195,8 +195,8 @@ class Messages:
             if not isinstance(m, Message):
                 if isinstance(m, (str, bytes)) or not isinstance(m, Sequence) \
                         or not 3 <= len(m) <= 6:
-                    raise invalid(f"message {i}", m,
-                                  "a Message or a tuple (src, dst, size_bytes[, ready_s, path, deps])")
+                    raise invalid(f"message {i}", m, "a Message or a tuple (src, dst, "
+                                  "size_bytes[, ready_s, path, deps])")
                 m = Message(*m)
             rows.append(m)
         n = len(rows)
