@@ -399,14 +399,20 @@ def predict_run(run: Run, hardware, **kwargs) -> float:
     from evaluators.iteration.model import evaluate
     from topologies.registry import load_topology
 
-    topo = load_topology(run.system)
     kwargs = {**dict(run.options), **kwargs}
     kwargs.setdefault("check_memory", False)
     per = kwargs.pop("gpus_per_server", None)
-    if per is not None:
-        kwargs.setdefault("placement", _placement(run, per))
-    return evaluate(topo, run.workload, run.strategy, hardware=hardware,
-                    **kwargs).iteration_time_s
+    try:
+        # A runs file's system, strategy and options meet the network here first: the
+        # message names the row (it named only the topology field before).
+        topo = load_topology(run.system)
+        if per is not None:
+            kwargs.setdefault("placement", _placement(run, per))
+        return evaluate(topo, run.workload, run.strategy, hardware=hardware,
+                        **kwargs).iteration_time_s
+    except InvalidSpecError as exc:
+        raise InvalidSpecError(f"run {run.id} (row {run.row}, system {run.system!r}): "
+                               f"{exc}") from None
 
 
 def _placement(run: Run, gpus_per_server: int):
