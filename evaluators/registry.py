@@ -166,6 +166,8 @@ def synthesize(topology, collective, method: str = "ring", *, validate: bool | N
     if not isinstance(collective, Collective):
         raise invalid("collective", collective, "an evaluators.collectives.Collective; "
                       "build one with Collective.on(kind, npus, size_bytes)")
+    if validate is not None and not isinstance(validate, bool):   # ('x' was read as True)
+        raise invalid("validate", validate, "True, False or None (by size)")
     _ensure_loaded()
     # check_choice: an unhashable method (a list) is refused, not a TypeError of dict.get.
     alg = ALGORITHMS[check_choice("algorithm", method, sorted(ALGORITHMS))]

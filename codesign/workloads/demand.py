@@ -616,6 +616,8 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     hw = get_hardware(hardware)
     check_applicable(workload, s)
     check_number("bucket_bytes", bucket_bytes)
+    if not isinstance(check, bool):   # ('x' was read as True)
+        raise invalid("check", check, "True or False (the memory check)")
     if isinstance(index_bytes, bool) or index_bytes not in (1, 2, 4, 8):
         raise invalid("index_bytes", index_bytes, "1, 2, 4 or 8")
     if placement is None:

@@ -552,6 +552,8 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         raise invalid("workload", type(workload).__name__, "a zoo name or a Workload")
     if not isinstance(overlap, bool):
         raise invalid("overlap", overlap, "True or False")
+    if not isinstance(check_memory, bool):   # ('no' was read as True)
+        raise invalid("check_memory", check_memory, "True or False")
     if isinstance(rtol, bool) or not isinstance(rtol, (int, float)) or not 0 <= rtol < 1:
         raise invalid("rtol", rtol, "a number in [0, 1) (0 = exact max-min flow phases)")
     if time_bound is not None:   # seconds (nan was ignored, -1 raised AboveBound)

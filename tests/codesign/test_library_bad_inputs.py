@@ -218,3 +218,19 @@ def test_network_prices_take_numbers_in_range_only(args, kw, needle):
 
     with pytest.raises(InvalidSpecError, match=needle):
         fattree_cost(*args, **kw)
+
+
+def test_flags_are_booleans_not_truthy_values(refused):
+    # ('no' and 'x' were read as True)
+    from codesign.workloads import get_workload
+    from codesign.workloads.demand import demand_for
+    from evaluators.collectives import Collective
+    from evaluators.iteration import evaluate
+    from evaluators.registry import synthesize
+    from topologies.registry import from_spec
+
+    refused(evaluate, "ideal:16,degree=4,bw=100Gbps", "resnet50", "dp=128", check_memory="no",
+            match="check_memory 'no'")
+    refused(demand_for, get_workload("resnet50"), "dp=8", "A100-80", check="x", match="check")
+    refused(synthesize, from_spec("ring:4"), Collective.on("allgather", 4, 1e6),
+            validate="x", match="validate 'x'")
