@@ -188,6 +188,9 @@ def load_prices(path: str | Path | None = None) -> tuple[dict[str, ServerPrice],
     InvalidSpecError
         Unreadable file, unknown key or a non-positive price or power.
     """
+    if path is not None and (not isinstance(path, (str, Path)) or not str(path)):
+        # ('' , [] and {} silently gave the built-in catalog)
+        raise invalid("prices", path, "a price catalog YAML path, or None (built-in)")
     prices, params, _ = _load(str(path or PRICES_PATH))
     return prices, params
 

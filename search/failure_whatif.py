@@ -84,9 +84,15 @@ class FailureStudy:
     search: SearchBudget | None = DEFAULT_FAILURE_SEARCH
 
     def __post_init__(self) -> None:
+        from topologies.failures import FailureSpec
+
+        if not isinstance(self.spec, FailureSpec):   # (an AttributeError when used)
+            raise invalid("failure spec", self.spec, "a FailureSpec (parse_failure_spec)")
         if isinstance(self.samples, bool) or not isinstance(self.samples, int) \
                 or not 1 <= self.samples <= 100_000:
             raise invalid("--samples", self.samples, "an integer in [1, 100000]")
+        if self.search is not None and not isinstance(self.search, SearchBudget):
+            raise invalid("failure search", self.search, "a SearchBudget or None")
 
 
 @dataclass(frozen=True)

@@ -234,3 +234,15 @@ def test_flags_are_booleans_not_truthy_values(refused):
     refused(demand_for, get_workload("resnet50"), "dp=8", "A100-80", check="x", match="check")
     refused(synthesize, from_spec("ring:4"), Collective.on("allgather", 4, 1e6),
             validate="x", match="validate 'x'")
+
+
+def test_failure_studies_and_price_catalogs_check_what_they_are_given(refused):
+    # (a FailureStudy of 'x' failed later with an AttributeError; a price catalog path of
+    # '' or [] silently gave the built-in catalog)
+    from codesign.tco import load_prices
+    from search.failure_whatif import FailureStudy
+
+    refused(FailureStudy, "x", match="failure spec 'x'")
+    for bad in ("", [], {}):
+        refused(load_prices, bad, match="prices")
+    assert load_prices(None)[0]   # the built-in catalog
