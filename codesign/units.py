@@ -30,6 +30,7 @@ import re
 from numbers import Real
 
 from codesign.errors import InvalidSpecError, invalid
+from codesign.specs import check_number
 
 __all__ = [
     "parse_size",
@@ -292,14 +293,15 @@ def _amount(value: object, field: str, *, unbounded: bool = False) -> float:
     """``value`` as a float if it is a real number >= 0 (not a bool), finite unless
     ``unbounded`` (then inf too), else the one-line InvalidSpecError.  The formatters
     printed 'nanB', '-1B' and 'infPiB' and raised TypeError or OverflowError."""
+    if unbounded and isinstance(value, Real) and not isinstance(value, bool) \
+            and value == math.inf:
+        return math.inf
     try:
-        x = float(value) if isinstance(value, Real) and not isinstance(value, bool) else None
-    except OverflowError:   # an int past 1e308: no float holds it
-        x = None
-    if x is None or math.isnan(x) or x < 0 or (x == math.inf and not unbounded):
-        raise invalid(field, value, "a number >= 0 or inf (unbounded)" if unbounded
-                      else "a finite number >= 0")
-    return x
+        return check_number(field, value, inclusive=True)
+    except InvalidSpecError:
+        if not unbounded:
+            raise
+        raise invalid(field, value, "a number >= 0 or inf (unbounded)") from None
 
 
 def format_size(nbytes: float, *, binary: bool = True) -> str:

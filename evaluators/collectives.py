@@ -28,14 +28,13 @@ The kinds and nccl-tests' bus-bandwidth factors are defined in
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from numbers import Integral, Real
+from numbers import Integral
 
 from codesign.collective_kinds import KINDS, REDUCING_KINDS, ROOTED_KINDS, busbw_factor
 from codesign.errors import invalid
-from codesign.specs import check_choice, check_int
+from codesign.specs import check_choice, check_int, check_number
 from topologies.families.clos import MAX_NODES
 
 __all__ = ["KINDS", "REDUCING_KINDS", "ROOTED_KINDS", "Collective", "busbw_factor"]
@@ -91,15 +90,7 @@ class Collective:
         if len(set(npus)) != len(npus):
             raise invalid("collective participants", list(npus), "distinct NPU ids")
         object.__setattr__(self, "npus", npus)
-        size = self.size_bytes
-        try:
-            ok = not isinstance(size, bool) and isinstance(size, Real) \
-                and 0 < float(size) < math.inf
-        except OverflowError:   # an int past 1e308, which no float holds
-            ok = False
-        if not ok:
-            raise invalid("collective size", size, "a finite number of bytes > 0")
-        object.__setattr__(self, "size_bytes", float(size))
+        object.__setattr__(self, "size_bytes", check_number("collective size", self.size_bytes))
         object.__setattr__(self, "chunks_per_npu",
                            check_int("chunks per NPU", self.chunks_per_npu, 1))
         if self.kind in ROOTED_KINDS:

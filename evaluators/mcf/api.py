@@ -47,18 +47,16 @@ nodes, link groups or multicast).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from numbers import Real
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
 from codesign.errors import InfeasibleError, invalid
-from codesign.specs import check_choice
+from codesign.specs import check_choice, check_number
 from evaluators.collectives import Collective
 from evaluators.mcf.allreduce import allreduce_phases
 from evaluators.mcf.dantzig_wolfe import DECOMPOSITIONS
@@ -306,9 +304,7 @@ def fluid_optimum(topology, collective: Collective, *, steps: int | None = None,
     opts = _validate(topology, collective, steps, secondary, switch_model, memory_nodes,
                      link_groups, link_costs, shares, max_steps, patience, max_rounds, method)
     check_choice("decomposition", decomposition, DECOMPOSITIONS)
-    if isinstance(time_limit, bool) or not isinstance(time_limit, (int, float)) or \
-            not 0 < time_limit < math.inf:
-        raise invalid("time_limit", time_limit, "a number of seconds > 0")
+    check_number("time_limit", time_limit)   # seconds
     if steps is not None or max_steps is not None:
         # Steps the caller sets size the LP (origins x links x steps): checked before it
         # is built (steps=20000 on ring:8 allocated for 14 s, then ran out of memory).
@@ -484,14 +480,6 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
 
 
-def _float(x: Any) -> float:
-    """``float(x)``, with inf for an int past the float range (refused as infinite)."""
-    try:
-        return float(x)
-    except OverflowError:
-        return math.inf
-
-
 #: Slowest link group the LP takes, as a fraction of the fastest link's bandwidth.
 _GROUP_BANDWIDTH_RANGE = 1e-6
 
@@ -550,8 +538,7 @@ def _validate(topology, collective, steps, secondary, switch_model, memory_nodes
         if not links or any(not _is_int(x) or not 0 <= x < L for x in links):
             raise invalid("link group links", links, f"a non-empty list of link ids in 0..{L - 1}")
         links = [int(x) for x in links]
-        if isinstance(bw, bool) or not isinstance(bw, Real) or not 0 < _float(bw) < math.inf:
-            raise invalid("link group bandwidth", bw, "a finite value > 0 bytes/s")
+        check_number("link group bandwidth", bw)   # bytes/s
         # HiGHS solves to relative tolerances near 1e-7: a group 1e11 times slower than
         # the links (1 B/s on ring:4) came back "infeasible" (time inf) although routing
         # around it is feasible.
