@@ -75,7 +75,8 @@ from typing import Any
 from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_choice, check_int, check_keys, check_number, load_yaml
 from codesign.units import BARE_BANDWIDTH_BPS, parse_bandwidth, parse_money
-from search.per_fabric import DEFAULT_SHAPES, SearchBudget
+from search.per_fabric import (DEFAULT_SHAPES, MAX_SEARCH_EVALUATIONS, MAX_SEARCH_SHAPES,
+                               SearchBudget)
 
 __all__ = [
     "OBJECTIVES",
@@ -155,10 +156,14 @@ def _search_budget(value: Any, where: str) -> SearchBudget | None:
     if isinstance(value, dict):
         check_keys(value, allowed=("evaluations", "restarts", "batch", "shapes"), where=where)
         return SearchBudget(
-            evaluations=check_int(f"{where} evaluations", value.get("evaluations", 16), 1, 100000),
+            # (the bounds every SweepPoint checks: a larger value passed here, then every
+            # design point built from it was refused)
+            evaluations=check_int(f"{where} evaluations", value.get("evaluations", 16), 1,
+                                  MAX_SEARCH_EVALUATIONS),
             restarts=check_int(f"{where} restarts", value.get("restarts", 1), 1, 1000),
             batch=check_int(f"{where} batch", value.get("batch", 4), 1, 1000),
-            shapes=check_int(f"{where} shapes", value.get("shapes", DEFAULT_SHAPES), 0, 100000))
+            shapes=check_int(f"{where} shapes", value.get("shapes", DEFAULT_SHAPES), 0,
+                             MAX_SEARCH_SHAPES))
     # YAML 1.1 reads on/off as booleans; accept the strings too.
     text = str(value).lower() if isinstance(value, (bool, str)) else ""
     if text in ("on", "off", "true", "false"):

@@ -166,3 +166,25 @@ def test_a_given_strategy_must_fit_some_design_of_the_space():
         parse_sweep_spec(spec("dp=7", [16]))
     # one server count of the space is enough (the others' trials are pruned, as before)
     assert parse_sweep_spec(spec("dp=128", [16, 32])).workloads[0].strategy == "dp=128"
+
+
+def test_strategy_search_bounds_are_the_sweep_points_own():
+    # the spec took 100,000 evaluations and shapes; every SweepPoint refuses more than
+    # MAX_SEARCH_EVALUATIONS / MAX_SEARCH_SHAPES, so the study could not run
+    from codesign.errors import InvalidSpecError
+    from search.per_fabric import MAX_SEARCH_EVALUATIONS, MAX_SEARCH_SHAPES
+    from search.sweeps.spec import parse_sweep_spec
+    from search.sweeps.trial import SweepPoint
+
+    def spec(search):
+        return {"study": "s", "workloads": [{"name": "resnet50"}],
+                "space": {"families": ["torus"], "servers": [16], "degree": [2],
+                          "link_rate": ["100Gbps"], "strategy_search": search}}
+
+    ok = parse_sweep_spec(spec({"evaluations": MAX_SEARCH_EVALUATIONS,
+                                "shapes": MAX_SEARCH_SHAPES})).space.strategy_search
+    SweepPoint("torus", 16, 2, 12.5e9, search_evaluations=ok.evaluations,
+               search_shapes=ok.shapes)
+    for key, bound in (("evaluations", MAX_SEARCH_EVALUATIONS), ("shapes", MAX_SEARCH_SHAPES)):
+        with pytest.raises(InvalidSpecError, match=f"strategy_search {key}"):
+            parse_sweep_spec(spec({key: bound + 1}))
