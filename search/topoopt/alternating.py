@@ -66,6 +66,7 @@ from codesign.workloads.model import MAX_BATCH_SIZE, Workload
 from codesign.workloads.strategy import MAX_GPUS
 from evaluators.iteration.comm import collective_methods
 from evaluators.iteration.inputs import COMM_OVERLAPS
+from search.per_fabric import MAX_SEARCH_EVALUATIONS
 from search.strategy.chains import (ChainJob, Timing, chain_jobs, local_topology, merge,
                                     on_ray, run_chains)
 from search.strategy.mcmc import SearchResult
@@ -79,9 +80,6 @@ __all__ = ["OptimizeSpec", "RoundLog", "BaselineResult", "OptimizeResult", "opti
 #: Baselines of TopoOpt Sec. 5.1 that :func:`optimize` can evaluate.
 BASELINES = ("fattree", "fattree-oversub", "ideal", "expander", "ocs-reconfig")
 
-
-#: Most strategy evaluations per round (``OptimizeSpec.budget``) a run may ask for.
-_MAX_EVALUATIONS = 10_000
 
 
 @dataclass(frozen=True)
@@ -166,8 +164,9 @@ class OptimizeSpec:
                 raise invalid(name, v, f"an integer >= {low}")
         # Search sizes a run can finish: an evaluation takes 0.05-2 s, so 10,000 per round
         # is hours already; beyond, a typo (--budget means evaluations here, not dollars).
-        for name, high in (("budget", _MAX_EVALUATIONS), ("rounds", 100),
-                           ("restarts", _MAX_EVALUATIONS), ("batch", _MAX_EVALUATIONS)):
+        most = MAX_SEARCH_EVALUATIONS
+        for name, high in (("budget", most), ("rounds", 100), ("restarts", most),
+                           ("batch", most)):
             v = getattr(self, name)
             if v > high:
                 raise invalid(name, v, f"an integer between 1 and {high:,}"
