@@ -6,8 +6,9 @@ One row per run (``experiments/validation/README.md`` documents the columns)::
 
 ``workload`` is a zoo name (with ``options``: space-separated ``key=value`` overrides of
 its hyper-parameters and settings) or a model YAML file; ``strategy`` a strategy string
-whose ``dp x tp x pp x cp`` equals ``gpus``; ``system`` a topology spec whose NPUs are
-the job's servers or GPUs (default: an ideal switch with the GPU's reference servers and
+whose ``dp x tp x pp x cp`` equals ``gpus``; ``system`` a topology spec or YAML file
+(a relative path beside the runs file) whose NPUs are the job's servers or GPUs, built
+when the file is read (default: an ideal switch with the GPU's reference servers and
 NIC rate); ``measured`` one of ``iteration_s``, ``tokens_per_s``, ``samples_per_s`` (the
 whole job's images or sequences per second) or ``tflops_per_gpu``
 (then ``flops_formula`` names the FLOP count the publication used, see
@@ -288,6 +289,7 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
                           f"an id no other row has (row {first_row[run_id]} has it)")
         first_row[run_id] = i
     runs = []
+    npus_of: dict[str, int] = {}   # each distinct system built once
     for i, r in enumerate(rows, start=1):
         where = f"{p.name} row {i}"
         hw_name = (r.get("gpu") or "").strip()
@@ -381,6 +383,8 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
                 continue
             if key not in _BOOLEAN_KEYS and not isinstance(val, str):
                 raise invalid(f"{where} evaluate {key}", val, "a name")
+        system = _check_system(system, where, strategy,
+                               ev.get("gpus_per_server", hw.gpus_per_server), p.parent, npus_of)
         runs.append(Run(id=(r.get("id") or f"row{i}").strip(), source=(r.get("source") or
                         "").strip(), hardware=hw.name, gpus=gpus, workload=workload,
                         strategy=strategy, system=system, measured_s=seconds, row=i,
@@ -389,6 +393,38 @@ def load_runs(path: str | Path, *, hardware: str | None = None, catalog=None) ->
     if not runs:
         raise invalid(f"{p.name} gpu", hardware, "a GPU that some row names")
     return runs
+
+
+def _check_system(system: str, where: str, strategy, gpus_per_server: int, base: Path,
+                  npus_of: dict[str, int]) -> str:
+    """Build a row's ``system`` when the file is read, so that a bad spec or one whose
+    NPUs are neither the run's servers nor its GPUs is refused naming the row before any
+    run is predicted (a calibration used to stop at that row, minutes in).  Returns the
+    spec to predict with: a relative YAML path found beside the runs file is read from
+    there, as a workload YAML is.  ``npus_of`` caches each distinct system's NPU count
+    (topologies bound their own size)."""
+    from codesign.workloads.placement import Placement
+    from topologies.registry import load_topology
+
+    path = Path(system)
+    if system.endswith((".yaml", ".yml")) and not path.is_absolute() \
+            and is_file(base / path):
+        system = str(base / path)
+    if system not in npus_of:
+        try:
+            npus_of[system] = load_topology(system).npus
+        except InvalidSpecError as exc:
+            raise InvalidSpecError(f"{where} system: {exc}") from None
+    try:
+        placement = Placement.for_strategy(strategy, gpus_per_server)
+    except InvalidSpecError as exc:
+        raise InvalidSpecError(f"{where} strategy: {exc}") from None
+    if npus_of[system] not in (placement.servers, placement.gpus):
+        raise invalid(f"{where} system", system,
+                      f"a topology whose NPUs are the run's servers ({placement.servers}, "
+                      f"{placement.gpus_per_server} GPUs each) or its GPUs ({placement.gpus}),"
+                      f" not {npus_of[system]}")
+    return system
 
 
 def predict_run(run: Run, hardware, **kwargs) -> float:

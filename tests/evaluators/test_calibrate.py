@@ -258,6 +258,10 @@ def test_check_sets_are_well_formed(name):
     ("evaluate", "foo=1", "row 1 evaluate"),
     ("evaluate", "gpus_per_server=3", "row 1 evaluate gpus_per_server.*divides gpus"),
     ("evaluate", "gpus_per_server=four", "row 1 evaluate gpus_per_server"),
+    # The system is built when the file is read (it used to fail at prediction).
+    ("system", "torus:oops", "row 1 system"), ("system", "nosuchfamily:4", "row 1 system"),
+    ("system", "torus:3x3", "row 1 system.*servers \\(1, 8 GPUs each\\) or its GPUs \\(8\\)"),
+    ("system", "missing.yaml", "row 1 system"),
 ])
 def test_bad_rows_name_row_and_field(tmp_path, field, value, needle):
     row = {"id": "x", "gpu": "A100-80", "gpus": 8, "workload": "gpt3-175b",
@@ -266,6 +270,25 @@ def test_bad_rows_name_row_and_field(tmp_path, field, value, needle):
     row[field] = value
     with pytest.raises(InvalidSpecError, match=needle):
         load_runs(_write(tmp_path / "bad.csv", [row]))
+
+
+def test_a_system_yaml_beside_the_runs_file_is_read_from_there(tmp_path, monkeypatch):
+    # Like a workload YAML: a relative path is the runs file's neighbour, wherever the
+    # command runs from; a system of the run's GPUs (one NPU each) is accepted too.
+    from topologies.registry import load_topology
+    from topologies.yaml_io import dump_yaml_topology
+
+    (tmp_path / "sub").mkdir()
+    dump_yaml_topology(load_topology("ring:8,bw=100Gbps"), tmp_path / "sub" / "ring8.yaml")
+    row = {"id": "x", "gpu": "A100-80", "gpus": 8, "workload": "gpt3-175b",
+           "options": "layers=2 hidden=1024 heads=8 ffn=4096 batch_size=8",
+           "strategy": "dp=8", "measured": "iteration_s", "value": "1.0",
+           "system": "ring8.yaml"}
+    path = _write(tmp_path / "sub" / "runs.csv", [row])
+    monkeypatch.chdir(tmp_path)
+    (run,) = load_runs(path)
+    assert Path(run.system) == tmp_path / "sub" / "ring8.yaml"
+    assert predict_run(run, A100) > 0
 
 
 def test_evaluate_column_takes_the_backward_tp_overlap(tmp_path):
