@@ -62,7 +62,10 @@ The strategy string is fixed by docs/architecture.md section 6::
   chunk a GPU runs (its pipeline stage, or each of its ``vpp`` virtual stages) the
   first ``N`` transformer blocks are recomputed and the rest keep their activations
   (``megatron/core/transformer/transformer_config.py``: "the number of transformer
-  layers to recompute within each pipeline stage"); omitted, every block is.
+  layers to recompute within each pipeline stage"); omitted, every block is, and so is
+  every block of a chunk with ``N`` at least its block count (Megatron-LM's block method
+  loops over the chunk's layers with ``layer < N``; stages may hold different numbers
+  of blocks, so a larger ``N`` is not an error).
   :func:`layer_recompute` gives every layer's mode.
 * ``recompute_modules`` (only with ``recompute=selective``): fine-grained
   recomputation, Megatron-core's ``--recompute-granularity selective
@@ -598,7 +601,8 @@ def check_applicable(workload: Any, strategy: Strategy) -> None:
     and the key/value heads when the workload gives them (Megatron-LM splits whole heads
     and query groups); ``ep > 1`` needs expert layers whose expert count it divides;
     ``cp > 1`` needs attention layers and a sequence that splits into ``2 cp`` equal
-    chunks (causal load balancing); ``embedding=model`` needs tables and ``tp = pp = 1``
+    chunks (causal load balancing); ``sp=true`` a sequence that splits over ``tp x cp``
+    ranks; ``embedding=model`` needs tables and ``tp = pp = 1``
     (TopoOpt's hybrid: tables on servers, the rest data parallel).
 
     Raises
@@ -645,6 +649,15 @@ def check_applicable(workload: Any, strategy: Strategy) -> None:
         if not isinstance(seq, int) or seq % (2 * s.cp):
             raise invalid("strategy cp", s.cp,
                           f"a value with 2*cp dividing the sequence length ({seq})")
+    if s.sp and any(layer.kind == "attention" for layer in workload.layers):
+        # Sequence parallelism splits each context-parallel rank's tokens over the TP
+        # ranks (Korthikanti et al. 2022 Sec. 4.2.2; Megatron-LM requires the sequence
+        # length to be a multiple of the TP size with --sequence-parallel).
+        seq = workload.seq_len
+        if isinstance(seq, int) and seq % (s.tp * s.cp):
+            raise invalid("strategy sp", "true",
+                          f"false, or tp*cp ({s.tp * s.cp}) dividing the sequence length "
+                          f"({seq}): sequence parallelism splits it over the TP ranks")
     if s.embedding == "model":
         if not any(is_table(layer) for layer in workload.layers):
             raise invalid("strategy embedding", "model",

@@ -561,9 +561,10 @@ def test_a_runs_file_column_nobody_reads_is_refused(capsys, tmp_path):
 
 
 def test_a_runs_file_system_that_does_not_fit_names_the_row(capsys, tmp_path):
-    # (the error named only the topology field, not which of the file's runs it was)
+    # (the error named only the topology field, not which of the file's runs it was;
+    # now the file's reader builds the system and names the row before any prediction)
     path = _runs_csv(tmp_path, lambda r: {**r, "system": "ring:3"})
     code, out, err = run(capsys, "calibrate", path, "--hardware", "H100")
     assert code == 2 and "Traceback" not in err
-    assert "codesign: error: run megatron-h100-1.7B (row 1, system 'ring:3'): invalid " \
-           "topology NPUs 3" in err.splitlines()[-1]
+    assert "codesign: error: invalid runs.csv row 1 system 'ring:3': expected a topology " \
+           "whose NPUs are the run's servers" in err.splitlines()[-1]

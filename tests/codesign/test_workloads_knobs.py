@@ -291,6 +291,23 @@ def test_recompute_layers_needs_full_recomputation_and_a_count(text: str, field:
 
 
 # --------------------------------------------------------------------------- SP and CP
+@pytest.mark.parametrize("seq, strategy, ok", [
+    (4, "dp=1,tp=8,sp=true", False), (8, "dp=1,tp=8,sp=true", True),
+    (12, "dp=1,tp=4,cp=2,sp=true", False), (16, "dp=1,tp=4,cp=2,sp=true", True),
+    (4, "dp=1,tp=8", True)])
+def test_sequence_parallelism_needs_tokens_for_every_tp_rank(seq, strategy, ok) -> None:
+    # Each TP rank holds seq / (cp x tp) tokens of the norms and dropouts (Korthikanti et
+    # al. Sec. 4.2.2); fewer tokens than ranks was timed as if they split.
+    w = gpt(seq=seq, batch=8)
+    pl = Placement(servers=1, gpus_per_server=8)
+    if ok:
+        demand_for(w, strategy, "A100-80", pl, check=False)
+    else:
+        with pytest.raises(InvalidSpecError, match=r"strategy sp 'true': expected false, or "
+                                                   r"tp\*cp \(8\) dividing"):
+            demand_for(w, strategy, "A100-80", pl, check=False)
+
+
 def test_sequence_parallelism_replaces_the_tp_allreduce() -> None:
     w = gpt(batch=4)
     pl = Placement(servers=1, gpus_per_server=2)
