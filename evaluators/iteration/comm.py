@@ -45,8 +45,9 @@ Ring collectives
   of the rank order, which differs on fabrics that do not number NPUs in tree order
   (e.g. ``railopt``'s snake inside a server).
 * Groups of a set on different servers run at the same time; the set takes as long
-  as its slowest server group (contention between groups on disjoint servers is not
-  modelled).
+  as its slowest server group, and at least its busiest link's bytes over that link's
+  bandwidth where the groups' paths share links (flow and congestion models,
+  :meth:`CommTimer._share_links`; a bandwidth bound, not a simulated interleaving).
 
 MP phases
 ---------
@@ -496,8 +497,10 @@ class CommTimer:
         (Clos fabrics whose endpoints have a port on each of several planes: every pair
         split evenly over the planes, D-mod-k inside each,
         :func:`topologies.routing.spray_paths`, as multi-plane NICs spray packets).
-        Collective schedules keep their own paths, except under ``spray`` with the
-        ``flow`` model, where every transfer is split over the planes the same way.
+        Collective schedules are timed on their own paths, except under ``spray`` with
+        the ``flow`` model, where every transfer is split over the planes the same way;
+        under ``ecmp`` and ``dmodk`` the bytes they put on each link (utilisation and the
+        shared-link bounds) follow that routing.
     """
 
     def __init__(self, system: System, collective_method: str, network_model: str,
@@ -509,7 +512,9 @@ class CommTimer:
         if collective_method not in ALGORITHMS and collective_method != BEST:
             raise invalid("collective_method", collective_method,
                           f"one of {', '.join([BEST, *names])}")
-        get_model(network_model)
+        #: Whether the network model shares links (flow, congestion): then steps that
+        #: run side by side cannot move more bytes over a link than it carries.
+        self.shares_links = get_model(network_model).link_model != "none"
         if routing not in ROUTINGS:
             raise invalid("routing", routing, " or ".join(ROUTINGS))
         if routing == "spray":
@@ -589,12 +594,29 @@ class CommTimer:
             entry[0] += 1
             entry[1] = max(entry[1], c)
         total = CommCost(intra, np.zeros(n_links))
+        intra_least = math.inf   # the least in-server phases of a group that leaves its server
         for servers, (k, c) in by_nodes.items():
             inter = self.inter_collective(kind, servers, k * size)
-            total.time_s = max(total.time_s, inter.time_s
-                               + intra_phases_time(kind, c, size, sysm.fabric_Bps))
+            phases = intra_phases_time(kind, c, size, sysm.fabric_Bps)
+            total.time_s = max(total.time_s, inter.time_s + phases)
+            intra_least = min(intra_least, phases)
             total.add_footprint(inter)
+        if len(by_nodes) > 1:
+            self._share_links(total, intra_least)
         return total
+
+    def _share_links(self, total: CommCost, intra_s: float) -> None:
+        """Concurrent collectives timed one by one (groups of a set on different
+        servers, the rails of a group) share the links their paths have in common: their
+        network part takes at least the busiest link's bytes over that link's bandwidth,
+        and the set that plus ``intra_s``, the least of its groups' phases inside a
+        server or scale-up domain (flow and congestion models; the analytical one has no
+        link sharing).  Each collective alone already takes at least its own busiest
+        link's time, so this binds only where their paths meet, e.g. the spine links of
+        an oversubscribed Clos that several data-parallel groups cross at once."""
+        if self.shares_links and total.links.size:
+            bw = self.topology.bandwidth[total.links]
+            total.time_s = max(total.time_s, float(np.max(total.load / bw)) + intra_s)
 
     # -------------------------------------------------------- scale-up domains, rails
     def _scaleup_domain(self) -> int:
@@ -628,12 +650,13 @@ class CommTimer:
         concurrent collectives of ``size / c`` bytes, one per rail (the ``j``-th GPU of
         every domain: same-rank GPUs, one leaf hop apart), then an all-gather inside the
         domain (allreduce: all three; reducescatter: the first two; allgather: the last
-        two).  Groups of the set run at the same time; the set takes its slowest group
-        (rails of different groups are not checked for shared spine links, as elsewhere).
+        two).  Groups of the set run at the same time; the set takes its slowest group,
+        and at least its busiest link's time where rails share links (:meth:`_share_links`).
         """
         bw = float(self.topology.params.get("scaleup_bandwidth_Bps", 0.0)) \
             or self.system.fabric_Bps
         total = CommCost(0.0, np.zeros(self.topology.n_links))
+        intra_least = math.inf
         for grp in groups:
             rails = self._rail_split(grp, domain)
             c = len(rails)
@@ -642,7 +665,10 @@ class CommTimer:
                 inter = self.inter_collective(kind, nodes, size / c)
                 inter_s = max(inter_s, inter.time_s)
                 total.add_footprint(inter)
-            total.time_s = max(total.time_s, inter_s + intra_phases_time(kind, c, size, bw))
+            phases = intra_phases_time(kind, c, size, bw)
+            total.time_s = max(total.time_s, inter_s + phases)
+            intra_least = min(intra_least, phases)
+        self._share_links(total, intra_least)
         return total
 
     def inter_collective(self, kind: str, nodes: tuple[int, ...], size: float) -> CommCost:
@@ -781,6 +807,26 @@ class CommTimer:
             link_bytes = np.bincount(slinks, weights=np.repeat(w[moving][owner] * share * chunk,
                                                                np.diff(sptr)),
                                      minlength=topo.n_links)
+        elif self.routing != "shortest":
+            # Timed on the schedule's own paths, but the bytes of transfers between
+            # scale-up domains land where the fabric's routing (D-mod-k, hashed ECMP) puts
+            # them, as the MP phases' do: the shared-link bounds and utilisations would
+            # otherwise stack every concurrent group on the first equal-cost path of the
+            # BFS (one spine of a Clos).  Inside a domain the schedule's NVLink path stays
+            # (an equal-hop path through a NIC is not one NCCL takes).
+            n, domain = topo.npus, self._scaleup_domain()
+            src, dst = sched.src.astype(np.int64), sched.dst.astype(np.int64)
+            own = ~moving if not domain else ~moving | (src // domain == dst // domain)
+            link_bytes = np.bincount(links, weights=np.repeat(np.where(own, w, 0), np.diff(ptr)),
+                                     minlength=topo.n_links).astype(np.int64)
+            far = ~own
+            if far.any():
+                uniq, inv = np.unique(src[far] * n + dst[far], return_inverse=True)
+                per_pair = np.bincount(inv, weights=w[far]).astype(np.int64)
+                pptr, plinks = pair_paths(topo, uniq // n, uniq % n, method=self.routing)
+                link_bytes += np.bincount(plinks, weights=np.repeat(per_pair, np.diff(pptr)),
+                                          minlength=topo.n_links).astype(np.int64)
+            link_bytes = link_bytes * chunk
         else:   # whole transfers per link (exact integers), then bytes
             link_bytes = np.bincount(links, weights=np.repeat(w, np.diff(ptr)),
                                      minlength=topo.n_links).astype(np.int64) * chunk

@@ -29,14 +29,20 @@ Timeline
 * **1F1B pipeline**: ``T_pipe = (m + P - 1) max_p t_p`` (the slowest stage paces the
   pipeline, Narayanan et al. SC'21, Sec. 2.2); the compute part is ``compute_time_s =
   (m + P - 1) max_p C_p`` and the bubble fraction is ``(P-1)/(m+P-1)`` (exactly the
-  demand's).
+  demand's).  Each of the ``m - (P - 1) / V`` steady-state slots, in which every stage
+  runs a micro-batch at once, takes at least the busiest link's bytes of all stages'
+  micro-batches over its bandwidth (flow and congestion models: stages whose groups
+  cross the same links share them).
 * **Gradient synchronisation** (``phase="gradient"``): stage ``p``'s last backward
   ends at ``E_p = T_pipe - p max_q b_q`` (``b_q`` its per-micro-batch backward time);
   bucket ``k`` is ready when the backward of its ``ready_after`` layer in that last
   micro-batch is done; buckets go one after another on the network (``start_k =
   max(ready_k, end_{k-1})``).  ZeRO-2's earlier per-micro-batch reduce-scatters keep the
   network busy from the iteration start.  With ``overlap=False`` the buckets start
-  after ``T_pipe``.  Stages synchronise in parallel on their own GPUs.
+  after ``T_pipe``.  Stages synchronise in parallel on their own GPUs, and from the
+  first set's start their last gradient sets take at least the busiest link's bytes of
+  them all (shared links, as above).  The iteration as a whole takes at least its
+  busiest link's bytes over that link's bandwidth.
 * **Optimizer** (``phase="optimizer"``, ZeRO-1/2 parameter all-gather): after all
   gradients, not overlapped.
 
@@ -66,6 +72,7 @@ Network metrics
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -267,6 +274,20 @@ def _exposed(seconds: float, hidden_s: float, sm_share: float) -> float:
     if hidden_s <= 0.0:
         return seconds
     return max(sm_share * seconds, seconds - hidden_s, 0.0)
+
+
+def _busiest(steps: list[_Step], bandwidth: np.ndarray, n_links: int) -> tuple[float, str]:
+    """Seconds the busiest link needs for the bytes of ``steps`` run side by side (each
+    ``factor`` times), and the purpose that puts the most bytes on it."""
+    load: dict[str, np.ndarray] = {}
+    for st in steps:
+        if st.cost.links.size:
+            st.cost.add_link_bytes(load.setdefault(st.purpose, np.zeros(n_links)), st.factor)
+    if not load:
+        return 0.0, "dp"
+    seconds = sum(load.values()) / bandwidth
+    link = int(np.argmax(seconds))
+    return float(seconds[link]), max(load, key=lambda k: load[k][link])
 
 
 def _extend(entry: list, groups) -> None:
@@ -608,6 +629,8 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     G = np.zeros(P)      # ZeRO-3 gathers of one micro-batch's backward (link time)
     crit: list[dict[str, float]] = []
     marks: list[dict[str, float]] = []
+    stage_steps: list[list[_Step]] = []   # one micro-batch's steps of each stage
+    bw_steps: list[list[_Step]] = []      # of which its backward pass's
     for p in range(P):
         fw = _steps(per[p]["forward"], timer, m, np.zeros(gpus))
         mk: dict[str, float] = {}
@@ -621,6 +644,8 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         G[p] = sum(st.cost.time_s * st.factor for st in bw.steps if st.purpose == "zero")
         crit.append({k: fw.by_purpose.get(k, 0.0) + bw.by_purpose.get(k, 0.0)
                      for k in set(fw.by_purpose) | set(bw.by_purpose)})
+        stage_steps.append(fw.steps + bw.steps)
+        bw_steps.append(bw.steps)
         for st in fw.steps + bw.steps:
             account(st, st.factor * m, p)
     t_stage = C + K
@@ -629,32 +654,65 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     slots = m + (P - 1) / V
     T_pipe = slots * float(t_stage.max())
     compute = slots * float(C.max())
+    # In the steady state of the pipeline -- its slots between the fill and the drain,
+    # m - (P - 1) / V of them -- every stage runs one micro-batch's forward and backward
+    # per slot at the same time: their communication, critical and hidden alike, shares
+    # the links, so such a slot takes at least the busiest link's bytes of all stages'
+    # micro-batches (flow and congestion models).  Each stage's steps were timed as if
+    # alone; this binds where stages' groups cross the same links (pipeline sends over
+    # multi-hop paths, ZeRO-3 gathers, expert all-to-alls through a shared spine).
+    # ZeRO-2/3 reduce-scatter every micro-batch's gradients: all but the last
+    # micro-batch's run during the pipeline, one per slot on average, beside the slot's
+    # own communication (ZeRO-3's gathers on the same data-parallel links).
+    grad_sets = [[(op, timer.collective_set(op.kind, groups, op.bytes))
+                  for op, groups in _bucket_sets(per[p]["gradient"])] for p in range(P)]
+    shares = bool(topo.n_links) and get_model(network_model).link_model != "none"
+    steady = m - (P - 1) / V
+    slot_wait, slot_purpose = 0.0, "dp"
+    if shares and steady > 0:
+        early_sets = [_Step(c, (op.repeat - 1) / m, _purpose(op.purpose))
+                      for sets in grad_sets for op, c in sets if op.repeat > 1]
+        slot_floor, slot_purpose = _busiest(
+            [st for p in range(P) for st in stage_steps[p]] + early_sets, topo.bandwidth,
+            topo.n_links)
+        slot_wait = max(0.0, slot_floor - float(t_stage.max()))
+        T_pipe += steady * slot_wait
 
     # Gradient buckets, overlapped with the last micro-batch's backward.
     grad_end = T_pipe
     b_max = float(B.max())
+    last: list[_Step] = []     # the last micro-batch's gradient sets of every stage
+    first_start = math.inf     # and when the first of them starts
     for p in range(P):
-        ops = per[p]["gradient"]
-        if not ops:
+        costs = grad_sets[p]
+        if not costs:
             continue
         E = T_pipe - p * b_max / V
         start_bwd = E - B[p]
-        costs = []
-        for op, groups in _bucket_sets(ops):
-            cost = timer.collective_set(op.kind, groups, op.bytes)
-            costs.append((op, cost))
+        for op, cost in costs:
             account(_Step(cost, 1.0, _purpose(op.purpose)), op.repeat, p)
+            last.append(_Step(cost, 1.0, _purpose(op.purpose)))
         early = sum((op.repeat - 1) * c.time_s for op, c in costs)
         free = early if overlap else max(T_pipe, early)
         if overlap and G[p]:
             # ZeRO-3's backward gathers (hidden under compute, demand_for) use the same
             # links as these reduce-scatters: in the last backward the links carry both.
             free = max(free, start_bwd) + float(G[p])
+            first_start = min(first_start, start_bwd)
+            last.extend(st for st in bw_steps[p] if st.purpose == "zero")
         for op, c in costs:
             ready = start_bwd + marks[p].get(op.ready_after, B[p]) if overlap else T_pipe
             start = max(ready, free)
+            first_start = min(first_start, start)
             free = start + c.time_s
         grad_end = max(grad_end, free)
+    # The stages' last gradient sets run side by side (each stage's on its own GPUs, but
+    # through shared links where their groups cross the same switches): from the first
+    # one's start they take at least the busiest link's bytes of them all (flow and
+    # congestion models), however each was timed alone.
+    if shares and last:
+        grad_end = max(grad_end, first_start + _busiest(last, topo.bandwidth,
+                                                        topo.n_links)[0])
 
     # After the gradients: ZeRO-1/2's parameter all-gather and the optimizer step (a
     # memory-bound pass over the local shard), per stage; the slowest stage counts.
@@ -688,7 +746,7 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     # gradient communication in the breakdown.  (The analytical model has no link
     # sharing by definition: ASTRA-sim's congestion-unaware model.)
     excess = 0.0
-    if link_bytes.size and get_model(network_model).link_model != "none":
+    if link_bytes.size and shares:
         excess = max(0.0, float(np.max(link_bytes / topo.bandwidth)) - iteration)
     iteration += excess
     cap = topo.bandwidth * iteration
@@ -711,7 +769,11 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     for purpose, sec in crit[q].items():
         key = f"{purpose}_s"
         parts[key if key in parts else "dp_s"] += m * sec
-    parts["bubble_s"] = T_pipe - m * float(t_stage[q])
+    # (the steady slots' wait for shared links: the purpose that loads the busiest link
+    # most)
+    key = f"{slot_purpose}_s"
+    parts[key if key in parts else "dp_s"] += steady * slot_wait
+    parts["bubble_s"] = T_pipe - m * float(t_stage[q]) - steady * slot_wait
     parts["dp_s"] += max(0.0, float(grad_end) - T_pipe) + excess
     parts["zero_s"] += opt_zero
     parts["optimizer_s"] = opt_step

@@ -60,7 +60,7 @@ READING = """## Reading the ranking
   it hides one thing, the ZeRO-1 parameter all-gather under the next forward: Llama 3
   70B's iteration is 91 ms shorter on every fabric (21,342.4 -> 21,251.4 ms on the
   rail-optimised fabric, 23,418.2 -> 23,327.2 ms on the direct connect, 0.4 %), Mixtral's
-  7.9-8.4 ms on the Clos fabrics and 61.8 ms on the direct connect; DLRM (no ZeRO) is
+  7.9-13.4 ms on the Clos fabrics and 82.6 ms on the direct connect; DLRM (no ZeRO) is
   unchanged. The gain shows in the iteration and exposed-communication columns only:
   the tp / ep / dp / pp columns are communication times before any overlap (Llama's
   dp column, 99.6 ms on the rail-optimised fabric, is the same under both policies).
@@ -70,7 +70,7 @@ READING = """## Reading the ranking
   use. (The `none` numbers are from the same script run with
   `comm_overlap_options("none", strategy)`: both rankings above, by summed time and by
   time x cost, come out the same under it, the 2:1 leaf-spine first on time x cost with
-  124.10 s x $M against 123.59 with the overlap.)
+  124.15 s x $M against 123.61 with the overlap.)
 * **Among the Clos fabrics the network hardly moves the iteration time** of these
   strategies: tensor parallelism stays inside the NVSwitch domain (identical `tp`),
   pipeline sends are small, and D-mod-k routes the data-parallel rings without
@@ -78,8 +78,11 @@ READING = """## Reading the ranking
   fat tree are the same size (32 leaves and 16 spines of 64 x 400G, 48 switches) and
   time within 0.1 %; the 2:1 leaf-spine loses a little on the expert all-to-all (`ep`
   183.0 against 156.0 ms, cross-leaf traffic through half the uplinks) and on pipeline
-  sends (121.6 against 78.7 ms), 0.35 % on the sum of the three iterations, and costs
-  9 % less ($5.19M against $5.71M), so it wins time x cost for this mix (123.59 against
+  sends (121.6 against 78.7 ms), and its concurrent expert-replica gradient rings share
+  the halved uplinks (Mixtral's `dp` 13.5 against 8.3 ms: the groups of one concurrent
+  set take at least their busiest shared link's time), 0.43 % on the sum of the three
+  iterations, and costs
+  9 % less ($5.19M against $5.71M), so it wins time x cost for this mix (123.61 against
   135.41 s x $M for the rail-optimised fabric). Rails pay off for traffic that crosses
   servers between same-rank GPUs, which is all of it here, so the two non-blocking
   fabrics tie.
@@ -106,8 +109,10 @@ READING = """## Reading the ranking
   runs twice as fast there (31.4 against 62.8 ms). The direct connect loses on Mixtral's
   expert all-to-all (2.4 s against 0.16 s: 8 static permutation rings with host
   forwarding) and on Llama's pipeline sends (1,408.6 against 78.7 ms), so it is last on
-  this mix: 29.665 s summed, 25 % more than the rail-optimised fabric's 23.711 s, and
-  153.56 s x $M although it is the cheapest network ($5.18M)."""
+  this mix: 30.119 s summed, 27 % more than the rail-optimised fabric's 23.711 s, and
+  155.90 s x $M although it is the cheapest network ($5.18M); Mixtral's concurrent
+  data-parallel rings also share the permutation links (`dp` 82.6 ms, each ring alone
+  61.8)."""
 
 
 def main() -> int:

@@ -17,7 +17,7 @@ from evaluators.iteration.comm import (BEST, CommTimer, System, _forwards, _ring
 from evaluators.registry import synthesize
 from evaluators.validate import validate_schedule
 from topologies.registry import from_spec
-from topologies.routing import spray_paths
+from topologies.routing import pair_paths, spray_paths
 
 
 def _materialised(spec, kind, nodes, size, routing="shortest"):
@@ -34,6 +34,10 @@ def _materialised(spec, kind, nodes, size, routing="shortest"):
         sptr, slinks, _, share = spray_paths(topo, sched.src[moving], sched.dst[moving])
         link_bytes = np.bincount(slinks, weights=np.repeat(share * chunk, np.diff(sptr)),
                                  minlength=topo.n_links)
+    elif routing in ("ecmp", "dmodk"):
+        # timed on its own paths, its bytes where the fabric's routing puts each transfer
+        rptr, rlinks = pair_paths(topo, sched.src[moving], sched.dst[moving], method=routing)
+        link_bytes = np.bincount(rlinks, minlength=topo.n_links) * chunk
     else:
         link_bytes = np.bincount(links, minlength=topo.n_links) * chunk
     fw = _forwards(topo, ptr, links)
@@ -48,6 +52,7 @@ CASES = [
     ("leafspine:8,oversub=2,hosts_per_leaf=4,bw=100Gbps", "ecmp",
      [tuple(range(8)), (6, 1, 4, 3), (0, 7)]),
     ("fattree:k=4", "shortest", [tuple(range(16)), (0, 5, 10, 15, 2)]),
+    ("fattree:k=4", "dmodk", [tuple(range(16)), (0, 5, 10, 15, 2)]),
     ("torus:4x4,bw=100Gbps", "shortest", [tuple(range(16)), (0, 5, 10, 15)]),
     ("hier:ring4_switch3,bw=200GB/s:50GB/s,links=2:3", "shortest",
      [tuple(range(12)), (0, 1, 2, 3), (0, 4, 8)]),
