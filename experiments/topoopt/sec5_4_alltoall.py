@@ -314,29 +314,32 @@ d = 8, 3.03 at batch 2048 with d = 4. Path length (Fig. 14, line 412): mean 5.7 
 d = 4, 3 at d = 8. Link load (Fig. 15, line 414): at batch 128 the least loaded link
 carries 39 % (d = 4) and 59 % (d = 8) less than the most loaded one.
 
-What agrees: the shape of Fig. 12 (TopoOpt close to the Ideal Switch and about 3x
-faster than the cost-equivalent Fat-tree at small batches, then losing ground as the
+What agrees: the shape of Fig. 12 (TopoOpt close to the Ideal Switch and 3.1-3.7x
+faster than the cost-equivalent Fat-tree at batches 32-128, then losing ground as the
 all-to-all grows), the all-to-all / AllReduce ratio (ours 0.70 at batch 2048 against
 the paper's 0.8), the bandwidth tax at small batches (1.08 / 1.04 against 1.11 / 1.05)
 and the d = 8 mean path length (3.06 against 3).
 
 What differs, and why:
 
-* **No crossover at batch 2048.** Ours stays about 1.1x faster than the Fat-tree at
-  2048 (and at 4096, beyond the paper's range) where the paper's is 1.1x slower. The
-  alpha of Eq. (1) can be read off our runs as the all-to-all communication time on
-  TopoOpt over the Ideal Switch's (same d x B per server): 14.5 at d = 4 while
+* **No crossover at batch 2048.** Ours stays 1.4x faster than the Fat-tree at 2048
+  (d = 4 and d = 8; 1.2x at 4096, beyond the paper's range) where the paper's is 1.1x
+  slower. The alpha of Eq. (1) can be read off our runs as the all-to-all communication
+  time on TopoOpt over the Ideal Switch's (same d x B per server): 14.5 at d = 4 while
   TopologyFinder gives the MP traffic no interface (up to batch 512), 8.3 once it gives
   it one, and 25 down to 7.4 at d = 8. It is 2-3x the tax (the mean hop count of the
-  all-to-all bytes) because one minimum-hop path per pair loads some links far more
-  than others (Fig. 15): the paper notes that the mean path length is only a lower
-  bound on alpha without load-balanced routing (line 416). That alone would make
-  TopoOpt cross the cost-equivalent Fat-tree (d x 25 Gbps server links, a quarter of
-  TopoOpt's bandwidth). But the Fat-tree's all-to-all is slow too: 10.5x the Ideal
-  Switch's for 4x less bandwidth, because per-pair hashed ECMP collides on its uplinks
-  and cores (checked at batch 2048: the busiest switch-to-switch link needs 0.40 s for
-  its all-to-all bytes, the busiest server link 0.15 s); the two fabrics' routing
-  losses roughly cancel and TopoOpt keeps its lead.
+  all-to-all bytes) because one minimum-hop path per pair loads some links far more than
+  others (Fig. 15): the paper notes that the mean path length is only a lower bound on
+  alpha without load-balanced routing (line 416). That alone would make TopoOpt cross
+  the cost-equivalent Fat-tree (d x 25 Gbps server links, a quarter of TopoOpt's
+  bandwidth). But the Fat-tree's all-to-all is slow too: 10.5x the Ideal Switch's for 4x
+  less bandwidth, because per-pair hashed ECMP collides on its uplinks and cores
+  (checked at batch 2048: the busiest switch-to-switch link needs 0.40 s for its
+  all-to-all bytes, the busiest server link 0.15 s); the two fabrics' routing losses
+  roughly cancel and TopoOpt keeps its lead. The lead was 1.1x while the model timed
+  this 4-byte DLRM's matrix math at the FP32 peak; in TF32 (the default for 4-byte
+  models on Ampere since ff29593) its compute at batch 2048 is 0.14 s instead of 0.51 s,
+  its communication times are unchanged, so the same gap in communication weighs more.
   The paper's packet-level Fat-tree presumably spreads the all-to-all better.
 * **Shorter d = 4 paths.** TopologyFinder gives all four interfaces to the AllReduce
   (d_A / d_MP = 4 / 0) up to batch 512 because the AllReduce carries most bytes; the
@@ -359,7 +362,8 @@ What differs, and why:
   as an opportunity (line 414) is larger in ours.
 * **Traffic model.** Our DLRM all-to-all is index lookups to the table owners and
   pooled rows back, forward and backward (`codesign.workloads.demand`), and our
-  compute times are roofline estimates; the paper's are FlexFlow's task graphs.
+  compute times are roofline estimates (TF32 peak on the A100); the paper's are
+  FlexFlow's task graphs.
 """
 
 
