@@ -564,15 +564,38 @@ def pair_paths(topology, src, dst, *, method: str = "shortest", seed: int = 0
     """One path per pair by ``method`` (:data:`PAIR_PATH_METHODS`), CSR ``(ptr, links)``.
 
     ``"shortest"``: :func:`shortest_paths`; ``"ecmp"`` / ``"ecmp_hashed"``:
-    :func:`ecmp_hashed_paths`; ``"dmodk"``: :func:`clos_paths` (Clos fabrics only).
+    :func:`ecmp_hashed_paths`; ``"dmodk"``: :func:`clos_paths` (Clos fabrics only).  On a
+    Clos fabric with scale-up domains, two GPUs of one domain take its crossbar whatever
+    the method (as :func:`clos_paths` routes them).
     """
-    if method == "shortest":
-        return shortest_paths(topology, src, dst)
-    if method in ("ecmp", "ecmp_hashed"):
-        return ecmp_hashed_paths(topology, src, dst, seed=seed)
     if method == "dmodk":
         return clos_paths(topology, src, dst, method="dmodk", seed=seed)
-    raise invalid("routing", method, f"one of {', '.join(PAIR_PATH_METHODS)}")
+    if method not in ("shortest", "ecmp", "ecmp_hashed"):
+        raise invalid("routing", method, f"one of {', '.join(PAIR_PATH_METHODS)}")
+
+    def route(a, b):
+        if method == "shortest":
+            return shortest_paths(topology, a, b)
+        return ecmp_hashed_paths(topology, a, b, seed=seed)
+
+    if not (is_clos(topology) and "scaleup_switches" in topology.params):
+        return route(src, dst)
+    # Two GPUs of one scale-up domain talk over its crossbar, as clos_paths routes them:
+    # a path through a NIC and a leaf has as few hops when both GPUs hang off one leaf,
+    # and hashed ECMP took it for some pairs (at the NIC's rate, not NVLink's).
+    src, dst = _check_pairs(topology, src, dst)
+    cs = clos_structure(topology)
+    npus = topology.npus
+    both = (src < npus) & (dst < npus)
+    local = np.zeros(src.size, dtype=bool)
+    local[both] = (cs.domain[src[both]] == cs.domain[dst[both]]) & (src[both] != dst[both])
+    if not local.any():
+        return route(src, dst)
+    li, fi = np.flatnonzero(local), np.flatnonzero(~local)
+    lptr = np.arange(0, 2 * li.size + 1, 2, dtype=np.int64)
+    llinks = np.stack([cs.su_up[src[li]], cs.su_down[dst[li]]], axis=1).ravel()
+    fptr, flinks = route(src[fi], dst[fi])
+    return _merge(src.size, [(li, lptr, llinks), (fi, fptr, flinks)])
 
 
 def path_counts(topology) -> tuple[np.ndarray, np.ndarray]:

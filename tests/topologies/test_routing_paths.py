@@ -253,3 +253,34 @@ def test_ecmp_paths_are_the_same_with_either_in_neighbour_layout(monkeypatch, sp
     got = ecmp_hashed_paths(csr, s, d, seed=3)
     assert routing._tables(csr).in_nbrs[1] is not None
     assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
+
+
+@pytest.mark.parametrize("spec", ["fattree:servers=1024,radix=64,scaleup=8,bw=400Gbps",
+                                  "railopt:2,gpus=8,bw=400Gbps"])
+@pytest.mark.parametrize("method", ["shortest", "ecmp", "dmodk"])
+def test_gpus_of_one_scaleup_domain_talk_over_its_crossbar(spec, method):
+    # Both GPUs hang off one leaf, so GPU -> NIC -> leaf -> GPU has as few hops as the
+    # NVLink crossbar; hashed ECMP took it for some pairs (at 50 GB/s instead of 450).
+    # Oracle: the two links of the GPUs to and from their crossbar, for every pair of a
+    # domain; pairs of different domains keep the method's own paths.
+    topo = from_spec(spec)
+    first, count = topo.params["scaleup_switches"]
+    src = np.repeat(np.arange(16), 16)
+    dst = np.tile(np.arange(16), 16)
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    ptr, links = pair_paths(topo, src, dst, method=method)
+    for i, (s, d) in enumerate(zip(src.tolist(), dst.tolist())):
+        path = links[ptr[i]:ptr[i + 1]]
+        if s // 8 == d // 8:
+            assert path.size == 2 and first <= topo.dst[path[0]] < first + count
+            assert (topo.src[path[0]], topo.dst[path[1]]) == (s, d)
+            assert topo.dst[path[0]] == topo.src[path[1]]
+        else:
+            assert not (first <= topo.dst[path[0]] < first + count)
+    if method != "dmodk":
+        cross = (src // 8) != (dst // 8)
+        alone = pair_paths(topo, src[cross], dst[cross], method=method)
+        got = [links[ptr[i]:ptr[i + 1]].tolist() for i in np.flatnonzero(cross)]
+        assert got == [alone[1][alone[0][j]:alone[0][j + 1]].tolist()
+                       for j in range(int(cross.sum()))]
