@@ -16,9 +16,9 @@ per baseline; the paper runs FlexFlow's MCMC to convergence), runs are ordered b
 priority (d = 4 at 100 Gbps first, then the other rates, then d = 8) and no new run
 starts after ``--max-minutes``.  The OCS-reconfig baseline (a reconfigurable-fabric flow
 simulation) is evaluated only at ``--ocs-rates``, ``--ocs-degrees`` and ``--ocs-models``
-(default: every d = 4 point).  All runs take about 20
-minutes (``--search-baselines`` about 15 more) on 2 loaded cores.  Results are cached in
-``sec5_3_results.json`` next to this script, so a rerun only fills gaps; the write-up
+(default: every d = 4 point).  All runs take about 10 minutes (9-10 on 2 cores shared
+with another job, 2026-11-28; ``--search-baselines`` about 15 more).  Results are cached
+in ``sec5_3_results.json`` next to this script, so a rerun only fills gaps; the write-up
 ``sec5_3_iteration_times.md`` and the plots ``sec5_3_iteration_times_d{4,8}.png`` are
 regenerated from the cache every time (``--report-only`` runs nothing).
 
@@ -336,13 +336,18 @@ trends at d = 8. SiP-ML is not implemented here.
 
 What we reproduce (every point rerun from scratch on 2026-11-28 with today's code: the
 calibrated A100 kernel model of issue 17 for these 4-byte models on TF32 tensor cores, the
-strategy space of issue 15 and the search's best-so-far fix a89e062; the previous
-write-up's averages, from results cached over several earlier versions, are quoted as
+strategy space of issue 15 and the search's best-so-far fix a89e062; rerun again after
+b8a18df and 96c2b44, which moved only TopoOpt's DLRM and NCF at 10-40 Gbps -- no link
+carries more bytes than it moves in the iteration, and their gradient rings beside the
+embedding all-to-all did -- and the pipelined CANDLE points on TopoOpt and the Expander,
+whose two stages' concurrent transfers now share the links they have in common; the
+averages of the write-up before the first
+of these reruns, from results cached over several earlier versions, are quoted as
 "before"):
 
-* **Fat-tree / TopoOpt, averaged over 10-200 Gbps at d = 4**: CANDLE 1.78x (paper 2.8x;
+* **Fat-tree / TopoOpt, averaged over 10-200 Gbps at d = 4**: CANDLE 1.77x (paper 2.8x;
   before 2.7x), VGG16 1.53x (paper 2.8x; before 1.53x), BERT 2.48x (paper 3x; before
-  2.46x), DLRM 2.46x (paper 2.8x; before 2.48x), NCF 1.81x (paper 2.1x; before 1.83x).
+  2.46x), DLRM 2.44x (paper 2.8x; before 2.48x), NCF 1.79x (paper 2.1x; before 1.83x).
   At 100 Gbps: CANDLE 2.5x, VGG16 1.87x, BERT 3.5x, DLRM 3.4x, NCF 2.5x.  The
   all-reduce is exposed for every data-parallel model except ResNet50, which is the
   paper's picture.
@@ -352,28 +357,28 @@ write-up's averages, from results cached over several earlier versions, are quot
   d x B link. TopoOpt is even marginally faster, because each ring step is one direct
   link here and two links (server, switch, server) on the switch, and a 128-server ring
   has 254 latency-bound steps per gradient bucket.
-* **CANDLE at d = 4 is the exception** (TopoOpt / Ideal 1.33-1.59, average 1.47; paper
+* **CANDLE at d = 4 is the exception** (TopoOpt / Ideal 1.33-1.64, average 1.49; paper
   close to 1): the loop's start there is two pipeline stages with ZeRO-2
   (`dp=256,pp=2`, the cheapest memory knobs that fit), because ZeRO-3 data parallelism,
   the other start the loop times on its own TopologyFinder fabric, is slower there (57.4
-  against 46.3 s at 10 Gbps, 6.8 against 5.5 s at 100 Gbps).  The stages' activations
+  against 47.8 s at 10 Gbps, 6.8 against 5.5 s at 100 Gbps).  The stages' activations
   are model-parallel traffic that hosts forward over several hops on the direct-connect
   fabric and the Ideal Switch carries in one, and the loop's two rounds of 8 evaluations
   did not leave that strategy.  FlexFlow keeps CANDLE data parallel (line 370); so does
   our loop at d = 8, where the ZeRO-3 rings are fast enough.
-* **DLRM and NCF fall behind the Ideal Switch, NCF more** (averages: DLRM 1.08x, NCF
-  1.55x at d = 4; paper 1.3x and 1.7x), because their embedding all-to-all is forwarded
+* **DLRM and NCF fall behind the Ideal Switch, NCF more** (averages: DLRM 1.10x, NCF
+  1.61x at d = 4; paper 1.3x and 1.7x), because their embedding all-to-all is forwarded
   by hosts over several hops (`sec5_4_alltoall.md`); the gap shrinks as B grows and the
   embedding transfers take less of the iteration (DLRM at 200 Gbps is even ahead).
-* **The Expander is the worst fabric** for every communication-heavy model (5-11x
+* **The Expander is the worst fabric** for every communication-heavy model (6-11x
   TopoOpt at d = 4), and for ResNet50 it is the only one that degrades, mostly below
   100 Gbps (line 376).
 * **OCS-reconfig is slower than TopoOpt** where the traffic is many-to-many (on average
-  DLRM 1.42x, NCF 1.73x at d = 4); for DLRM and NCF its iteration time stays flat at
+  DLRM 1.41x, NCF 1.70x at d = 4); for DLRM and NCF its iteration time stays flat at
   about 0.1 s from 100 Gbps up, because the 10 ms reconfiguration pauses of the
   embedding traffic dominate (the paper sees the same flattening for the reconfiguring
   SiP-ML, line 374). For VGG16 and ResNet50 it is equal to TopoOpt (0.97-1.0x), for BERT
-  1.07x, and for CANDLE's pipeline at d = 4 it is faster (0.81x: circuits follow the
+  1.07x, and for CANDLE's pipeline at d = 4 it is faster (0.80x: circuits follow the
   stage-to-stage traffic that TopoOpt's fabric forwards over hosts).
 * **d = 8 (Fig. 27) shows the same ordering** from 40 Gbps up: TopoOpt with the Ideal
   Switch for the data-parallel models, behind it for NCF at every rate and for DLRM up
@@ -396,7 +401,7 @@ What differs, and why:
   At 10 Gbps TopoOpt's fixed optical costs (patch panels, transceivers) make it dearer
   than even the Ideal Switch with 4 x 10 Gbps links, so the "cost-equivalent" Fat-tree
   has as much (d = 4) or more (d = 8: 8 x 25 Gbps against 8 x 10 Gbps) server bandwidth
-  than TopoOpt, and TopoOpt loses to it or ties (VGG16 1.11x, BERT 1.12x, DLRM 0.91x at
+  than TopoOpt, and TopoOpt loses to it or ties (VGG16 1.11x, BERT 1.06x, DLRM 0.86x at
   d = 4). The paper states B' < B at every point (Sec. 5.1, line 344); our averages over
   10-200 Gbps are therefore lower than its figures, most for VGG16.
 * **VGG16 is 1.5x, not 2.8x.** With TF32 compute (81 ms per iteration) VGG16's 553 MB
