@@ -144,6 +144,21 @@ class Schedule:
         return Schedule(self.collective, self.chunk, self.src, self.dst, self.path_ptr,
                         self.path_links, start, end, self.op, meta, hop_start)
 
+    def relabelled(self, node: Any, link: Any, collective: Collective) -> "Schedule":
+        """This schedule moved by a node map and the link map it induces (an automorphism
+        of the topology, :func:`topologies.symmetry.group_map`) onto ``collective``, whose
+        participants are the images of this one's in rank order: the same chunks (their
+        ids follow the ranks) at the same times over the mapped links.  A ring order in
+        the metadata is mapped too."""
+        node = np.asarray(node, dtype=np.int64)
+        link = np.asarray(link, dtype=np.int64)
+        meta = dict(self.metadata)
+        if "order" in meta:
+            meta["order"] = [int(node[x]) for x in meta["order"]]
+        return Schedule(collective, self.chunk, node[self.src], node[self.dst], self.path_ptr,
+                        link[self.path_links], self.start, self.end, self.op, meta,
+                        self.hop_start)
+
     @property
     def link_model(self) -> str:
         """``"exclusive"`` (default), ``"shared"`` or ``"none"``."""

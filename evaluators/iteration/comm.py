@@ -78,7 +78,16 @@ class, as for the size-independent baselines.  Groups that a permutation of twin
 by member share the decision: the tournament runs for the first of them, every other
 one synthesizes and times only the winner (its own schedule and paths, so its link
 footprint is its own) -- a 32,768-GPU job's 4,096 two-server context-parallel groups
-under two leaves are two tournaments.  :meth:`CommTimer.decisions` lists the decisions
+under two leaves are two tournaments.  Beyond twins, a group that a verified
+automorphism of the fabric maps onto a decided group member by member
+(:func:`topologies.symmetry.group_map`: the data-parallel groups of every rail and
+pipeline stage of a rail-optimised fabric, the groups under another leaf or pod) takes
+that group's winning schedule relabelled by the map (:meth:`Schedule.relabelled`),
+validated and timed on its own links, with no synthesis; the look-up is tried when the
+tournament is estimated to cost more than it (:func:`tournament_estimate_s` against
+:data:`_MAP_S_PER_ELEMENT` per node and link), against at most
+:data:`MAX_GROUP_CLASSES` decided groups of the same kind, size and class.
+:meth:`CommTimer.decisions` lists the decisions
 an evaluation used (the winner per collective, every candidate's time and the gain over
 ring); the :class:`~evaluators.iteration.IterationResult` carries them as ``collectives``.
 
@@ -145,6 +154,16 @@ _DEFAULT_SECONDS_PER_TRANSFER = 1.2e-5
 #: group: about 1e-6 s per (switch ports)^2 (measured: 0.065 s for a 256-port switch,
 #: 1.0 s for 1024 ports, any group size).
 _UNWIND_S_PER_PORT2 = 1e-6
+#: Seconds per node and link of the fabric that looking for an automorphism between two
+#: groups costs, rounded up (:func:`topologies.symmetry.group_map`, 2 cores, 2026:
+#: railopt:512,gpus=8, 37,696 nodes and links, 0.04 s for a 32-GPU data-parallel group,
+#: 0.07-0.13 s for an 8-GPU server; railopt:2048,gpus=8, 150,784, 0.30 s and 0.5-0.8 s).
+_MAP_S_PER_ELEMENT = 5e-6
+#: Groups per (kind, size, size class) whose ``best`` tournament ran that a new group is
+#: checked against for an automorphism before running its own (each check is a colour
+#: refinement of the topology: bounded, so that a fabric without symmetry pays little).
+MAX_GROUP_CLASSES = 4
+
 #: Width of a ``best`` size class in octaves: one decision serves buffers within a
 #: factor 2**4 = 16 (bandwidth-bound collectives rank the synthesizers the same way
 #: across such a range; the winner is re-timed at every exact size).
@@ -237,6 +256,16 @@ def _estimated_transfers(name: str, kind: str, n: int) -> float:
     if name == "themis":
         return 64 * base  # 64 chunks per collective (its default)
     return base
+
+
+def tournament_estimate_s(names: list[str], kind: str, nodes: int) -> float:
+    """Estimated seconds of a ``best`` tournament over the synthesizers ``names`` on a
+    group of ``nodes`` (the per-transfer costs of :func:`best_candidates`; MCF, whose
+    solve time has no size estimate, at :data:`BEST_TIME_LIMIT_S`)."""
+    return sum(BEST_TIME_LIMIT_S if name == "mcf" else
+               _estimated_transfers(name, kind, nodes)
+               * _SECONDS_PER_TRANSFER.get(name, _DEFAULT_SECONDS_PER_TRANSFER)
+               for name in names)
 
 
 def best_candidates(topology, kind: str, nodes: int, *,
@@ -539,7 +568,7 @@ class CommTimer:
             (collective_method, network_model, float(rtol), routing, system.g,
              system.server_level, system.fabric_Bps),
             {"inter": {}, "sets": {}, "phases": {}, "levels": {}, "structure": {}, "best": {},
-             "twins": {}})
+             "twins": {}, "classes": {}})
         self._inter: dict[tuple, CommCost] = caches["inter"]
         self._sets: dict[tuple, CommCost] = caches["sets"]
         self._phases: dict[tuple, CommCost] = caches["phases"]
@@ -548,6 +577,9 @@ class CommTimer:
         self._best: dict[tuple, tuple[BestChoice, Any]] = caches["best"]
         #: (kind, twin key, size class) -> the tournament's decision (module docstring).
         self._twins: dict[tuple, BestChoice] = caches["twins"]
+        #: (kind, members, size class) -> groups whose tournament ran, in order: each new
+        #: group is checked against them for an automorphism (module docstring).
+        self._classes: dict[tuple, list[tuple[int, ...]]] = caches["classes"]
         #: Keys of the ``best`` decisions the collectives timed by this timer use (an
         #: evaluation's own, whatever the shared caches already held).
         self.used: set[tuple] = set()
@@ -900,6 +932,15 @@ class CommTimer:
                 self._best[key] = (choice, sched)
                 return key, sched
         names, skipped = best_candidates(self.topology, kind, len(nodes), members=nodes)
+        # A group the tournament has decided may map onto this one (an automorphism): worth
+        # looking for when the tournament is estimated to cost more than the look-up.
+        topo = self.topology
+        if tournament_estimate_s(names, kind, len(nodes)) > \
+                _MAP_S_PER_ELEMENT * (topo.n_nodes + topo.n_links):
+            mapped = self._mapped_decision(kind, nodes, size_class, coll)
+            if mapped is not None:
+                self._best[key] = mapped
+                return key, mapped[1]
         times: dict[str, float] = {}
         best = None
         for name in names:
@@ -946,7 +987,37 @@ class CommTimer:
         _hold(best[2])
         self._best[key] = (choice, best[2])
         self._twins.setdefault(twins, choice)
+        reps = self._classes.setdefault((kind, len(nodes), size_class), [])
+        if len(reps) < MAX_GROUP_CLASSES:
+            reps.append(tuple(nodes))
         return key, best[2]
+
+    def _mapped_decision(self, kind: str, nodes: tuple[int, ...], size_class: int,
+                         coll) -> tuple[BestChoice, Any] | None:
+        """The decision of a group whose tournament ran, moved onto ``nodes`` by a verified
+        automorphism that maps its members onto these in rank order
+        (:func:`topologies.symmetry.group_map`): its winning schedule relabelled, validated
+        and timed here.  None when no such group is known."""
+        from evaluators.validate import validate_schedule
+        from topologies.symmetry import group_map
+
+        for rep in self._classes.get((kind, len(nodes), size_class), ()):
+            hit = self._best.get((kind, rep, size_class))
+            if hit is None:      # (dropped with the caches)
+                continue
+            h = group_map(self.topology, rep, nodes)
+            if h is None:
+                continue
+            shared, base = hit
+            sched = base.relabelled(h.node, h.link, coll)
+            if not validate_schedule(sched, self.topology).valid:
+                continue
+            t = self._time(sched)
+            _hold(sched)
+            return dataclasses.replace(
+                shared, time_s=t, times_s={**shared.times_s, shared.algorithm: t},
+                ring_time_s=t if shared.algorithm == "ring" else shared.ring_time_s), sched
+        return None
 
     def _flow_levels(self, sched) -> float:
         from evaluators.netsim import dependency_levels

@@ -196,9 +196,10 @@ def test_twin_groups_share_the_decision_and_take_their_own_time(monkeypatch):
         times[nodes] = (timer.inter_collective("allreduce", nodes, 2.0 ** 26).time_s,
                         len(calls) - before)
     assert times[(3, 2)][1] == 1 < times[(0, 1)][1]    # (3, 2): the winner only
-    # (4, 5) is under the other leaf: the same shape, but no twin of (0, 1) -- its own
-    # tournament; so is (0, 4), across the leaves.
-    assert times[(4, 5)][1] > 1 and times[(0, 4)][1] > 1
+    # (4, 5) is under the other leaf: no twin of (0, 1), but a leaf swap maps one onto
+    # the other (an automorphism, test_groups_an_automorphism_maps_share_the_tournament):
+    # nothing synthesized; (0, 4), across the leaves, runs its own tournament.
+    assert times[(4, 5)][1] == 0 and times[(0, 4)][1] > 1
     decisions = {d.algorithm for d in timer.decisions()}
     for nodes, (t, _) in times.items():
         alone = CommTimer(System(from_spec(topo.name), 32, 4, True, 4.5e11), BEST, "flow")
@@ -238,3 +239,39 @@ def test_an_evaluation_with_shared_decisions_equals_one_tournament_per_group(
     assert shared.breakdown == pytest.approx(alone.breakdown, rel=1e-12)
     assert [(c["algorithm"], c["nodes"]) for c in shared.collectives] == \
         [(c["algorithm"], c["nodes"]) for c in alone.collectives]
+
+
+def test_groups_an_automorphism_maps_share_the_tournament(monkeypatch):
+    """A group that a verified automorphism maps onto a decided one member by member
+    (topologies.symmetry.group_map) takes that group's winner, relabelled: no synthesis
+    at all, and the time and algorithm of a full tournament of its own (oracle: a fresh
+    timer per group).  Looked for only when the tournament is estimated to cost more
+    than the look-up (here forced by a zero look-up cost)."""
+    import evaluators.iteration.comm as comm
+    import evaluators.registry as registry
+
+    monkeypatch.setattr(comm, "_MAP_S_PER_ELEMENT", 0.0)
+    topo = from_spec("leafspine:8,oversub=2,hosts_per_leaf=4,bw=100Gbps")
+    sysm = System(topo, 32, 4, True, 4.5e11)
+    calls = []
+    real = registry.synthesize
+    monkeypatch.setattr(registry, "synthesize",
+                        lambda *a, **k: calls.append(k.get("method")) or real(*a, **k))
+    timer = CommTimer(sysm, BEST, "flow")
+    times = {}
+    for nodes in ((0, 1, 2), (4, 5, 6), (5, 7, 4), (0, 1, 4)):
+        before = len(calls)
+        times[nodes] = (timer.inter_collective("allgather", nodes, 2.0 ** 26).time_s,
+                        len(calls) - before)
+    assert times[(0, 1, 2)][1] > 1
+    # the other leaf's groups: mapped from (0, 1, 2) (a leaf swap, then a host
+    # permutation under the leaf), nothing synthesized
+    assert times[(4, 5, 6)][1] == times[(5, 7, 4)][1] == 0
+    assert times[(0, 1, 4)][1] > 1          # two hosts under one leaf, one under the other
+    for nodes, (t, _) in times.items():
+        alone = CommTimer(System(from_spec(topo.name), 32, 4, True, 4.5e11), BEST, "flow")
+        assert alone.inter_collective("allgather", nodes, 2.0 ** 26).time_s == \
+            pytest.approx(t, rel=1e-12)
+        assert alone.decisions()[0].algorithm == next(
+            d.algorithm for d in timer.decisions() if d.nodes == len(nodes)
+            and d.time_s == pytest.approx(alone.decisions()[0].time_s, rel=1e-12))

@@ -121,3 +121,70 @@ def test_twin_classes_match_a_plain_grouping(spec):
     # Labels split twins.
     labels = [x % 2 for x in nodes]
     assert all(len({labels[x] for x in g}) == 1 for g in twin_classes(topo, nodes, labels=labels))
+
+
+# ------------------------------------------------------------------ group maps
+def _induced_isomorphism(topo, a, b):
+    """Brute-force oracle on a small graph: does some automorphism send a[i] to b[i]?"""
+    g = nx.MultiDiGraph()
+    g.add_nodes_from(range(topo.n_nodes))
+    for l in range(topo.n_links):
+        g.add_edge(int(topo.src[l]), int(topo.dst[l]),
+                   key=(float(topo.bandwidth[l]), float(topo.latency[l])))
+    for v in range(topo.n_nodes):
+        g.nodes[v]["tag"] = ("npu" if v < topo.npus else "switch",
+                             a.index(v) if v in a else -1)
+    h = g.copy()
+    for v in range(topo.n_nodes):
+        h.nodes[v]["tag"] = ("npu" if v < topo.npus else "switch",
+                             b.index(v) if v in b else -1)
+    same = nx.algorithms.isomorphism.categorical_node_match("tag", None)
+    return nx.is_isomorphic(g, h, node_match=same)
+
+
+@pytest.mark.parametrize("spec, a, b", [
+    ("torus:4x4", (0, 1, 2, 3), (4, 5, 6, 7)), ("torus:4x4", (0, 1), (0, 5)),
+    ("torus:4x4", (0, 1, 2, 3), (0, 4, 8, 12)), ("ring:6", (0, 2), (1, 3)),
+    ("ring:6", (0, 1, 2), (0, 2, 4)), ("fattree:k=4", (0, 1, 2), (4, 5, 6)),
+    ("fattree:k=4", (0, 1), (0, 2)), ("fattree:k=4", (0, 1), (1, 0)),
+    ("leafspine:8,oversub=2,hosts_per_leaf=4,bw=100Gbps", (0, 1), (4, 5)),
+    ("leafspine:8,oversub=2,hosts_per_leaf=4,bw=100Gbps", (0, 1), (0, 4)),
+])
+def test_group_maps_are_verified_automorphisms(spec, a, b):
+    # Found: a verified automorphism sending a onto b in order (bandwidths kept, NPUs onto
+    # NPUs); not found: the brute-force oracle agrees that none exists on these graphs.
+    from topologies.symmetry import group_map
+
+    topo = from_spec(spec)
+    h = group_map(topo, a, b)
+    exists = _induced_isomorphism(topo, list(a), list(b))
+    assert (h is not None) == exists
+    if h is not None:
+        assert h.node[list(a)].tolist() == list(b)
+        assert np.array_equal(topo.src[h.link], h.node[topo.src])
+        assert np.array_equal(topo.dst[h.link], h.node[topo.dst])
+        assert np.array_equal(topo.bandwidth[h.link], topo.bandwidth)
+        assert np.all(h.node[:topo.npus] < topo.npus)
+
+
+def test_a_relabelled_schedule_is_valid_and_takes_the_same_time():
+    # The TP groups of two servers of a rail-optimised fabric: the winner's schedule
+    # moved by the map validates on the other group and replays in the same time, its
+    # link bytes permuted (oracle: the validator and the simulator on both).
+    from evaluators.collectives import Collective
+    from evaluators.netsim import replay_time
+    from evaluators.registry import synthesize
+    from evaluators.validate import validate_schedule
+    from topologies.symmetry import group_map
+
+    topo = from_spec("railopt:4,gpus=4,bw=100Gbps")
+    a, b = (0, 1, 2, 3), (8, 9, 10, 11)
+    h = group_map(topo, a, b)
+    assert h is not None
+    for method in ("ring", "direct", "rhd"):
+        sched = synthesize(topo, Collective("allgather", a, 2 ** 24), method=method)
+        moved = sched.relabelled(h.node, h.link, Collective("allgather", b, 2 ** 24))
+        assert validate_schedule(moved, topo).valid
+        for model in ("flow", "congestion"):
+            assert replay_time(moved, topo, model=model) == pytest.approx(
+                replay_time(sched, topo, model=model), rel=1e-12)
