@@ -534,6 +534,14 @@ class _Refiner:
                 return a, b
 
 
+def _leaf_map(a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+    """The node map of two discrete colourings (the vertex coloured ``c`` in ``a`` onto
+    the one coloured ``c`` in ``b``), or None while a colour has several vertices."""
+    if np.bincount(a).max() != 1:
+        return None
+    return np.argsort(b)[a].astype(np.int64)
+
+
 def _greedy_map(ref: _Refiner, a, b, check, rounds: int):
     """Individualise-and-refine without backtracking, every non-singleton cell at once.
 
@@ -550,11 +558,10 @@ def _greedy_map(ref: _Refiner, a, b, check, rounds: int):
         if r is None:
             return None
         a, b = r
-        counts = np.bincount(a)
-        if counts.max() == 1:
-            h = np.empty(ref.n, dtype=np.int64)
-            h[np.arange(ref.n)] = np.argsort(b)[a]
+        h = _leaf_map(a, b)
+        if h is not None:
             return check(h)
+        counts = np.bincount(a)
         cells = np.flatnonzero(counts > 1)
         # first vertex of each cell in a and in b (vertices are visited in id order)
         first_a = np.full(counts.size, -1, dtype=np.int64)
@@ -575,13 +582,11 @@ def _search(ref: _Refiner, a, b, check, budget: list):
     if r is None:
         return None
     a, b = r
-    counts = np.bincount(a)
-    if counts.max() == 1:
-        h = np.empty(ref.n, dtype=np.int64)
-        order_b = np.argsort(b)
-        h[np.arange(ref.n)] = order_b[a]
+    h = _leaf_map(a, b)
+    if h is not None:
         budget[0] -= 1
         return check(h)
+    counts = np.bincount(a)
     cell = int(np.flatnonzero(counts > 1)[np.argmin(counts[counts > 1])])
     v = int(np.flatnonzero(a == cell)[0])
     new = int(max(a.max(), b.max())) + 1

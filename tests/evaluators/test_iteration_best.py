@@ -176,25 +176,32 @@ def test_mcf_is_not_tried_on_members_far_apart(nodes, tried):
         ("hops apart" in choice.skipped.get("mcf", "")) is (not tried)
 
 
+def _synthesis_counts(monkeypatch, kind: str, groups) -> tuple:
+    """(topology, timer, {group: (time, synthesizer calls)}) of ``kind`` collectives of
+    64 MiB timed with ``best`` one group after another on an 8-server leaf-spine."""
+    import evaluators.registry as registry
+
+    topo = from_spec("leafspine:8,oversub=2,hosts_per_leaf=4,bw=100Gbps")
+    calls = []
+    real = registry.synthesize
+    monkeypatch.setattr(registry, "synthesize",
+                        lambda *a, **k: calls.append(k.get("method")) or real(*a, **k))
+    timer = CommTimer(System(topo, 32, 4, True, 4.5e11), BEST, "flow")
+    times = {}
+    for nodes in groups:
+        before = len(calls)
+        times[nodes] = (timer.inter_collective(kind, nodes, 2.0 ** 26).time_s,
+                        len(calls) - before)
+    return topo, timer, times
+
+
 def test_twin_groups_share_the_decision_and_take_their_own_time(monkeypatch):
     """Groups that a permutation of hosts under one leaf maps onto each other share the
     tournament (topologies.symmetry.twin_key): the second synthesizes only the winner,
     and its time and decision are those of a full tournament of its own (oracle: a fresh
     timer per group)."""
-    import evaluators.registry as registry
-
-    topo = from_spec("leafspine:8,oversub=2,hosts_per_leaf=4,bw=100Gbps")
-    sysm = System(topo, 32, 4, True, 4.5e11)
-    calls = []
-    real = registry.synthesize
-    monkeypatch.setattr(registry, "synthesize",
-                        lambda *a, **k: calls.append(k.get("method")) or real(*a, **k))
-    timer = CommTimer(sysm, BEST, "flow")
-    times = {}
-    for nodes in ((0, 1), (3, 2), (4, 5), (0, 4)):
-        before = len(calls)
-        times[nodes] = (timer.inter_collective("allreduce", nodes, 2.0 ** 26).time_s,
-                        len(calls) - before)
+    topo, timer, times = _synthesis_counts(monkeypatch, "allreduce",
+                                           ((0, 1), (3, 2), (4, 5), (0, 4)))
     assert times[(3, 2)][1] == 1 < times[(0, 1)][1]    # (3, 2): the winner only
     # (4, 5) is under the other leaf: no twin of (0, 1), but a leaf swap maps one onto
     # the other (an automorphism, test_groups_an_automorphism_maps_share_the_tournament):
@@ -248,21 +255,10 @@ def test_groups_an_automorphism_maps_share_the_tournament(monkeypatch):
     timer per group).  Looked for only when the tournament is estimated to cost more
     than the look-up (here forced by a zero look-up cost)."""
     import evaluators.iteration.comm as comm
-    import evaluators.registry as registry
 
     monkeypatch.setattr(comm, "_MAP_S_PER_ELEMENT", 0.0)
-    topo = from_spec("leafspine:8,oversub=2,hosts_per_leaf=4,bw=100Gbps")
-    sysm = System(topo, 32, 4, True, 4.5e11)
-    calls = []
-    real = registry.synthesize
-    monkeypatch.setattr(registry, "synthesize",
-                        lambda *a, **k: calls.append(k.get("method")) or real(*a, **k))
-    timer = CommTimer(sysm, BEST, "flow")
-    times = {}
-    for nodes in ((0, 1, 2), (4, 5, 6), (5, 7, 4), (0, 1, 4)):
-        before = len(calls)
-        times[nodes] = (timer.inter_collective("allgather", nodes, 2.0 ** 26).time_s,
-                        len(calls) - before)
+    topo, timer, times = _synthesis_counts(monkeypatch, "allgather",
+                                           ((0, 1, 2), (4, 5, 6), (5, 7, 4), (0, 1, 4)))
     assert times[(0, 1, 2)][1] > 1
     # the other leaf's groups: mapped from (0, 1, 2) (a leaf swap, then a host
     # permutation under the leaf), nothing synthesized
