@@ -85,7 +85,7 @@ pipeline stage of a rail-optimised fabric, the groups under another leaf or pod)
 that group's winning schedule relabelled by the map (:meth:`Schedule.relabelled`),
 validated and timed on its own links, with no synthesis; the look-up is tried when the
 tournament is estimated to cost more than it (:func:`tournament_estimate_s` against
-:data:`_MAP_S_PER_ELEMENT` per node and link), against at most
+:data:`MAP_S_PER_ELEMENT` per node and link), against at most
 :data:`MAX_GROUP_CLASSES` decided groups of the same kind, size and class.
 :meth:`CommTimer.decisions` lists the decisions
 an evaluation used (the winner per collective, every candidate's time and the gain over
@@ -158,7 +158,7 @@ _UNWIND_S_PER_PORT2 = 1e-6
 #: groups costs, rounded up (:func:`topologies.symmetry.group_map`, 2 cores, 2026:
 #: railopt:512,gpus=8, 37,696 nodes and links, 0.04 s for a 32-GPU data-parallel group,
 #: 0.07-0.13 s for an 8-GPU server; railopt:2048,gpus=8, 150,784, 0.30 s and 0.5-0.8 s).
-_MAP_S_PER_ELEMENT = 5e-6
+MAP_S_PER_ELEMENT = 5e-6
 #: Groups per (kind, size, size class) whose ``best`` tournament ran that a new group is
 #: checked against for an automorphism before running its own (each check is a colour
 #: refinement of the topology: bounded, so that a fabric without symmetry pays little).
@@ -936,7 +936,7 @@ class CommTimer:
         # looking for when the tournament is estimated to cost more than the look-up.
         topo = self.topology
         if tournament_estimate_s(names, kind, len(nodes)) > \
-                _MAP_S_PER_ELEMENT * (topo.n_nodes + topo.n_links):
+                MAP_S_PER_ELEMENT * (topo.n_nodes + topo.n_links):
             mapped = self._mapped_decision(kind, nodes, size_class, coll)
             if mapped is not None:
                 self._best[key] = mapped

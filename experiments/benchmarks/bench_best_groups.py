@@ -39,9 +39,9 @@ def timed(spec: str, workload: str, strategy: str, share: bool) -> tuple[float, 
     from evaluators.iteration import evaluate
     from topologies.registry import from_spec
 
-    saved = comm._MAP_S_PER_ELEMENT
+    saved = comm.MAP_S_PER_ELEMENT
     if not share:
-        comm._MAP_S_PER_ELEMENT = float("inf")
+        comm.MAP_S_PER_ELEMENT = float("inf")
     try:
         topo = from_spec(spec)
         t0 = time.perf_counter()
@@ -49,7 +49,7 @@ def timed(spec: str, workload: str, strategy: str, share: bool) -> tuple[float, 
                      routing="auto", check_memory=False)
         wall = time.perf_counter() - t0
     finally:
-        comm._MAP_S_PER_ELEMENT = saved
+        comm.MAP_S_PER_ELEMENT = saved
     return wall, r.iteration_time_s
 
 

@@ -256,7 +256,7 @@ def test_groups_an_automorphism_maps_share_the_tournament(monkeypatch):
     than the look-up (here forced by a zero look-up cost)."""
     import evaluators.iteration.comm as comm
 
-    monkeypatch.setattr(comm, "_MAP_S_PER_ELEMENT", 0.0)
+    monkeypatch.setattr(comm, "MAP_S_PER_ELEMENT", 0.0)
     topo, timer, times = _synthesis_counts(monkeypatch, "allgather",
                                            ((0, 1, 2), (4, 5, 6), (5, 7, 4), (0, 1, 4)))
     assert times[(0, 1, 2)][1] > 1
