@@ -258,13 +258,18 @@ def _estimated_transfers(name: str, kind: str, n: int) -> float:
     return base
 
 
+def _estimated_seconds(name: str, kind: str, nodes: int) -> float:
+    """Estimated seconds of one synthesizer's candidate (synthesis, validation, re-timing)
+    from the transfers it produces and its measured cost per transfer."""
+    return _estimated_transfers(name, kind, nodes) * _SECONDS_PER_TRANSFER.get(
+        name, _DEFAULT_SECONDS_PER_TRANSFER)
+
+
 def tournament_estimate_s(names: list[str], kind: str, nodes: int) -> float:
     """Estimated seconds of a ``best`` tournament over the synthesizers ``names`` on a
     group of ``nodes`` (the per-transfer costs of :func:`best_candidates`; MCF, whose
     solve time has no size estimate, at :data:`BEST_TIME_LIMIT_S`)."""
-    return sum(BEST_TIME_LIMIT_S if name == "mcf" else
-               _estimated_transfers(name, kind, nodes)
-               * _SECONDS_PER_TRANSFER.get(name, _DEFAULT_SECONDS_PER_TRANSFER)
+    return sum(BEST_TIME_LIMIT_S if name == "mcf" else _estimated_seconds(name, kind, nodes)
                for name in names)
 
 
@@ -311,8 +316,7 @@ def best_candidates(topology, kind: str, nodes: int, *,
                 skipped[name] = f"size estimate: members {hops} hops apart > {_MCF_MAX_HOPS}"
                 continue
         else:
-            est = _estimated_transfers(name, kind, nodes) * _SECONDS_PER_TRANSFER.get(
-                name, _DEFAULT_SECONDS_PER_TRANSFER)
+            est = _estimated_seconds(name, kind, nodes)
             if name == "tacos" and topology.switches:
                 ports = np.bincount(topology.src, minlength=topology.n_nodes)[topology.npus:]
                 est += _UNWIND_S_PER_PORT2 * float(ports.max()) ** 2

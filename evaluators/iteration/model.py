@@ -630,7 +630,7 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     crit: list[dict[str, float]] = []
     marks: list[dict[str, float]] = []
     stage_steps: list[list[_Step]] = []   # one micro-batch's steps of each stage
-    bw_steps: list[list[_Step]] = []      # of which its backward pass's
+    zero_bw: list[list[_Step]] = []       # of which its backward pass's ZeRO-3 gathers
     for p in range(P):
         fw = _steps(per[p]["forward"], timer, m, np.zeros(gpus))
         mk: dict[str, float] = {}
@@ -641,11 +641,11 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         R[p] = fw.recompute + bw.recompute
         K[p] = fw.critical + bw.critical
         B[p] = bw.compute + bw.critical
-        G[p] = sum(st.cost.time_s * st.factor for st in bw.steps if st.purpose == "zero")
+        zero_bw.append([st for st in bw.steps if st.purpose == "zero"])
+        G[p] = sum(st.cost.time_s * st.factor for st in zero_bw[p])
         crit.append({k: fw.by_purpose.get(k, 0.0) + bw.by_purpose.get(k, 0.0)
                      for k in set(fw.by_purpose) | set(bw.by_purpose)})
         stage_steps.append(fw.steps + bw.steps)
-        bw_steps.append(bw.steps)
         for st in fw.steps + bw.steps:
             account(st, st.factor * m, p)
     t_stage = C + K
@@ -690,8 +690,8 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         E = T_pipe - p * b_max / V
         start_bwd = E - B[p]
         for op, cost in costs:
-            account(_Step(cost, 1.0, _purpose(op.purpose)), op.repeat, p)
             last.append(_Step(cost, 1.0, _purpose(op.purpose)))
+            account(last[-1], op.repeat, p)
         early = sum((op.repeat - 1) * c.time_s for op, c in costs)
         free = early if overlap else max(T_pipe, early)
         if overlap and G[p]:
@@ -699,7 +699,7 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
             # links as these reduce-scatters: in the last backward the links carry both.
             free = max(free, start_bwd) + float(G[p])
             first_start = min(first_start, start_bwd)
-            last.extend(st for st in bw_steps[p] if st.purpose == "zero")
+            last.extend(zero_bw[p])
         for op, c in costs:
             ready = start_bwd + marks[p].get(op.ready_after, B[p]) if overlap else T_pipe
             start = max(ready, free)
