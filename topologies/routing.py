@@ -584,7 +584,13 @@ def pair_paths(topology, src, dst, *, method: str = "shortest", seed: int = 0
     # a path through a NIC and a leaf has as few hops when both GPUs hang off one leaf,
     # and hashed ECMP took it for some pairs (at the NIC's rate, not NVLink's).
     src, dst = _check_pairs(topology, src, dst)
-    cs = clos_structure(topology)
+    return _over_crossbars(topology, clos_structure(topology), src, dst, route)
+
+
+def _over_crossbars(topology, cs: "ClosStructure", src: np.ndarray, dst: np.ndarray,
+                    route) -> tuple[np.ndarray, np.ndarray]:
+    """CSR paths of the pairs: two NPUs of one scale-up domain over its crossbar (their
+    links to and from it), every other pair by ``route(src, dst)``."""
     npus = topology.npus
     both = (src < npus) & (dst < npus)
     local = np.zeros(src.size, dtype=bool)
@@ -955,15 +961,13 @@ def clos_paths(topology, src, dst, *, method: str = "dmodk", seed: int = 0
     check_choice("routing method", method, ROUTING_METHODS)
     src, dst = _check_pairs(topology, src, dst, npus_only=True)
     cs = clos_structure(topology)
-    k = src.size
+
+    def walk(a, b):
+        return _walk(topology, cs, a, b, method, int(seed))
+
     if cs.domain is None:
-        return _walk(topology, cs, src, dst, method, int(seed))
-    local = (cs.domain[src] == cs.domain[dst]) & (src != dst)
-    li, fi = np.flatnonzero(local), np.flatnonzero(~local)
-    lptr = np.arange(0, 2 * li.size + 1, 2, dtype=np.int64)
-    llinks = np.stack([cs.su_up[src[li]], cs.su_down[dst[li]]], axis=1).ravel()
-    fptr, flinks = _walk(topology, cs, src[fi], dst[fi], method, int(seed))
-    return _merge(k, [(li, lptr, llinks), (fi, fptr, flinks)])
+        return walk(src, dst)
+    return _over_crossbars(topology, cs, src, dst, walk)
 
 
 def spray_paths(topology, src, dst) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
