@@ -708,29 +708,36 @@ def k_shortest_paths(nbrs: list[list[int]], hops: np.ndarray, s: int, t: int, k:
     col = hops[:, t].tolist()
     found: list[list[int]] = []
     for limit in range(h0, h0 + max_extra_hops + 1):
-        path = [s]
-        on_path = {s}
-
-        def dfs(u: int, length: int) -> None:
-            budget = limit - length - 1      # hops left after the next one
+        # Depth-first with an explicit stack (a path may be thousands of hops long on a
+        # sparse fabric, beyond Python's recursion limit): ``path[i]``'s neighbours are
+        # tried from position ``nxt[i]`` on, in ascending order.
+        path, nxt, on_path = [s], [0], {s}
+        while path and len(found) < k:
+            u = path[-1]
+            budget = limit - len(path)       # hops left after the next one
             nb = nbrs[u]
             if budget == 0:
                 if t in nb:
                     found.append(path + [t])
-                return
-            for v in nb:
-                if len(found) >= k:
-                    return
-                hv = col[v]
-                if v == t or v in on_path or hv < 0 or hv > budget:
-                    continue
+                v = None
+            else:
+                v = None
+                i = nxt[-1]
+                while i < len(nb):
+                    w = nb[i]
+                    i += 1
+                    hw = col[w]
+                    if w != t and w not in on_path and 0 <= hw <= budget:
+                        v = w
+                        break
+                nxt[-1] = i
+            if v is None:                    # u is done: back up
+                on_path.discard(path.pop())
+                nxt.pop()
+            else:
                 path.append(v)
+                nxt.append(0)
                 on_path.add(v)
-                dfs(v, length + 1)
-                path.pop()
-                on_path.discard(v)
-
-        dfs(s, 0)
         if len(found) >= k:
             break
     return found

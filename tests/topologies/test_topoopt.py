@@ -166,6 +166,20 @@ def test_k_shortest_paths_match_yen(seed):
             assert all(g.has_edge(a, b) for a, b in zip(p, p[1:]))
 
 
+def test_k_shortest_paths_longer_than_the_recursion_limit():
+    # A 3,000-server cycle (a sparse fabric's long detours): the two antipodal paths
+    # have 1,500 hops each, beyond Python's recursion limit (TopologyFinder on 2,048
+    # servers hit it).  Closed form: clockwise and counter-clockwise.
+    n = 3000
+    src = np.concatenate([np.arange(n), (np.arange(n) + 1) % n])
+    dst = np.concatenate([(np.arange(n) + 1) % n, np.arange(n)])
+    d = np.abs(np.arange(n)[:, None] - np.arange(n)[None, :])
+    hops = np.minimum(d, n - d)
+    paths = k_shortest_paths(neighbour_lists(n, src, dst), hops, 0, n // 2, 3)
+    assert sorted(paths) == [list(range(n // 2 + 1)),
+                             [0] + list(range(n - 1, n // 2 - 1, -1))]
+
+
 # --------------------------------------------------------------- matching step
 def test_mp_matching_is_a_matching_on_available_servers():
     rng = np.random.default_rng(0)
