@@ -31,7 +31,7 @@ from evaluators.collectives import Collective
 
 __all__ = ["BYTES_PER_TRANSFER", "BYTES_PER_LP_VARIABLE", "min_transfers", "schedule_chunks",
            "estimate_schedule_bytes", "estimate_mcf_bytes", "check_synthesis", "check_mcf",
-           "check_simulation"]
+           "check_simulation", "check_routed"]
 
 #: Peak bytes per transfer while a schedule is synthesized, validated and reported
 #: (a one-link path).
@@ -111,6 +111,30 @@ def check_synthesis(topology, collective: Collective, method: str,
                + (", or no --out for the Themis model-only answer"
                   if method in ("themis", "hierarchical") else ""))
     check_count(what, "npus", collective.n, transfers, instead)
+    check_memory(what, "npus", collective.n, nbytes, instead)
+
+
+def check_routed(collective: Collective, method: str, transfers: int, hops: int) -> None:
+    """Refuse a schedule once its routes are known, before its per-hop arrays exist.
+
+    :func:`check_synthesis` counts one link per transfer for the algorithms that move
+    between ring, tree or dimension neighbours, but on a sparse fabric those neighbours
+    can be hundreds of links apart (a ring over 256 of 2,048 servers of a degree-2
+    fabric: 130,560 transfers of ~540 links each, 10 GB), so the plan checks again with
+    the actual ``hops`` (links over all transfers) at :data:`BYTES_PER_HOP` per further
+    link.
+
+    Raises
+    ------
+    codesign.resources.ResourceLimitError
+        One line naming the NPU count, the estimate, the limit and what to do.
+    """
+    nbytes = float(transfers) * BYTES_PER_TRANSFER + float(max(0, hops - transfers)) \
+        * BYTES_PER_HOP
+    what = (f"a {method} {collective.kind} schedule ({transfers:.3g} transfers over "
+            f"{hops:.3g} links)")
+    instead = "use fewer NPUs or a denser fabric, or `codesign bound` for a lower bound"
+    check_count(what, "npus", collective.n, hops, instead)
     check_memory(what, "npus", collective.n, nbytes, instead)
 
 

@@ -40,6 +40,7 @@ import numpy as np
 
 from codesign.errors import CodesignError, invalid
 from evaluators.collectives import Collective
+from evaluators.estimates import check_routed
 from evaluators.schedule import COPY, REDUCE, Schedule
 from topologies.routing import shortest_paths
 
@@ -191,9 +192,12 @@ class Plan:
                 np.repeat(np.asarray(self._dst, dtype=np.int64), counts),
                 np.repeat(np.asarray(self._op, dtype=np.int8), counts))
 
-    def _paths(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _paths(self, src: np.ndarray, dst: np.ndarray,
+               algorithm: str = "plan") -> tuple[np.ndarray, np.ndarray]:
         """CSR paths (``path_ptr``, ``path_links``) from one route per distinct NPU pair
-        (:func:`topologies.routing.shortest_paths`, the path of ``topology.route``)."""
+        (:func:`topologies.routing.shortest_paths`, the path of ``topology.route``),
+        refused (:func:`evaluators.estimates.check_routed`) before the per-hop arrays
+        are built when they would not fit."""
         if src.size == 0:
             return np.zeros(1, np.int64), np.zeros(0, np.int64)
         n_nodes = self.topology.n_nodes
@@ -203,6 +207,7 @@ class Plan:
         pair_len = np.diff(pair_ptr)
         pair_off = pair_ptr[:-1]
         lengths = pair_len[inverse]
+        check_routed(self.collective, algorithm, int(src.size), int(lengths.sum()))
         ptr = np.concatenate([[0], np.cumsum(lengths)])
         # Gather each transfer's route: offset of its pair plus the position in the route.
         within = np.arange(int(ptr[-1]), dtype=np.int64) - np.repeat(ptr[:-1], lengths)
@@ -237,7 +242,7 @@ class Plan:
     def schedule(self, **metadata: Any) -> Schedule:
         """The untimed schedule (all times 0), in the order the transfers were added."""
         chunk, src, dst, op = self._arrays()
-        ptr, links = self._paths(src, dst)
+        ptr, links = self._paths(src, dst, str(metadata.get("algorithm", "plan")))
         zeros = np.zeros(chunk.size)
         return Schedule(self.collective, chunk, src, dst, ptr, links, zeros, zeros, op,
                         metadata)

@@ -535,6 +535,27 @@ def test_direct_schedules_are_estimated_with_the_fabrics_path_length(capsys):
                             "--chunks", "6"), "needs about 6.97 GiB")
 
 
+def test_ring_schedules_are_refused_by_their_routed_length(capsys):
+    """A ring whose neighbours are far apart on a sparse fabric: generator 31 on a
+    64-node ring topology sends every transfer over 31 links (closed form), so its
+    64 x 63 transfers take 64 x 63 x 31 links; the plan refuses them once routed, before
+    the per-hop arrays exist (a 2,048-server what-if grew a worker past 18 GB this way:
+    the count before routing assumes one link per transfer)."""
+    from evaluators.estimates import BYTES_PER_HOP, BYTES_PER_TRANSFER
+
+    transfers, hops = 64 * 63, 64 * 63 * 31
+    need = transfers * BYTES_PER_TRANSFER + (hops - transfers) * BYTES_PER_HOP
+    argv = ("synth", "ring:64", "--collective", "allgather", "--size", "1MiB",
+            "--algorithm", "multiring", "--option", "generators=[31]")
+    with memory_limit_scope(need // 2):
+        code, out, err = run(capsys, *argv)
+    one_line_error(code, out, err, f"over {hops:.3g} links")
+    assert "multiring allgather" in err
+    with memory_limit_scope(need * 2):
+        code, out, _ = run(capsys, *argv)
+    assert code == 0
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["whatif", "--shared-cluster", "--budget", "1e6"], "whatif --budget"),
     (["whatif", "--shared-cluster", "--workload", "bert"], "whatif --workload"),
