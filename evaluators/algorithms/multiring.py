@@ -43,7 +43,7 @@ from evaluators.schedule import Schedule
 from topologies.topoopt.perms import select_permutations, totient_perms
 
 __all__ = ["multiring", "totient_generators", "select_generators", "direct_generators",
-           "MAX_DEFAULT_RINGS"]
+           "chosen_generators", "ring_orders", "MAX_DEFAULT_RINGS"]
 
 #: Fraction of a ring's hops a degraded fabric must still provide for the default to keep
 #: that ring (only when no ring is provided completely).
@@ -103,7 +103,9 @@ def direct_generators(topology, npus: tuple[int, ...], *, min_fraction: float = 
     return out
 
 
-def _generators(topology, collective: Collective, generators, rings) -> list[int]:
+def chosen_generators(topology, collective: Collective, generators=None, rings=None
+                      ) -> list[int]:
+    """The generators the schedule uses for these options (module docstring)."""
     n = collective.n
     if generators is not None and rings is not None:
         raise invalid("multiring options", "generators and rings", "at most one of them")
@@ -170,12 +172,17 @@ def multiring(topology, collective: Collective, *, generators=None, rings=None) 
     >>> s.metadata["generators"], round(s.time_s, 9)    # 4 rings, 0.25 GB per ring hop
     ([1, 2, 3, 4], 1.0)
     """
-    gens = _generators(topology, collective, generators, rings)
-    k, c, n = len(gens), collective.chunks_per_npu, collective.n
-    split = collective.with_chunks(k * c)
-    npus = collective.npus
+    gens = chosen_generators(topology, collective, generators, rings)
+    c = collective.chunks_per_npu
+    split = collective.with_chunks(len(gens) * c)
     plan = Plan(topology, split)
     plan.add_steps(concurrent(*(
-        ring_steps(split, [npus[(i * p) % n] for i in range(n)], np.arange(r * c, (r + 1) * c))
-        for r, p in enumerate(gens))))
+        ring_steps(split, order, np.arange(r * c, (r + 1) * c))
+        for r, order in enumerate(ring_orders(collective.npus, gens)))))
     return plan.finish("multiring", generators=gens)
+
+
+def ring_orders(npus: tuple[int, ...], generators: list[int]) -> list[list[int]]:
+    """Each regular ring's members in ring order: ``S_0, S_p, S_2p, ...``."""
+    n = len(npus)
+    return [[npus[(i * p) % n] for i in range(n)] for p in generators]

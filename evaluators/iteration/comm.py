@@ -766,12 +766,13 @@ class CommTimer:
     # ------------------------------------------------- ring timed step by step
     def _ring_by_steps(self, kind: str, n: int) -> bool:
         """Whether a ring collective is timed from its steps instead of its schedule: under
-        the flow model, for ``ring`` and for ``best`` when ring is its only candidate
-        (every other synthesizer's estimated cost is over the limit: groups above ~150
-        nodes, :func:`best_candidates`)."""
+        the flow model, for ``ring`` and ``multiring`` (its rings take their steps
+        together), and for ``best`` when ring is its only candidate (every other
+        synthesizer's estimated cost is over the limit: groups above ~150 nodes,
+        :func:`best_candidates`)."""
         if self.model != "flow" or kind not in _RING_STEP_KINDS:
             return False
-        if self.method == "ring":
+        if self.method in ("ring", "multiring"):
             return True
         return self.method == BEST and best_candidates(self.topology, kind, n)[0] == ["ring"]
 
@@ -792,33 +793,51 @@ class CommTimer:
         (tests/evaluators/test_iteration_ring_steps.py) without its ``2 n (n - 1) c``
         transfers -- 8.4 million for a 2,048-server data-parallel group (~0.5 GB, minutes
         to synthesize, replay and validate).
+
+        ``multiring`` (TopoOpt Sec. 4.3) is ``k`` such rings, ring ``r`` carrying pieces
+        ``r c .. (r + 1) c - 1`` of every shard of the collective split into ``k c``
+        chunks, merged step by step (:func:`~evaluators.algorithms.plan.concurrent`): a
+        step is every ring's sends, and no two rings share a pair (distinct
+        generators), so the same period holds.  On a sparse fabric its schedule can be
+        far larger than a ring's (neighbours hundreds of links apart).
         """
+        from evaluators.algorithms.multiring import chosen_generators, ring_orders
         from evaluators.algorithms.plan import Plan, link_bundles, shard_chunks
         from evaluators.collectives import Collective
 
         topo = self.topology
         coll = Collective(kind, nodes, size)
-        c, chunk = coll.chunks_per_npu, coll.chunk_bytes
+        c = coll.chunks_per_npu
         n = len(nodes)
         steps = (2 if kind == "allreduce" else 1) * (n - 1)
-        key = ("ring-steps", nodes, c)
+        multi = self.method == "multiring"
+        key = ("ring-steps", self.method if multi else "ring", nodes, c)
         mini = self._structure.get(key)
         if mini is None:
             period = 1
             for m in np.unique(link_bundles(topo)[1]).tolist():
                 period = math.lcm(period, m // math.gcd(m, c))
             period = min(period, steps)
-            members = _ring_options(topo, "ring", nodes).get("order", list(nodes))
-            blocks = [shard_chunks(coll, coll.position(x)) for x in members]
-            plan = Plan(topo, coll)
+            if multi:
+                orders = ring_orders(coll.npus, chosen_generators(topo, coll))
+            else:
+                orders = [_ring_options(topo, "ring", nodes).get("order", list(nodes))]
+            split = coll.with_chunks(len(orders) * c)
+            blocks = [[shard_chunks(split, split.position(x), range(r * c, (r + 1) * c))
+                       for x in members] for r, members in enumerate(orders)]
+            plan = Plan(topo, split)
             for s in range(period):   # the chunk ids do not change routing or timing
-                for i in range(n):
-                    plan.send(blocks[(i - s - 1) % n], members[i], members[(i + 1) % n])
-            sched = plan.schedule(algorithm="ring", order=members)
+                for members, ring_blocks in zip(orders, blocks):
+                    for i in range(n):
+                        plan.send(ring_blocks[(i - s - 1) % n], members[i],
+                                  members[(i + 1) % n])
+            sched = plan.schedule(algorithm="multiring", rings=orders) if multi else \
+                plan.schedule(algorithm="ring", order=orders[0])
             _hold(sched)
             self._structure[key] = mini = (sched, period)
         sched, period = mini
-        per_step = n * c
+        chunk = coll.with_chunks(sched.collective.chunks_per_npu).chunk_bytes
+        per_step = sched.src.size // period
         level = np.repeat(np.arange(period), per_step)
         times = self._level_times(sched, level, chunk)
         time_s = 0.0

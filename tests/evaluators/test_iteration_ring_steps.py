@@ -20,13 +20,13 @@ from topologies.registry import from_spec
 from topologies.routing import pair_paths, spray_paths
 
 
-def _materialised(spec, kind, nodes, size, routing="shortest"):
+def _materialised(spec, kind, nodes, size, routing="shortest", method="ring"):
     """(time, link bytes, net bytes, carried bytes, pairs) of the full ring schedule."""
     topo = from_spec(spec)            # its own object: no cache shared with the timer
-    timer = CommTimer(System(topo, topo.npus, 1, True, 4.5e11), "ring", "flow",
+    timer = CommTimer(System(topo, topo.npus, 1, True, 4.5e11), method, "flow",
                       routing=routing)
-    sched = synthesize(topo, Collective(kind, nodes, size), method="ring",
-                       **_ring_options(topo, "ring", nodes))
+    sched = synthesize(topo, Collective(kind, nodes, size), method=method,
+                       **_ring_options(topo, method, nodes))
     assert validate_schedule(sched, topo).valid
     ptr, links, chunk = sched.path_ptr, sched.path_links, sched.chunk_bytes
     moving = np.diff(ptr) > 0
@@ -59,6 +59,33 @@ CASES = [
     ("dgx1", "shortest", [tuple(range(8)), (0, 3, 5)]),
     ("multiplane:8,planes=2,radix=4", "spray", [tuple(range(8)), (1, 2, 7)]),
 ]
+
+
+MULTIRING_CASES = [
+    # (spec, groups): rings the fabric provides link by link (perms, its two generators),
+    # a ring topology (generators 1 and n-1), parallel-link bundles, a switched fabric
+    # and a group whose rings are routed over several links (the default rings=2).
+    ("perms:12,p=1:5", [tuple(range(12)), (0, 3, 6, 9, 1)]),
+    ("ring:8", [tuple(range(8))]),
+    ("hier:ring4_switch3,bw=200GB/s:50GB/s,links=2:3", [tuple(range(12)), (0, 4, 8)]),
+    ("fattree:k=4", [tuple(range(16))]),
+    ("expander:16,degree=4", [(0, 3, 5, 9, 12, 15)]),
+]
+
+
+@pytest.mark.parametrize("spec,groups", MULTIRING_CASES)
+@pytest.mark.parametrize("kind", ["allreduce", "reducescatter", "allgather"])
+def test_multiring_from_its_steps_equals_the_materialised_schedule(spec, groups, kind):
+    topo = from_spec(spec)
+    timer = CommTimer(System(topo, topo.npus, 1, True, 4.5e11), "multiring", "flow")
+    for nodes in groups:
+        for size in (3e6, 2.0 ** 27):
+            got = timer.inter_collective(kind, nodes, size)
+            t, link_bytes, net, carried, pairs = _materialised(spec, kind, nodes, size,
+                                                               method="multiring")
+            assert got.time_s == pytest.approx(t, rel=1e-12)
+            np.testing.assert_array_equal(got.link_bytes, link_bytes)
+            assert (got.net_bytes, got.carried_bytes, got.pairs) == (net, carried, pairs)
 
 
 @pytest.mark.parametrize("spec,routing,groups", CASES)
