@@ -34,11 +34,12 @@ Ring collectives
   (identical levels, as the steps of a ring, are simulated once).  Levels end at a
   barrier, so this is never faster than the dependency-driven replay; it is exact for
   the ring on symmetric networks and much faster.
-* A ring (``ring``, or ``best`` where ring is its only candidate: groups above ~150
-  nodes) is not materialised under ``flow``: its steps are alike up to which link of a
-  bundle of parallel links they take, so the distinct ones are routed and timed and the
-  rest counted (:meth:`CommTimer._ring_steps_cost`; equal to the schedule's replay).  A
-  2,048-server data-parallel group's all-reduce is 8.4 million transfers as a schedule.
+* A ring (``ring``, ``multiring``'s rings taking their steps together, or ``best``
+  where ring is its only candidate: groups above ~150 nodes) is not materialised under
+  ``flow``: its steps are alike up to which link of a bundle of parallel links they
+  take, so the distinct ones are routed and timed and the rest counted
+  (:meth:`CommTimer._ring_steps_cost`; equal to the schedule's replay).  A 2,048-server
+  data-parallel group's all-reduce is 8.4 million transfers as a schedule.
 * Rings follow the fabric on Clos networks: ``ring`` and ``bidir-ring`` get the order
   of :func:`topologies.routing.ring_order` (scale-up domains together, then rails,
   members in tree order, as NCCL builds its rings from the topology it detects) instead
