@@ -12,13 +12,17 @@ Python itself.
 With ``--scale``, also the bounded-resources question at 32,768 GPUs: ``--gpus 32768 --gpu
 H100 --workload llama3-405b --families leafspine --budget 3e8`` (4,096 servers; a
 2,048-server data-parallel group's all-reduce is 8.4 million transfers as a schedule), with
-the peak resident memory of this process and of its largest worker.
+the peak resident memory of this process and of its largest worker.  With ``--sparse``,
+Llama 3 405B on 16,384 H100 over every default family at $200M (2,048 servers: the
+low-degree direct-connect fabrics put ring neighbours hundreds of links apart; it did not
+answer in 10 minutes and grew a worker past 18 GB before multiring was timed from its
+steps).
 
 Prints a table and appends it to ``experiments/benchmarks/RESULTS.md``.
 
 Usage::
 
-    python experiments/benchmarks/bench_whatif.py [--llm] [--scale] [--finalists 3]
+    python experiments/benchmarks/bench_whatif.py [--llm] [--scale] [--sparse] [--finalists 3]
         [--evaluations 12] [--workers 2] [--exhaustive] [--mix-transfer] [--no-append]
 
 ``--exhaustive`` also answers each question with every affordable timed fabric searched
@@ -126,6 +130,8 @@ def main(argv=None) -> int:
     ap.add_argument("--llm", action="store_true", help="also the llama3-70b question")
     ap.add_argument("--scale", action="store_true",
                     help="also Llama 3 405B on 32,768 H100 (leaf-spine; several minutes)")
+    ap.add_argument("--sparse", action="store_true",
+                    help="also Llama 3 405B on 16,384 H100 over every default family")
     ap.add_argument("--finalists", type=int, default=3)
     ap.add_argument("--evaluations", type=int, default=12)
     ap.add_argument("--workers", type=int, default=2, help="the CLI's default")
@@ -149,6 +155,9 @@ def main(argv=None) -> int:
         rows += run("llama3-405b 32k GPUs", (3e8,), 4096, "llama3-405b", "H100",
                     args.finalists, args.evaluations, args.workers, families=("leafspine",),
                     target_s=900.0)
+    if args.sparse:
+        rows += run("llama3-405b 16k GPUs, every family", (2e8,), 2048, "llama3-405b", "H100",
+                    args.finalists, args.evaluations, args.workers, target_s=900.0)
     print_rows(rows)
     if not args.no_append:
         cmd = "python experiments/benchmarks/bench_whatif.py " + " ".join(
