@@ -16,7 +16,7 @@ from codesign.workloads import get_workload
 from codesign.workloads.placement import AXES
 from codesign.workloads.strategy import Strategy, check_applicable
 from search.strategy.mcmc import accept_probability, mcmc_search
-from search.strategy.space import MOVES, Candidate, initial_candidate, prime_factors, propose
+from search.strategy.space import Candidate, initial_candidate, prime_factors, propose
 
 ZOO = ["dlrm", "candle", "bert", "ncf", "resnet50", "vgg16", "mixtral-8x7b"]
 
@@ -223,3 +223,15 @@ def test_a_guide_draws_half_the_proposals_from_its_moves_and_a_repair_is_timed()
     b = mcmc_search(w, init, timed, budget=8, seed=2, moves=("axes", "zero"),
                     guide=lambda c: ("microbatches",))
     assert a == b
+
+
+def test_a_default_start_that_does_not_apply_says_it_was_the_default():
+    # Pure data parallelism on 16,384 GPUs does not divide Llama 3 70B's 2,048-sample
+    # batch: the refusal names the default start and what to do, not a strategy the
+    # user never gave; a given strategy keeps the rule's own message.
+    w = get_workload("llama3-70b")
+    with pytest.raises(InvalidSpecError, match=r"starting strategy 'dp=16384 \(the default"
+                                               r".*divisor of the global batch.*--strategy"):
+        initial_candidate(w, 16384)
+    with pytest.raises(InvalidSpecError, match="^invalid strategy dp\\*microbatches"):
+        initial_candidate(w, 16384, "dp=16384")
