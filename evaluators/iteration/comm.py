@@ -812,7 +812,7 @@ class CommTimer:
         n = len(nodes)
         steps = (2 if kind == "allreduce" else 1) * (n - 1)
         multi = self.method == "multiring"
-        key = ("ring-steps", self.method if multi else "ring", nodes, c)
+        key = ("ring-steps", "multiring" if multi else "ring", nodes, c)
         mini = self._structure.get(key)
         if mini is None:
             period = 1
