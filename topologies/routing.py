@@ -518,8 +518,21 @@ def _ecmp_prev(topology, src: np.ndarray, dst: np.ndarray, cur: np.ndarray,
              ^ cur.astype(np.uint64) * np.uint64(0x94D049BB133111EB)
              ^ np.uint64(seed & 0xFFFFFFFF) * np.uint64(0xD6E8FEB86659FD93))
     h ^= h >> np.uint64(31)
-    table, nbrs = _in_neighbours(topology)
     want = hops[row, cur] - 1
+    last = want == 0
+    if last.any():
+        # One hop from the source the only predecessor at distance 0 is the source
+        # itself: answered without gathering cur's in-neighbours (a big switch of an
+        # ``ideal`` fabric has tens of thousands, for every pair routed through it); the
+        # other pairs take the general rule below (one level of recursion: none of them
+        # is one hop from its source).
+        out = src.astype(np.int64, copy=True)
+        rest = np.flatnonzero(~last)
+        if rest.size:
+            out[rest] = _ecmp_prev(topology, src[rest], dst[rest], cur[rest], seed, hops,
+                                   row[rest])
+        return out
+    table, nbrs = _in_neighbours(topology)
     if nbrs is None:                                         # padded: (A, width)
         cand = table[cur]
         safe = np.where(cand < 0, 0, cand)

@@ -15,7 +15,8 @@ from topologies.routing import (
     shortest_paths,
 )
 
-SPECS = ["ring:6", "torus:3x4", "fattree:k=4", "expander:12,degree=3,seed=1", "switch:5"]
+SPECS = ["ring:6", "torus:3x4", "fattree:k=4", "expander:12,degree=3,seed=1", "switch:5",
+         "ideal:6,degree=2"]
 
 
 def _walks(t, src, dst, ptr, links):
