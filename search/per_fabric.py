@@ -11,7 +11,8 @@ strategy search that ``codesign optimize`` runs:
   own strategy when the specification gives one and it fits;
 * time one strategy per model-parallel shape (:func:`search.strategy.feasible.
   shape_candidates`: each ``(tp, pp)`` that fits, pipelines with one sample per
-  micro-batch and their stages on neighbouring GPUs; at most :attr:`SearchBudget.shapes`)
+  micro-batch and their stages on neighbouring GPUs, starved pipelines also fed by
+  context parallelism; at most :attr:`SearchBudget.shapes`)
   and walk on from the fastest of them and the start.  Local moves reach another shape
   only through slower intermediate steps, so without this screen a search of a few
   dozen evaluations stayed near its start: Llama 3 70B on 128 servers of 8 H100, guided

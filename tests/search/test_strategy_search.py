@@ -235,3 +235,23 @@ def test_a_default_start_that_does_not_apply_says_it_was_the_default():
         initial_candidate(w, 16384)
     with pytest.raises(InvalidSpecError, match="^invalid strategy dp\\*microbatches"):
         initial_candidate(w, 16384, "dp=16384")
+
+
+def test_starved_pipelines_are_fed_by_context_parallelism_in_the_screen():
+    # Llama 3 405B's 2,048 sequences on 32,768 H100: a tensor-parallel-8 pipeline of pp
+    # stages has dp = 4096 / pp replicas of 2048 / dp = pp / 2 samples (closed form), so
+    # every one is starved; the screen adds cp = 2 (dp / 2 replicas of pp samples, one per
+    # micro-batch, interleaved).  At 16,384 GPUs the replicas already get pp samples.
+    from search.strategy.feasible import shape_candidates
+
+    w = get_workload("llama3-405b")
+    cands = [c.strategy for c in shape_candidates(w, 32768, "H100", limit=64)]
+    fed = [s for s in cands if s.cp > 1]
+    starved = [s for s in cands if s.tp == 8 and s.pp > 1 and s.cp == 1]
+    assert starved and all(s.m == s.pp // 2 for s in starved)
+    assert fed and {(s.dp, s.pp) for s in fed} <= {(s.dp // 2, s.pp) for s in starved}
+    for s in fed:
+        assert (s.cp, s.tp, s.m, s.schedule, s.vpp) == (2, 8, s.pp, "interleaved", 2)
+        assert s.gpus == 32768
+        check_applicable(w, s)
+    assert not any(s.cp > 1 for s in (c.strategy for c in shape_candidates(w, 16384, "H100")))
