@@ -512,26 +512,29 @@ def _ecmp_prev(topology, src: np.ndarray, dst: np.ndarray, cur: np.ndarray,
     """A predecessor of ``cur`` on a minimum-hop path from ``src``, picked by a hash of
     (src, dst, cur, seed) among all of them (per-flow hashing); ``hops[row]`` are the
     sources' hop-count rows."""
+    want = hops[row, cur] - 1
+    # One hop from the source the only predecessor at distance 0 is the source itself:
+    # answered without gathering cur's in-neighbours (a big switch of an ``ideal`` fabric
+    # has tens of thousands, for every pair routed through it).
+    far = np.flatnonzero(want != 0)
+    if far.size == want.size:
+        return _ecmp_pick(topology, src, dst, cur, seed, hops, row, want)
+    out = src.astype(np.int64, copy=True)
+    if far.size:
+        out[far] = _ecmp_pick(topology, src[far], dst[far], cur[far], seed, hops, row[far],
+                              want[far])
+    return out
+
+
+def _ecmp_pick(topology, src, dst, cur, seed: int, hops, row, want) -> np.ndarray:
+    """:func:`_ecmp_prev`'s hashed choice among ``cur``'s in-neighbours at ``want`` hops
+    from the source (-1 where there is none)."""
     with np.errstate(over="ignore"):          # the products wrap modulo 2^64 on purpose
         h = (src.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
              ^ dst.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
              ^ cur.astype(np.uint64) * np.uint64(0x94D049BB133111EB)
              ^ np.uint64(seed & 0xFFFFFFFF) * np.uint64(0xD6E8FEB86659FD93))
     h ^= h >> np.uint64(31)
-    want = hops[row, cur] - 1
-    last = want == 0
-    if last.any():
-        # One hop from the source the only predecessor at distance 0 is the source
-        # itself: answered without gathering cur's in-neighbours (a big switch of an
-        # ``ideal`` fabric has tens of thousands, for every pair routed through it); the
-        # other pairs take the general rule below (one level of recursion: none of them
-        # is one hop from its source).
-        out = src.astype(np.int64, copy=True)
-        rest = np.flatnonzero(~last)
-        if rest.size:
-            out[rest] = _ecmp_prev(topology, src[rest], dst[rest], cur[rest], seed, hops,
-                                   row[rest])
-        return out
     table, nbrs = _in_neighbours(topology)
     if nbrs is None:                                         # padded: (A, width)
         cand = table[cur]
