@@ -90,7 +90,14 @@ def estimate_schedule_bytes(collective: Collective, method: str,
     hops = 1.0
     if topology is not None and method in _ANY_PAIR and topology.n_nodes <= _DIAMETER_NODES:
         hops = max(1.0, float(topology.mean_path_length))
-    return transfers, float(transfers) * (BYTES_PER_TRANSFER + BYTES_PER_HOP * (hops - 1))
+    return transfers, _schedule_bytes(transfers, transfers * hops)
+
+
+def _schedule_bytes(transfers: float, links: float) -> float:
+    """Peak bytes of a schedule of ``transfers`` transfers over ``links`` links in all:
+    :data:`BYTES_PER_TRANSFER` each and :data:`BYTES_PER_HOP` per link beyond its first."""
+    return float(transfers) * BYTES_PER_TRANSFER + max(0.0, float(links) - float(transfers)) \
+        * BYTES_PER_HOP
 
 
 def check_synthesis(topology, collective: Collective, method: str,
@@ -129,8 +136,7 @@ def check_routed(collective: Collective, method: str, transfers: int, hops: int)
     codesign.resources.ResourceLimitError
         One line naming the NPU count, the estimate, the limit and what to do.
     """
-    nbytes = float(transfers) * BYTES_PER_TRANSFER + float(max(0, hops - transfers)) \
-        * BYTES_PER_HOP
+    nbytes = _schedule_bytes(transfers, hops)
     what = (f"a {method} {collective.kind} schedule ({transfers:.3g} transfers over "
             f"{hops:.3g} links)")
     instead = "use fewer NPUs or a denser fabric, or `codesign bound` for a lower bound"
