@@ -169,16 +169,15 @@ def initial_candidate(workload: Workload, gpus: int, strategy: Strategy | str | 
     s = Strategy(dp=gpus) if strategy is None else as_strategy(strategy)
     if s.gpus != gpus:
         raise invalid("strategy dp*tp*pp*cp", s.gpus, f"{gpus} (the GPUs of the job)")
-    if strategy is None:
-        try:
-            check_applicable(workload, s)
-        except InvalidSpecError as exc:
-            # Say that the start was the default, not the user's, and what to do.
-            raise invalid("starting strategy", f"dp={gpus} (the default: pure data "
-                          f"parallelism)", f"one that applies to {workload.name} ({exc}); "
-                          "give one (codesign optimize --strategy)") from None
-    else:
+    try:
         check_applicable(workload, s)
+    except InvalidSpecError as exc:
+        if strategy is not None:
+            raise
+        # Say that the start was the default, not the user's, and what to do.
+        raise invalid("starting strategy", f"dp={gpus} (the default: pure data "
+                      f"parallelism)", f"one that applies to {workload.name} ({exc}); "
+                      "give one (codesign optimize --strategy)") from None
     return Candidate(s)
 
 
