@@ -151,9 +151,13 @@ def days_to_train(goal: TrainingGoal, *, batch_size: int, seq_len: int | None,
 
 
 def fabric_parts_cost(topology_spec: str, *, family: str | None = None, servers: int = 0,
-                      degree: int = 0, link_bandwidth_Bps: float = 0.0
-                      ) -> tuple[float, float | None]:
+                      degree: int = 0, link_bandwidth_Bps: float = 0.0,
+                      server_gpus: int = 0) -> tuple[float, float | None]:
     """Cost (USD) and power (W) of a fabric with the 2025-2026 parts catalog.
+
+    ``server_gpus`` (the hardware's GPUs per server, whose price the TCO counts) keeps a
+    server's own scale-up domain out of the network's price
+    (:func:`topologies.cost.topology_cost`).
 
     A ``topoopt`` fabric (built by TopologyFinder, no spec string) is priced as the
     ``perms`` fabric of the same servers, degree and rate: the same NICs, transceivers
@@ -166,7 +170,8 @@ def fabric_parts_cost(topology_spec: str, *, family: str | None = None, servers:
     if family == "topoopt" or topology_spec.startswith("topoopt:"):
         topology_spec = topology_spec_for(DesignPoint("perms", servers, degree,
                                                       link_bandwidth_Bps))
-    cost = topology_cost(cached_topology(topology_spec), catalog=load_catalog("parts-2026"))
+    cost = topology_cost(cached_topology(topology_spec), catalog=load_catalog("parts-2026"),
+                         server_gpus=server_gpus)
     return float(cost.total_usd), (None if cost.power_w is None else float(cost.power_w))
 
 

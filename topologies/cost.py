@@ -885,7 +885,7 @@ def _graph_cost(topology, cat: Catalog, *, optical: str | None,
 
 
 def topology_cost(topology, *, catalog: Catalog | None = None,
-                  intra_server: bool = False) -> CostBreakdown:
+                  intra_server: bool = False, server_gpus: int = 0) -> CostBreakdown:
     """Cost of the fabric a topology stands for (module docstring, assumption 9).
 
     * ``ideal`` (TopoOpt's Ideal Switch, params ``degree`` and ``link_bandwidth_Bps``):
@@ -911,6 +911,11 @@ def topology_cost(topology, *, catalog: Catalog | None = None,
         reports ``power_w`` (:func:`topologies.parts.parts_cost`).
     intra_server : bool, optional
         Also price the links inside servers (Table 2 catalogs only).
+    server_gpus : int, optional
+        GPUs of one server as the caller prices servers: a parts catalog does not price
+        the NVLink switch trays of a scale-up domain of at most this many GPUs (a GB200
+        NVL72 rack comes with its own; :func:`topologies.parts.parts_cost`).  Table 2
+        catalogs never price scale-up links (they are inside servers).
 
     Returns
     -------
@@ -927,7 +932,7 @@ def topology_cost(topology, *, catalog: Catalog | None = None,
     from topologies.parts import PartsCatalog, parts_cost
 
     if isinstance(catalog, PartsCatalog):
-        return parts_cost(topology, catalog)
+        return parts_cost(topology, catalog, server_gpus=server_gpus)
     cat = _catalog(catalog)
     if not isinstance(intra_server, bool):
         raise invalid("intra_server", intra_server, "True or False")

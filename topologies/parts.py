@@ -32,7 +32,9 @@ How the graph is priced (:func:`parts_cost`)
 5. **Scale-up domains** (``params["scaleup_switches"]``): the crossbar of a domain of
    ``G`` GPUs of per-GPU bandwidth ``b`` is ``ceil(G ceil(b / link_rate) / ports)``
    NVLink switch trays (GB200 NVL72: 72 x 18 / 144 = 9); domains of at most
-   ``included_up_to_gpus`` GPUs are on the server baseboard and not priced.
+   ``included_up_to_gpus`` GPUs are on the server baseboard and not priced, nor are
+   domains of at most ``server_gpus`` GPUs when the caller prices servers of that many
+   GPUs itself (a GB200 NVL72 rack's price includes its 9 trays).
 6. **Power** (watts): switch models, transceivers / AOCs, NIC cards, OCS ports, trays.
 
 Examples
@@ -263,8 +265,20 @@ class _Tally:
         self.power_w += count * power_w
 
 
-def parts_cost(topology, catalog: PartsCatalog | None = None):
+def parts_cost(topology, catalog: PartsCatalog | None = None, *, server_gpus: int = 0):
     """Price and power of ``topology`` from a parts catalog (module docstring).
+
+    Parameters
+    ----------
+    topology : Topology
+        Any topology.
+    catalog : PartsCatalog, optional
+        Default ``parts-2026``.
+    server_gpus : int, optional
+        GPUs of one server as the caller prices servers (``Hardware.gpus_per_server``):
+        a scale-up domain of at most this many GPUs comes with the server and its
+        NVLink switch trays are not priced again (0: only the catalog's
+        ``included_up_to_gpus``).
 
     Returns
     -------
@@ -292,7 +306,8 @@ def parts_cost(topology, catalog: PartsCatalog | None = None):
         gpus = np.bincount(dst[to_x] - first, minlength=count)
         fastest = np.zeros(count)
         np.maximum.at(fastest, dst[to_x] - first, bw[to_x])
-        big = gpus > cat.tray_included_up_to
+        included = max(cat.tray_included_up_to, int(server_gpus))
+        big = gpus > included
         if big.any():
             per_gpu = np.ceil(fastest[big] / cat.tray_link_Bps * (1 - _RTOL))
             trays = np.ceil(gpus[big] * per_gpu / cat.tray_ports)
@@ -300,6 +315,9 @@ def parts_cost(topology, catalog: PartsCatalog | None = None):
         if topology.params.get("scaleup_size", 0) <= cat.tray_included_up_to:
             notes.append(f"scale-up domains of <= {cat.tray_included_up_to} GPUs are on the "
                          "server baseboard (not priced)")
+        elif topology.params.get("scaleup_size", 0) <= included:
+            notes.append(f"scale-up domains of <= {included} GPUs come with the servers "
+                         "(their NVLink switch trays are in the server price)")
     keep = ~(crossbar[src] | crossbar[dst])
     inside = intra_server_links(topology) & keep
     if inside.any():   # PCIe or other in-box switching: part of the server

@@ -366,7 +366,8 @@ def network_cost(point: SweepPoint, topology=None):
                                 catalog=cat)
         topology = cached_topology(topology_spec_for(DesignPoint(
             "perms", point.servers, point.degree, point.link_bandwidth_Bps, seed=point.seed)))
-    return topology_cost(topology, catalog=cat)
+    # The server price (the TCO's) includes the server's own scale-up domain.
+    return topology_cost(topology, catalog=cat, server_gpus=point.hardware().gpus_per_server)
 
 
 def evaluate_trial(point: SweepPoint, fixed=None) -> TrialOutcome:
@@ -516,7 +517,8 @@ def _procurement_metrics(point: SweepPoint, hardware, plans, t_iter: float,
         "usd_per_kwh", "pue", "utilisation", "years")}, gpu_hour_usd=opts.get("gpu_hour_usd"))
     net_usd, net_w = fabric_parts_cost(spec, family=point.family, servers=point.servers,
                                        degree=point.degree,
-                                       link_bandwidth_Bps=point.link_bandwidth_Bps)
+                                       link_bandwidth_Bps=point.link_bandwidth_Bps,
+                                       server_gpus=hardware.gpus_per_server)
     p = procurement(goal, plans[0].workload, iteration_time_s=t_iter, servers=point.servers,
                     hardware=hardware, network_usd=net_usd, network_power_w=net_w,
                     params=params, prices=opts.get("prices"))

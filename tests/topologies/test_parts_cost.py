@@ -134,3 +134,19 @@ def test_a_lone_nvlink_domain_is_priced_as_its_trays():
     assert r.counts == {"nvlink_switch_tray": 9}
     assert r.total_usd == pytest.approx(9 * CAT.tray_usd)
     assert r.power_w == pytest.approx(9 * CAT.tray_power_w)
+
+
+def test_a_servers_own_nvlink_domain_comes_with_the_server():
+    # A GB200 NVL72 rack (the hardware catalog's 72-GPU server) is priced with its 9
+    # trays by the price catalog (codesign/data/cluster-2026.yaml); pricing them again
+    # as network counted 64 racks' 576 trays twice.  Domains larger than the server stay
+    # network (here 72-GPU domains over 4-GPU compute trays: 8 racks x 9 trays).
+    spec = "railopt:144,gpus=4,scaleup=72,scaleup_bw=900GB/s,bw=800Gbps"
+    full = parts_cost(from_spec(spec), CAT)
+    own = parts_cost(from_spec(spec), CAT, server_gpus=72)
+    trays = parts_cost(from_spec(spec), CAT, server_gpus=4)
+    assert "nvlink_switch_tray" not in own.counts
+    assert any("come with the servers" in n for n in own.notes)
+    assert own.total_usd == pytest.approx(full.total_usd - 8 * 9 * CAT.tray_usd)
+    assert trays.counts == full.counts and trays.total_usd == full.total_usd
+    assert topology_cost(from_spec(spec), catalog=CAT, server_gpus=72).counts == own.counts
