@@ -4,7 +4,8 @@
 :func:`run_whatif`.  For a fixed number of servers (of one GPU type) and a weighted
 workload mix it considers every fabric of a grid -- topology family x server degree x
 link rate (default: the quickstart families and ``topoopt``, TopologyFinder on the
-mix's demand; degree 1-8, 25/100/200/400 Gbps) -- and answers, per budget, with the
+mix's demand; degree 1-8, or for servers of more than 8 GPUs up to one link per GPU
+(:func:`default_degrees`); 25/100/200/400 Gbps) -- and answers, per budget, with the
 fabric, the strategy of every workload, the iteration time, MFU, the network cost and
 the cost per unit of training throughput ``cost_usd x iteration_time_s`` (USD per
 iteration/s; lower is better).  Every fabric is timed as a sweep trial
@@ -95,14 +96,15 @@ from codesign.specs import check_choice, check_int, check_number
 from evaluators.shared_cluster import SharedClusterRow, format_shared_cluster
 from search.budget import best_per_budget
 from search.per_fabric import MAX_SEARCH_EVALUATIONS, MAX_SEARCH_SHAPES, SearchBudget
-from search.sweeps.spec import SWEEP_FAMILIES, WorkloadItem, model_file_item, parse_usd
+from search.sweeps.spec import (MAX_SERVER_DEGREE, SWEEP_FAMILIES, WorkloadItem, model_file_item,
+                                parse_usd)
 from search.sweeps.trial import (SweepPoint, TrialOutcome, cached_topology, evaluate_trial,
                                  network_cost, outcome_candidates, plan_workloads,
                                  time_model_name)
 
 __all__ = ["WhatIfChoice", "WhatIfResult", "parse_budgets", "parse_mix", "run_whatif",
            "format_whatif", "SharedClusterRow", "shared_cluster", "format_shared_cluster",
-           "DEFAULT_SEARCH", "WHATIF_OBJECTIVES"]
+           "DEFAULT_SEARCH", "WHATIF_OBJECTIVES", "default_degrees"]
 
 DEFAULT_FAMILIES = ("fattree", "leafspine", "ideal", "expander", "torus", "perms", "topoopt")
 DEFAULT_DEGREES = tuple(range(1, 9))
@@ -112,6 +114,36 @@ DEFAULT_SEARCH = SearchBudget(evaluations=12, restarts=1)
 #: What picks the answer per budget (``whatif --objective``); all minimised.
 WHATIF_OBJECTIVES = ("iteration_time_s", "cost_usd", "days_to_train", "usd_per_run",
                      "tco_usd")
+
+
+def default_degrees(gpus_per_server: int) -> tuple[int, ...]:
+    """Server degrees (links per server) the what-if prices when none are given.
+
+    A DGX/HGX server has one scale-out NIC per GPU, 8 in all (NVIDIA DGX H100 / B200
+    datasheets: 8 single-port ConnectX-7 at 400 Gb/s), so degrees 1-8
+    (:data:`DEFAULT_DEGREES`) reach the vendor's design.  A server of more GPUs -- a
+    GB200 NVL72 rack, 72 GPUs and one ConnectX-7 per GPU (NVIDIA GB200 NVL72 datasheet)
+    -- would never be priced at its own design on that grid, so its degrees are the
+    divisors ``d`` of the GPU count with ``d`` or ``gpus / d`` a power of two: up to 8
+    links, then one link per 8, 4, 2 and 1 GPUs (72: 1, 2, 4, 8, 9, 18, 36, 72), every
+    link serving the same number of GPUs and the grid no larger.
+
+    Examples
+    --------
+    >>> default_degrees(8)
+    (1, 2, 3, 4, 5, 6, 7, 8)
+    >>> default_degrees(72)
+    (1, 2, 4, 8, 9, 18, 36, 72)
+    """
+    g = gpus_per_server
+    if g <= len(DEFAULT_DEGREES):
+        return DEFAULT_DEGREES
+
+    def power_of_two(n: int) -> bool:
+        return n & (n - 1) == 0
+
+    return tuple(d for d in range(1, g + 1)
+                 if g % d == 0 and (power_of_two(d) or power_of_two(g // d)))
 
 
 def parse_budgets(text: str | float | list) -> tuple[float, ...]:
@@ -260,7 +292,7 @@ def _price(point: SweepPoint) -> tuple[str, float]:
 def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
                workloads: tuple[WorkloadItem, ...] | str = "resnet50", gpu: str = "A100-80",
                families: tuple[str, ...] = DEFAULT_FAMILIES,
-               degrees: tuple[int, ...] = DEFAULT_DEGREES,
+               degrees: tuple[int, ...] | None = None,
                link_rates_Bps: tuple[float, ...] = DEFAULT_LINK_RATES_BPS,
                collective_method: str = "best", leafspine_oversub: float = 2.0,
                search: SearchBudget | None = DEFAULT_SEARCH, finalists: int = 3,
@@ -289,7 +321,8 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         :data:`topologies.cost.CATALOG_NAMES` or a catalog YAML; default TopoOpt's
         Table 2 (2023 prices).
     families, degrees, link_rates_Bps : tuples
-        The fabric grid (link rates in bytes/s).
+        The fabric grid (link rates in bytes/s); ``degrees`` default
+        :func:`default_degrees` of the GPU's server.
     collective_method : str
         ``best`` (default), ``auto`` or an algorithm name.
     comm_overlap : str
@@ -364,6 +397,8 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         hardware = get_hardware(gpu, load_hardware_catalog(hardware_file))
     else:
         hardware = get_hardware(gpu)
+    if degrees is None:
+        degrees = default_degrees(hardware.gpus_per_server)
     if catalog is not None:   # a bad name or file is the caller's error, not "unbuildable"
         from topologies.cost import check_catalog
 
@@ -385,7 +420,9 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
     for f in families:
         check_choice("whatif families", f, SWEEP_FAMILIES)
     for d in degrees:
-        check_int("whatif degrees", d, 1)
+        check_int("whatif degrees", d, 1, MAX_SERVER_DEGREE)
+    if len(set(degrees)) < len(degrees):
+        raise invalid("whatif degrees", degrees, "distinct integers")
     for r in link_rates_Bps:
         check_number("whatif link_rates_Bps", r)   # bytes/s
     from codesign.workloads.compute import resolve_precision
@@ -601,7 +638,8 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
             m = results[k][1].metrics
             net_usd, net_w = fabric_parts_cost(m["topology_spec"], family=k[0],
                                                servers=servers, degree=k[1],
-                                               link_bandwidth_Bps=k[2])
+                                               link_bandwidth_Bps=k[2],
+                                               server_gpus=hardware.gpus_per_server)
             procured[k] = procurement(goal, models[0],
                                       iteration_time_s=m["iteration_time_s"],
                                       servers=servers, hardware=hardware,

@@ -869,7 +869,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
         from search.whatif import format_shared_cluster, shared_cluster
 
         # (TopoOpt Sec. 5.6's fixed study: its own jobs, fabrics and no budget)
-        for flag in ("budget", "gpus", "workload", "mix", "families", "report"):
+        for flag in ("budget", "gpus", "workload", "mix", "families", "degrees", "report"):
             if getattr(args, flag) is not None:
                 raise invalid(f"whatif --{flag}", getattr(args, flag),
                               "no value with --shared-cluster (it takes --servers, --degree "
@@ -925,7 +925,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
                           f"an integer from 0 to {MAX_SEARCH_SHAPES} (0: no shape screen)")
         if search is not None:
             search = replace(search, shapes=args.search_shapes)
-    families = {}
+    grid = {}   # the fabric grid's families and degrees, where given
     if args.families is not None:
         from search.sweeps.spec import SWEEP_FAMILIES
 
@@ -934,7 +934,19 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
         if bad or not all(names) or len(set(names)) < len(names):
             raise invalid("whatif --families", args.families,
                           f"a comma list of {', '.join(SWEEP_FAMILIES)}, each once")
-        families = {"families": names}
+        grid["families"] = names
+    if args.degrees is not None:
+        from search.sweeps.spec import MAX_SERVER_DEGREE
+
+        try:
+            degrees = tuple(int(d) for d in args.degrees.split(","))
+        except ValueError:
+            degrees = ()
+        if not degrees or len(set(degrees)) < len(degrees) or not all(
+                1 <= d <= MAX_SERVER_DEGREE for d in degrees):
+            raise invalid("whatif --degrees", args.degrees,
+                          f"a comma list of integers from 1 to {MAX_SERVER_DEGREE}, each once")
+        grid["degrees"] = degrees
     procurement = _procurement_options(args)
     if args.report:
         check_output_folder(args.report, what="--report folder")  # fail before the work
@@ -944,7 +956,7 @@ def _cmd_whatif(args: argparse.Namespace) -> int:
                             search=search, finalists=args.finalists, workers=args.workers,
                             progress=update, hardware_file=args.hardware_file,
                             catalog=args.catalog, comm_overlap=args.comm_overlap,
-                            **families, **procurement)
+                            **grid, **procurement)
     if args.report:
         from codesign.app.procurement_report import write_whatif_report
 
@@ -1269,6 +1281,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--families",
                    help="fabric families to compare, comma list (default fattree,leafspine,"
                         "ideal,expander,torus,perms,topoopt; also railopt, multiplane)")
+    p.add_argument("--degrees",
+                   help="server degrees (links per server) to price, comma list (default "
+                        "1-8; for servers of more than 8 GPUs the divisors up to one link per "
+                        "GPU, e.g. 1,2,4,8,9,18,36,72 for GB200-NVL72)")
     p.add_argument("--search-evaluations", type=int,
                    help="strategies timed per workload on each finalist fabric (default 12; "
                         "0: feasible starts only, no search)")

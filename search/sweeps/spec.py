@@ -81,6 +81,7 @@ from search.per_fabric import (DEFAULT_SHAPES, MAX_SEARCH_EVALUATIONS, MAX_SEARC
 __all__ = [
     "OBJECTIVES",
     "SWEEP_FAMILIES",
+    "MAX_SERVER_DEGREE",
     "SAMPLERS",
     "WorkloadItem",
     "with_options",
@@ -112,6 +113,9 @@ SAMPLERS = ("nsga2", "tpe", "grid", "random")
 #: trial's demand, :mod:`search.sweeps.trial`).
 SWEEP_FAMILIES = ("fattree", "leafspine", "ideal", "expander", "torus", "perms", "topoopt",
                   "railopt", "multiplane")
+#: Largest server degree (links per server) a sweep space or what-if grid may name: a
+#: 72-GPU rack's one NIC per GPU is far below it, and it bounds the fabrics priced.
+MAX_SERVER_DEGREE = 4096
 
 _STUDY_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 _TOP_KEYS = ("study", "workloads", "space", "objectives", "constraints", "sampler",
@@ -482,12 +486,12 @@ def _degrees(value: Any) -> tuple[tuple[int, ...], bool]:
     where = "sweep space degree"
     if isinstance(value, dict):
         check_keys(value, allowed=("low", "high"), required=("low", "high"), where=where)
-        low = check_int(f"{where} low", value["low"], 1, 4096)
-        high = check_int(f"{where} high", value["high"], low, 4096)
+        low = check_int(f"{where} low", value["low"], 1, MAX_SERVER_DEGREE)
+        high = check_int(f"{where} high", value["high"], low, MAX_SERVER_DEGREE)
         return tuple(range(low, high + 1)), True
     if (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, list)
                                                                     and value):
-        return _distinct(value, where, lambda v: check_int(where, v, 1, 4096), "",
+        return _distinct(value, where, lambda v: check_int(where, v, 1, MAX_SERVER_DEGREE), "",
                          "integers"), False
     raise invalid(where, value, "an integer, a list of integers or {low, high}")
 
@@ -587,7 +591,7 @@ def parse_sweep_spec(spec: Any, *, where: str = "sweep spec") -> SweepSpec:
     budget = None if budget is None else parse_usd(budget, "sweep constraints budget_usd")
     max_degree = constraints.get("max_degree")
     if max_degree is not None:
-        max_degree = check_int("sweep constraints max_degree", max_degree, 1, 4096)
+        max_degree = check_int("sweep constraints max_degree", max_degree, 1, MAX_SERVER_DEGREE)
         kept = tuple(d for d in space.degrees if d <= max_degree)
         if not kept:
             raise invalid("sweep constraints max_degree", max_degree,

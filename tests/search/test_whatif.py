@@ -379,3 +379,46 @@ def test_sweep_points_check_every_field(field, value, needle):
 def test_workload_items_check_their_weight(weight):
     with pytest.raises(InvalidSpecError, match="weight"):
         WorkloadItem("resnet50", weight)
+
+
+def test_default_degrees_reach_one_link_per_gpu():
+    from search.whatif import DEFAULT_DEGREES, default_degrees
+
+    assert default_degrees(8) == DEFAULT_DEGREES == tuple(range(1, 9))
+    assert default_degrees(4) == DEFAULT_DEGREES
+    assert default_degrees(72) == (1, 2, 4, 8, 9, 18, 36, 72)   # GB200 NVL72
+    assert default_degrees(16) == (1, 2, 4, 8, 16)
+    for g in range(9, 300):
+        ds = default_degrees(g)
+        assert ds[-1] == g and ds == tuple(sorted(set(ds)))
+        assert all(g % d == 0 for d in ds) and len(ds) <= 8 + 8
+
+
+def test_nvl72_racks_are_priced_up_to_one_link_per_gpu_without_their_trays():
+    # Two GB200 NVL72 racks: the default grid reaches 72 links per rack (it stopped at 8),
+    # and railopt applies at d = 72 with the racks' own NVLink trays not priced again.
+    from search.sweeps.trial import SweepPoint, cached_topology, network_cost
+
+    res = run_whatif((1e9,), servers=2, workloads="bert", gpu="GB200-NVL72",
+                     families=("railopt", "ideal"), link_rates_Bps=(50e9,), search=None,
+                     collective_method="auto", catalog="parts-2026")
+    assert res.evaluated == 2 * 8
+    assert res.choices[0].degree == 72
+    point = SweepPoint("railopt", 2, 72, 50e9, gpu="GB200-NVL72", catalog="parts-2026")
+    cost = network_cost(point, cached_topology(
+        "railopt:2,gpus=72,scaleup=72,bw=400Gbps,scaleup_bw=900GB/s"))
+    assert "nvlink_switch_tray" not in cost.counts and cost.counts["nic"] == 144
+
+
+def test_cli_degrees(capsys):
+    fast = ["--workload", "bert", "--search-evaluations", "0", "--collective-method", "auto",
+            "--families", "ideal,torus", "--json"]
+    assert main(["whatif", "--budget", "1e9", "--servers", "16", "--degrees", "2,4", *fast]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["evaluated"] == 2 * 2 * 4 and out["budgets"][0]["degree"] in (2, 4)
+    for bad in ("2,x", "2,2", "0", "5000", ""):
+        assert main(["whatif", "--budget", "1e9", "--servers", "16", "--degrees", bad]) == 2
+        err = capsys.readouterr().err
+        assert "--degrees" in err and err.count("\n") == 1
+    with pytest.raises(InvalidSpecError, match="whatif degrees"):
+        run_whatif((1e9,), servers=16, workloads="bert", degrees=(2, 2))
