@@ -382,14 +382,21 @@ def parts_cost(topology, catalog: PartsCatalog | None = None, *, server_gpus: in
             per_link = {m: max(1, math.ceil(r / m.port_rate_Bps * (1 - _RTOL)))
                         for m in cat.switches}
             for p, n_sw in zip(*np.unique(ports, return_counts=True)):
-                best = min(cat.switches, key=lambda m: (math.ceil(p * per_link[m] / m.ports)
-                                                        * m.usd, m.power_w))
-                units = math.ceil(p * per_link[best] / best.ports)
+                options = [(m, *_switch_node(int(p) * per_link[m], m), _inner_optic(cat, m))
+                           for m in cat.switches]
+                best, units, inner, (part, each, optic, fibre) = min(
+                    options, key=lambda o: (o[1] * o[0].usd + o[2] * (
+                        o[3][1] * o[3][2].usd + o[3][3]), o[0].power_w))
                 big |= units > 1
                 t.add("switch", units * n_sw, best.usd, best.power_w)
+                if inner:
+                    t.add(part, each * inner * n_sw, optic.usd, optic.power_w)
+                    if fibre:
+                        t.add("fibre", inner * n_sw, fibre, 0.0)
     if big:
-        notes.append("a switch node with more ports than any model is priced as several "
-                     "boxes (a chassis proxy)")
+        notes.append("a switch node with more ports than any model is priced as a "
+                     "non-blocking Clos of that model's boxes and their inner links (TopoOpt "
+                     "Sec. 5.2 prices its Ideal Switch as the full-bisection fat-tree)")
     # NICs (not for TPU chips: ICI is on the chip): an NPU's network bandwidth in cards of
     # the smallest listed NIC rate that carries it (a 4 x 200G multi-plane endpoint is one
     # 800G card with four ports), or several of the fastest.
@@ -402,6 +409,47 @@ def parts_cost(topology, catalog: PartsCatalog | None = None, *, server_gpus: in
             usd, power, _ = cat.nics[nic_rate]
             t.add("nic", cards * n_npu, usd, power)
     return _breakdown(t, notes)
+
+
+def _switch_node(ports: int, model: SwitchModel) -> tuple[int, int]:
+    """Boxes of ``model`` and inner links (lanes) that switch ``ports`` lanes without
+    blocking.
+
+    One box when they fit.  Otherwise the node stands for a non-blocking folded Clos
+    of the model (one switch that large is not built: TopoOpt Sec. 5.1-5.2 approximates
+    its Ideal Switch by, and prices it as, the full-bisection fat-tree of the same
+    bandwidth): the fewest tiers ``t`` whose ``2 (R/2)^t`` ports hold them, ``t - 1``
+    tiers of ``ceil(ports / (R/2))`` boxes (half their ports down, half up), a top tier
+    of ``ceil(ports / R)``, and ``(t - 1) x ports`` links between the tiers.
+
+    Examples
+    --------
+    >>> from topologies.parts import load_parts_catalog
+    >>> box = load_parts_catalog().switches[1]        # 64 x 800G
+    >>> _switch_node(64, box), _switch_node(100, box), _switch_node(4096, box)
+    ((1, 0), (6, 100), (320, 8192))
+    """
+    radix = model.ports
+    if ports <= radix:
+        return 1, 0
+    half = max(1, radix // 2)
+    tiers = 2
+    while 2 * half ** tiers < ports:
+        tiers += 1
+    return ((tiers - 1) * math.ceil(ports / half) + math.ceil(ports / radix),
+            (tiers - 1) * ports)
+
+
+def _inner_optic(cat: PartsCatalog, model: SwitchModel) -> tuple[str, int, Optic, float]:
+    """How one inner link of a Clos of ``model`` boxes (:func:`_switch_node`) is cabled:
+    a switch-to-switch cable at the model's port rate, of the reach the catalog gives
+    tier-2 cables -- ``(part, parts per link, optic, fibre USD per link)``."""
+    rate = cat.resolve(model.port_rate_Bps, cat.optics)[0]
+    reach = cat.reach(2)
+    optic = cat.optics[rate][reach]
+    if reach in ("dac", "aoc"):    # one part per cable, no fibre
+        return reach, 1, optic, 0.0
+    return "transceiver", 2, optic, cat.fibre_usd_per_m * cat.fibre_length_m.get(reach, 0.0)
 
 
 def _breakdown(t: _Tally, notes: list[str]):

@@ -6,6 +6,8 @@ import sys
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codesign.errors import InvalidSpecError
 from topologies.cost import load_catalog, topology_cost
@@ -150,3 +152,34 @@ def test_a_servers_own_nvlink_domain_comes_with_the_server():
     assert own.total_usd == pytest.approx(full.total_usd - 8 * 9 * CAT.tray_usd)
     assert trays.counts == full.counts and trays.total_usd == full.total_usd
     assert topology_cost(from_spec(spec), catalog=CAT, server_gpus=72).counts == own.counts
+
+
+def test_an_oversize_switch_node_is_priced_as_a_nonblocking_clos():
+    # The Ideal Switch of 128 servers x 8 x 400G is 512 lanes of 800G: no box has them,
+    # so it is the full-bisection Clos TopoOpt Sec. 5.2 prices it as -- on 128-port
+    # boxes 2 tiers, 512 / 64 = 8 leaves + 512 / 128 = 4 spines and 512 inner links (two
+    # 800G transceivers each) besides the servers' 256 1.6T cables.  It was 4 boxes and
+    # no inner links, half the price of any buildable fabric of that bandwidth.
+    c = parts_cost(from_spec("ideal:128,degree=8,bw=400Gbps"), CAT)
+    assert c.counts["switch"] == 12
+    assert c.counts["transceiver"] == 2 * 256 + 2 * 512
+    assert any("non-blocking Clos" in n for n in c.notes)
+    twin = parts_cost(from_spec("leafspine:128,oversub=1,bw=3200Gbps"), CAT)
+    assert c.total_usd == pytest.approx(twin.total_usd, rel=0.05)
+    assert parts_cost(from_spec("switch:100,bw=800Gbps"), CAT).counts["switch"] == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(ports=st.integers(1, 2_000_000), radix=st.sampled_from([8, 16, 64, 128, 256]))
+def test_a_switch_node_has_the_fewest_tiers_that_hold_its_ports(ports, radix):
+    from topologies.parts import SwitchModel, _switch_node
+
+    units, inner = _switch_node(ports, SwitchModel("box", 1e11, radix, 1.0, 1.0))
+    if ports <= radix:
+        assert (units, inner) == (1, 0)
+        return
+    tiers = inner // ports + 1
+    half = radix // 2
+    assert inner == (tiers - 1) * ports and 2 * half ** tiers >= ports > 2 * half ** (tiers - 1)
+    # (2t - 1) ports / R boxes of a t-tier folded Clos, up to one partly used box a tier
+    assert (2 * tiers - 1) * ports / radix <= units <= (2 * tiers - 1) * ports / radix + tiers
