@@ -381,7 +381,8 @@ def shape_candidates(workload: Workload, gpus: int, hardware: Hardware | str, *,
     tensor-parallel-8 pipeline ``pp / 2`` samples per replica.  Context parallelism
     feeds it, as Llama 3 (Sec. 3.3.2) and Megatron-LM split long sequences: each
     sequence over ``cp`` GPUs, so ``dp / cp`` replicas take ``cp`` times the samples.
-    For each such shape with ``tp`` filling the scale-up domain, the fewest ``cp`` ways
+    For each such shape with the widest ``tp`` the workload allows in the scale-up domain
+    (a DGX's 8 GPUs; 8 of an NVL72 rack's 72 for Llama 3), the fewest ``cp`` ways
     that feed it are screened too (after every shape, within ``limit``), interleaved
     when its micro-batches are a multiple of its stages.  That what-if (``codesign whatif
     --gpus 32768 --gpu H100 --workload llama3-405b --budget 3e8``) found 5.72 s per
@@ -425,7 +426,12 @@ def shape_candidates(workload: Workload, gpus: int, hardware: Hardware | str, *,
 
     out: dict[Candidate, None] = {}
     starved: list[Strategy] = []   # pipelines fed by context parallelism, screened last
-    for tp, pp in model_parallel_shapes(gpus, per_server):
+    shapes = model_parallel_shapes(gpus, per_server)
+    # The widest tensor parallelism the workload allows inside the domain: all of a
+    # DGX's 8 GPUs, but 8 of an NVL72 rack's 72 for a model of 8 KV heads.
+    widest = max((t for t in {t for t, _ in shapes if t <= per_server}
+                  if _structurally_applicable(workload, t, 1)), default=0)
+    for tp, pp in shapes:
         if limit is not None and len(out) >= limit:
             break
         if tp > per_server or not _structurally_applicable(workload, tp, pp):
@@ -444,7 +450,7 @@ def shape_candidates(workload: Workload, gpus: int, hardware: Hardware | str, *,
             s = one if _applicable(workload, one) else s
         out[fit_to_memory(Candidate(s, PIPELINE_ORDER), workload, hw,
                           gpus_per_server=per_server)] = None
-        if tp == per_server and 0 < per_replica < pp:
+        if tp == widest and 0 < per_replica < pp:
             fed = _fed_pipeline(s, per_replica, workload)
             if fed is not None:
                 starved.append(fed)

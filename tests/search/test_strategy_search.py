@@ -255,3 +255,21 @@ def test_starved_pipelines_are_fed_by_context_parallelism_in_the_screen():
         assert s.gpus == 32768
         check_applicable(w, s)
     assert not any(s.cp > 1 for s in (c.strategy for c in shape_candidates(w, 16384, "H100")))
+
+
+def test_starved_pipelines_are_fed_when_the_scaleup_domain_is_wider_than_tp():
+    # 256 GB200 NVL72 racks (18,432 GPUs): Llama 3 405B's tensor parallelism stops at 8
+    # of a rack's 72 GPUs, so "tp fills the domain" never held and no starved pipeline
+    # was fed.  A tp-8 pipeline of pp stages has dp = 2304 / pp replicas of 2048 / dp
+    # samples, starved from pp = 18 (16 samples) up; fed with the fewest cp that gives
+    # each replica pp samples.
+    from search.strategy.feasible import shape_candidates
+
+    w = get_workload("llama3-405b")
+    cands = [c.strategy for c in shape_candidates(w, 18432, "GB200-NVL72", limit=64)]
+    fed = [s for s in cands if s.cp > 1]
+    assert {s.pp for s in fed} >= {18, 36, 72}
+    for s in fed:
+        assert s.tp == 8 and s.gpus == 18432 and s.m >= s.pp
+        assert 2048 // (s.dp * s.cp) < s.pp   # its unfed twin was starved
+        check_applicable(w, s)
