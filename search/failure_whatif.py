@@ -146,7 +146,10 @@ class FailureResult:
 
 
 def format_failure_summary(d: dict[str, Any]) -> str:
-    """One line of a :meth:`FailureResult.to_dict`."""
+    """One line of a :meth:`FailureResult.to_dict` (or of a study refused for a fabric:
+    ``refused``, the reason)."""
+    if d.get("refused"):
+        return f"failures {d['failures']} ({d['samples']} samples): not run, {d['refused']}"
     if d.get("slowdown_mean") is None:
         dist = "no sample could continue"
     else:
@@ -177,13 +180,14 @@ def _time(topology, workload, cand, timing: Timing) -> float:
 
 
 def _search(topology, workload, weight: float, timing: Timing, study: FailureStudy,
-            seed: int):
-    """The study's strategy search for ``workload`` on ``topology`` from its feasible start
-    (the baseline's and a re-planned job's, so neither is compared with a weaker one)."""
+            seed: int, per_npu: int):
+    """The study's strategy search for ``workload`` on ``topology`` (``per_npu`` GPUs per
+    NPU) from its feasible start (the baseline's and a re-planned job's, so neither is
+    compared with a weaker one)."""
     from search.strategy.feasible import feasible_start
 
     hardware = timing.hardware
-    gpus = topology.npus * hardware.gpus_per_server
+    gpus = topology.npus * per_npu
     plan = WorkloadPlan(workload.name, weight, None, workload,
                         feasible_start(workload, gpus, hardware))
     return best_strategies(topology, [plan], hardware,
@@ -215,7 +219,36 @@ def _same_shape(cand, gpus: int):
     return dataclasses.replace(cand, strategy=dataclasses.replace(st, dp=gpus // mp))
 
 
-def _replan(left, mix, timing: Timing, study: FailureStudy, *, seed: int) -> float:
+def _gpus_per_npu(topology, mix, hardware) -> int:
+    """GPUs of one topology NPU: the server's (``gpus_per_server``) on server-level fabrics,
+    1 on GPU-level ones (``railopt``, ``multiplane``: every NPU a GPU, grouped into servers
+    by ``node_attrs["server"]``) -- whichever the strategies chosen on the intact fabric
+    fill, server level first as the iteration model decides
+    (:mod:`evaluators.iteration.model`)."""
+    for per in dict.fromkeys((hardware.gpus_per_server, 1)):
+        if all(c.strategy.gpus == topology.npus * per for _, _, c in mix):
+            return per
+    wl, _, c = next((x for x in mix if x[2].strategy.gpus != topology.npus
+                     * hardware.gpus_per_server))
+    raise invalid(f"failure what-if of {wl.name} strategy", str(c.strategy),
+                  f"a strategy on every GPU of the fabric ({topology.npus} servers x "
+                  f"{hardware.gpus_per_server} GPUs, or {topology.npus} GPUs of a GPU-level "
+                  "fabric)")
+
+
+def _whole_servers(topology, npus) -> list[int]:
+    """``npus`` (intact ids) and every other NPU of their servers: on a GPU-level fabric a
+    server with a failed or cut-off GPU leaves the job (its strategies take whole
+    servers); on a server-level one the NPUs themselves."""
+    npus = sorted({int(v) for v in npus})
+    if "server" not in topology.node_attrs or not npus:
+        return npus
+    server = np.asarray(topology.node_attrs["server"])
+    return np.flatnonzero(np.isin(server, server[npus])).tolist()
+
+
+def _replan(left, mix, timing: Timing, study: FailureStudy, *, seed: int,
+            per_npu: int) -> float:
     """Weighted time per sample of the mix re-planned on the surviving servers, seconds.
 
     A strategy's data parallelism must divide the global batch (Megatron-LM and
@@ -227,7 +260,7 @@ def _replan(left, mix, timing: Timing, study: FailureStudy, *, seed: int) -> flo
     search and seed as the baseline's) is kept; time per sample = iteration time /
     batch.
     """
-    gpus = left.npus * timing.hardware.gpus_per_server
+    gpus = left.npus * per_npu
     total = 0.0
     for i, (wl, w, cand) in enumerate(mix):
         batch = (wl.batch_size // gpus) * gpus
@@ -241,7 +274,7 @@ def _replan(left, mix, timing: Timing, study: FailureStudy, *, seed: int) -> flo
             except CodesignError:
                 pass
         try:
-            best = min(best, _search(left, wl, w, timing, study, seed + i).time_s)
+            best = min(best, _search(left, wl, w, timing, study, seed + i, per_npu).time_s)
         except InfeasibleError:
             if not math.isfinite(best):
                 raise
@@ -257,7 +290,9 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
     Parameters
     ----------
     topology : topologies.Topology
-        The intact fabric (NPUs are servers).
+        The intact fabric: NPUs are servers, or GPUs grouped into servers by
+        ``node_attrs["server"]`` (``railopt``, ``multiplane``; a server with a failed or
+        cut-off GPU leaves the job).
     mix : sequence of (Workload, weight, Candidate)
         Each workload with its weight and the strategy chosen on the intact fabric.
     hardware : Hardware
@@ -284,11 +319,7 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
     t0 = time.perf_counter()
     timing = Timing(hardware, "auto" if collective_method == "best" else collective_method,
                     comm_overlap=comm_overlap)
-    for wl, _, c in mix:
-        if c.strategy.gpus != topology.npus * hardware.gpus_per_server:
-            raise invalid(f"failure what-if of {wl.name} strategy", str(c.strategy),
-                          f"a strategy on every GPU of a server-level fabric "
-                          f"({topology.npus} servers x {hardware.gpus_per_server} GPUs)")
+    per_npu = _gpus_per_npu(topology, mix, hardware)
     check_failure_work(topology, study, len(mix))
     total_w = sum(w for _, w, _ in mix)
     # Seconds per sample (the global batch may shrink when servers are lost).  The
@@ -296,13 +327,16 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
     # re-planned job is not compared against a weaker strategy than that search finds.
     given = [_time(topology, wl, c, timing) for wl, _, c in mix]
     if study.search is not None:
-        given = [min(t, _search(topology, wl, w, timing, study, study.spec.seed + i).time_s)
+        given = [min(t, _search(topology, wl, w, timing, study, study.spec.seed + i,
+                                per_npu).time_s)
                  for i, ((wl, w, _), t) in enumerate(zip(mix, given))]
     base = sum(w * t / wl.batch_size for (wl, w, _), t in zip(mix, given)) / total_w
     slow, parted, unfit, replanned = [], 0, 0, 0
     for i in range(study.samples):
         rng = np.random.default_rng([study.spec.seed + seed_offset, i])
         failed = sample_failures(topology, study.spec, rng)
+        failed = Failures(tuple(_whole_servers(topology, failed.npus)), failed.links,
+                          failed.switches)
         if len(failed.npus) >= topology.npus:
             unfit += 1
             continue
@@ -312,9 +346,9 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
             parted += 1
             continue
         if cut:   # servers cut off from the majority are lost like failed servers
-            failed = Failures(tuple(sorted(set(failed.npus) | {int(left.params["npu_ids"][v])
-                                                               for v in cut})),
-                              failed.links, failed.switches)
+            lost = set(failed.npus) | {int(left.params["npu_ids"][v]) for v in cut}
+            failed = Failures(tuple(_whole_servers(topology, lost)), failed.links,
+                              failed.switches)
             left = degrade(topology, failed)
         try:
             if left.npus == topology.npus:
@@ -322,7 +356,8 @@ def fabric_failures(topology, mix: Sequence[tuple[Any, float, Any]], hardware,
                         for wl, w, c in mix) / total_w
             else:
                 replanned += 1
-                t = _replan(left, mix, timing, study, seed=study.spec.seed) / total_w
+                t = _replan(left, mix, timing, study, seed=study.spec.seed,
+                            per_npu=per_npu) / total_w
         except InfeasibleError:
             unfit += 1
             continue

@@ -2,6 +2,8 @@
 
 import pytest
 
+from codesign.errors import InvalidSpecError
+
 from codesign.workloads import get_hardware, get_workload
 from search.failure_whatif import FailureStudy, fabric_failures, format_failure_summary
 from search.strategy.feasible import feasible_start
@@ -62,8 +64,6 @@ def test_link_failures_on_a_torus_slow_down_a_little_and_are_seeded():
 
 
 def test_samples_are_checked():
-    from codesign.errors import InvalidSpecError
-
     with pytest.raises(InvalidSpecError, match="--samples"):
         FailureStudy(parse_failure_spec("links=1"), 0)
 
@@ -102,3 +102,29 @@ def test_evaluate_checks_fail_before_the_memory_check(capsys, fail):
                  "--fail", fail])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "invalid --fail" in err
+
+
+def test_gpu_level_fabrics_lose_whole_servers():
+    # railopt / multiplane NPUs are GPUs, 8 to a server: the failure what-if refused them
+    # ("a strategy on every GPU of a server-level fabric (128 servers x 8 GPUs)") after
+    # the whole what-if had run.  A lost server takes its 8 GPUs: 15 of 16 servers left,
+    # time per sample about 16/15 (compute-bound ResNet-50), as on a server-level fabric.
+    from search.failure_whatif import _gpus_per_npu, _whole_servers
+
+    topo = from_spec("railopt:16,gpus=8,bw=400Gbps,scaleup_bw=300GB/s")   # A100 NVLink
+    assert topo.npus == 128
+    assert _whole_servers(topo, [3, 17]) == list(range(8)) + list(range(16, 24))
+    assert _whole_servers(from_spec("torus:4x4"), [3]) == [3]
+    mix = [(WL, 1.0, feasible_start(WL, 128, HW))]
+    assert _gpus_per_npu(topo, mix, HW) == 1 and _gpus_per_npu(from_spec("torus:4x4"),
+                                                               mix, HW) == 8
+    r = fabric_failures(topo, mix, HW, _study("servers=1,seed=2", 2))
+    assert r.replanned == 2 and r.partitioned == r.cannot_fit == 0
+    for s in r.slowdowns:
+        assert s == pytest.approx(16 / 15, rel=0.03)
+    # A failed GPU link leaves the GPU reachable over its NVLink domain: nobody is lost.
+    r = fabric_failures(topo, mix, HW, _study("links=2,seed=1", 2))
+    assert r.replanned == 0 and all(s >= 1.0 - 1e-12 for s in r.slowdowns)
+    with pytest.raises(InvalidSpecError, match="GPU-level"):
+        fabric_failures(topo, [(WL, 1.0, feasible_start(WL, 64, HW))], HW,
+                        _study("servers=1", 1))
