@@ -824,9 +824,14 @@ def _procurement_fields(p: dict[str, Any]) -> tuple:
 
 def _with_failures(choices: list[WhatIfChoice], study, results, hardware,
                    collective_method: str) -> list[WhatIfChoice]:
-    """Each answer with the failure what-if of its fabric (one run per distinct fabric)."""
+    """Each answer with the failure what-if of its fabric (one run per distinct fabric).
+
+    A study refused as too large for an answer's fabric (:func:`search.failure_whatif.
+    check_failure_work`) is recorded on that answer as ``refused`` with its one-line
+    reason: the answers found stay (the refusal only comes once the fabric is known)."""
     import dataclasses
 
+    from codesign.resources import ResourceLimitError
     from search.failure_whatif import failure_whatif
 
     done: dict[str, dict[str, Any]] = {}
@@ -838,9 +843,15 @@ def _with_failures(choices: list[WhatIfChoice], study, results, hardware,
         if c.topology_spec not in done:
             key = (c.family, c.degree, c.link_bandwidth_Bps)
             point, outcome = results[key]
-            done[c.topology_spec] = failure_whatif(
-                point, outcome, study, hardware=hardware,
-                collective_method=collective_method).to_dict()
+            try:
+                done[c.topology_spec] = failure_whatif(
+                    point, outcome, study, hardware=hardware,
+                    collective_method=collective_method).to_dict()
+            except ResourceLimitError as exc:
+                done[c.topology_spec] = {"fabric": c.topology_spec,
+                                         "failures": study.spec.text or "?",
+                                         "samples": study.samples,
+                                         "refused": " ".join(str(exc).split())}
         out.append(dataclasses.replace(c, failures=done[c.topology_spec]))
     return out
 

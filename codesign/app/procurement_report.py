@@ -50,7 +50,9 @@ def procurement_rows(result: dict[str, Any]) -> list[dict[str, str]]:
     for c in result["budgets"]:
         f = c.get("failures") or {}
         p = c.get("procurement") or {}
-        if f:
+        if f.get("refused"):
+            slow = f"not run: {f['refused']}"
+        elif f:
             slow = ("-" if f.get("slowdown_mean") is None else
                     f"mean {f['slowdown_mean']:.3f}x, p99 {f['slowdown_p99']:.3f}x") + \
                 f"; cannot continue {f['stopped_fraction']:.0%}"
@@ -136,7 +138,7 @@ def _plots(result: dict[str, Any], out: Path) -> list[tuple[str, str]]:
     written.append(("days_vs_budget.png", "days to train of each budget's answer" if has_days
                     else "iteration time of each budget's answer (no training goal given)"))
     # Slowdown CDF under failures.
-    with_f = [c for c in answered if c.get("failures")]
+    with_f = [c for c in answered if c.get("failures") and not c["failures"].get("refused")]
     if with_f:
         fig, ax = new_axes()
         seen = set()

@@ -129,3 +129,25 @@ def test_a_report_folder_that_cannot_be_created_is_refused_before_the_work(capsy
 def test_zero_servers_and_both_servers_and_gpus_are_refused(capsys, argv, needle):
     code, out, err = run(capsys, *argv, "--quiet")
     assert code == 2 and out == "" and err.count("\n") == 1 and needle in err
+
+
+def test_a_failure_study_too_large_for_an_answer_keeps_the_answers(capsys, tmp_path,
+                                                                   monkeypatch):
+    # The study's size is known only once an answer's fabric is: refused there, it is a
+    # note on that answer, not an error that threw the what-if's answers away (a
+    # 4,608-GPU rail-optimised GB200 fabric was refused after 2 minutes of search).
+    import search.failure_whatif as fw
+
+    monkeypatch.setattr(fw, "MAX_FAILURE_WORK", 10.0)
+    code, out, _ = run(capsys, *SMALL, "--fail", "links=5%,seed=1,samples=2", "--report",
+                       str(tmp_path), "--json")
+    assert code == 0
+    d = json.loads(out)
+    answered = [c for c in d["budgets"] if c.get("topology_spec")]
+    assert answered and all(c["iteration_time_s"] > 0 for c in answered)
+    for c in answered:
+        assert "use fewer --samples" in c["failures"]["refused"]
+    text = (tmp_path / "report.md").read_text()
+    assert "not run: refused" in text and not (tmp_path / "slowdown_cdf.png").exists()
+    code, out, _ = run(capsys, *SMALL, "--fail", "links=5%,seed=1,samples=2")
+    assert code == 0 and "samples): not run, refused" in out
