@@ -59,8 +59,8 @@ from the sharding rule, :mod:`codesign.workloads.sharding`; this module orders t
   rank, forward and backward; with ``ep_dispatch="hierarchical"`` each becomes a rail
   all-to-all over the network and an NVLink one per server
   (:mod:`codesign.workloads.dispatch`).  Expert gradients synchronise over the ranks holding
-  the same experts (:attr:`Strategy.expert_dp`: ``dp / ep``, or ``tp x dp / ep`` with
-  folded experts), the rest over the whole DP group.
+  the same experts (:attr:`Strategy.expert_dp`: ``dp x cp / ep``, or ``tp x dp x cp /
+  ep`` with folded experts), the rest over the whole DP group.
 * Embedding tables, ``embedding=model`` (TopoOpt Sec. 2.1): table ``i`` lives on GPU
   ``o``; forward, every other rank sends ``o`` its samples' indices (``b x lookups x
   index_bytes``, many-to-one) and ``o`` returns the pooled rows (``b x table_dim x

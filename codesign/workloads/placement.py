@@ -16,8 +16,10 @@ the data axis: its ``D x C`` positions are ``d' = c + C d`` (context-parallel in
 innermost, Megatron-LM's ``tp-cp-dp-pp`` order), so a CP group is ``C`` neighbours on
 the data axis and the gradient group of a stage is all ``D x C`` of them (CP ranks hold
 the same weights).  Expert-parallel groups (``ep=E``)
-are ``E`` data-parallel neighbours: ``d = E * b + e`` with ``e`` the expert-parallel
-index, ``b`` the expert-replica index (Megatron-LM's ``tp-ep-dp-pp`` order).
+are ``E`` neighbours on that data axis: ``d' = E * b + e`` with ``e`` the expert-parallel
+index, ``b`` the expert-replica index (Megatron-LM's ``tp-ep-dp-pp`` order; with context
+parallelism a group spans context-parallel ranks first, as Megatron-core's expert rank
+generator lays ETP-EP-EDP over the ``tp x cp x dp`` ranks).
 
 Embedding tables (``embedding=model``)
 --------------------------------------
@@ -188,7 +190,7 @@ class Placement:
         e = strategy.ep
         if strategy.expert_tp == strategy.tp:
             return g.reshape(strategy.tp, g.shape[1] // e, e).transpose(0, 2, 1)
-        flat = g.T.reshape(-1)               # TP index fastest (ep > 1 needs cp = 1)
+        flat = g.T.reshape(-1)               # TP index fastest, then the dp x cp data axis
         return flat.reshape(flat.size // e, e).T[None, :, :]
 
     def ep_groups(self, strategy: Strategy, stage: int) -> list[tuple[int, ...]]:

@@ -19,13 +19,18 @@ The strategy string is fixed by docs/architecture.md section 6::
 * ``ep`` expert-parallel ranks for mixture-of-experts layers.  As in Megatron-LM and
   DeepSpeed-MoE, the expert-parallel group is carved out of the data-parallel group
   (``ep`` divides ``dp``) while the experts keep the tensor parallelism of the dense
-  layers.
+  layers.  With context parallelism the expert layers, which work token by token, see
+  the ``dp x cp`` ranks of the data axis alike: ``ep`` divides ``dp x cp`` and an
+  expert-parallel group may span context-parallel ranks (Megatron-core's expert rank
+  order, ETP-EP-EDP over the ``tp x cp x dp`` ranks of a stage; Liu et al. 2025, arXiv
+  2504.14960, Sec. 3).
 * ``etp`` the experts' own tensor parallelism (Megatron-core's
   ``--expert-tensor-parallel-size``; "MoE parallel folding", Liu et al. 2025, arXiv
   2504.14960): ``tp`` (the default: experts split like the dense layers) or ``1``:
-  the expert layers fold the ``tp x dp`` ranks of a stage into ``ep`` expert-parallel
-  ranks times ``tp x dp / ep`` expert-data-parallel replicas (``ep`` divides ``tp x
-  dp``, so it may exceed ``dp``), every expert whole on its rank; tokens reach it by
+  the expert layers fold the ``tp x dp`` ranks of a stage (``tp x dp x cp`` with
+  context parallelism) into ``ep`` expert-parallel ranks times ``tp x dp / ep``
+  expert-data-parallel replicas (``ep`` divides ``tp x dp``, so it may exceed ``dp``),
+  every expert whole on its rank; tokens reach it by
   the all-to-all from the sequence-parallel split (so ``etp=1`` with ``tp > 1`` needs
   ``sp=true``, as Megatron-core requires), and the routed experts' output needs
   no tensor-parallel reduction (shared experts, split like the dense layers, keep it).
@@ -175,7 +180,7 @@ class Strategy:
     zero : int
         ZeRO stage, 0..3.
     ep : int
-        Expert-parallel degree; divides ``dp`` (``tp x dp`` with ``etp=1``).
+        Expert-parallel degree; divides ``dp x cp`` (``tp x dp x cp`` with ``etp=1``).
     etp : int or None
         Tensor parallelism of the expert layers: ``None`` (= ``tp``) or ``1`` (parallel
         folding, module docstring).
@@ -260,14 +265,15 @@ class Strategy:
             raise invalid("strategy etp", self.etp,
                           f"tp ({self.tp}) unless sp=true: folded experts take the "
                           "sequence-parallel split of the tokens (Megatron-core's rule)")
-        if self.expert_tp == self.tp and self.dp % self.ep:
+        data = self.data_ranks
+        if self.expert_tp == self.tp and data % self.ep:
             raise invalid("strategy ep", self.ep,
-                          f"a divisor of dp ({self.dp}): expert-parallel groups are carved "
+                          f"a divisor of dp x cp ({data}): expert-parallel groups are carved "
                           "out of the data-parallel group (or etp=1 to fold them out of "
-                          "tp x dp)")
-        if (self.tp * self.dp) % (self.ep * self.expert_tp):
+                          "tp x dp x cp)")
+        if (self.tp * data) % (self.ep * self.expert_tp):
             raise invalid("strategy ep", self.ep,
-                          f"a divisor of tp x dp ({self.tp * self.dp}) with etp=1")
+                          f"a divisor of tp x dp x cp ({self.tp * data}) with etp=1")
         if self.sp and self.tp == 1:
             raise invalid("strategy sp", "true", "false with tp=1 (sequence parallelism "
                           "splits the tensor-parallel group's activations)")
@@ -296,9 +302,6 @@ class Strategy:
         if self.cp_comm != "ring" and self.cp == 1:
             raise invalid("strategy cp_comm", self.cp_comm,
                           "ring unless cp > 1 (no context parallelism to communicate)")
-        if self.cp > 1 and self.ep > 1:
-            raise invalid("strategy cp", self.cp, "1 with ep > 1 (context parallelism of "
-                          "expert layers is not modelled)")
         if self.schedule == "interleaved":
             if self.pp < 2 or self.vpp < 2:
                 raise invalid("strategy schedule", "interleaved",
@@ -333,9 +336,9 @@ class Strategy:
 
     @property
     def expert_dp(self) -> int:
-        """Replicas of each expert in a stage: ``tp x dp / (ep x etp)`` (``dp / ep``
-        without folding)."""
-        return self.tp * self.dp // (self.ep * self.expert_tp)
+        """Replicas of each expert in a stage: ``tp x dp x cp / (ep x etp)`` (``dp x cp /
+        ep`` without folding; context-parallel ranks hold the same experts)."""
+        return self.tp * self.data_ranks // (self.ep * self.expert_tp)
 
     @property
     def data_ranks(self) -> int:
@@ -800,14 +803,14 @@ def partial_recompute_counts(workload: Any, strategy: Strategy) -> tuple[int, ..
 
 
 def with_expert_parallelism(strategy: Strategy, ep: int) -> Strategy | None:
-    """``strategy`` with ``ep`` expert-parallel ranks: carved out of ``dp`` when ``ep``
-    divides it (``etp`` = ``tp``), else folded over ``tp x dp`` (``etp=1``, with the
-    sequence-parallel split folded experts take); None when ``ep`` divides neither.
-    The strategy search's expert knob and move place ``ep`` with it."""
+    """``strategy`` with ``ep`` expert-parallel ranks: carved out of the ``dp x cp`` data
+    axis when ``ep`` divides it (``etp`` = ``tp``), else folded over ``tp x dp x cp``
+    (``etp=1``, with the sequence-parallel split folded experts take); None when ``ep``
+    divides neither.  The strategy search's expert knob and move place ``ep`` with it."""
     s = strategy
-    if s.dp % ep == 0:
+    if s.data_ranks % ep == 0:
         return replace(s, ep=ep, etp=None)
-    if s.tp > 1 and (s.tp * s.dp) % ep == 0:
+    if s.tp > 1 and (s.tp * s.data_ranks) % ep == 0:
         return replace(s, ep=ep, etp=1, sp=True)
     return None
 

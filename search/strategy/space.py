@@ -197,8 +197,8 @@ def _consistent(s: Strategy, batch: int = 0, **values: Any) -> Strategy:
     replica's share of the global ``batch`` (samples; 0: not known) is smaller than
     ``pp``, one sample per micro-batch, as the feasible start runs such replicas -- and a
     multiple of ``pp`` for the interleaved schedule, ``ep`` a divisor of ``dp`` (of
-    ``tp x dp`` with folded experts, ``etp=1``), ``sp`` only with ``tp > 1``,
-    ``cp`` only with ``ep = 1``, placed tables only without model parallelism."""
+    ``tp x dp`` with folded experts, ``etp=1``; times ``cp``), ``sp`` only with ``tp > 1``,
+    placed tables only without model parallelism."""
     new = {k: values.get(k, getattr(s, k)) for k in ("dp", "tp", "pp", "cp")}
     micro = values.get("microbatches", s.microbatches)
     schedule, vpp = s.schedule, s.vpp
@@ -219,8 +219,8 @@ def _consistent(s: Strategy, batch: int = 0, **values: Any) -> Strategy:
         if m % new["pp"]:
             micro = -(-m // new["pp"]) * new["pp"]
     folded = s.etp == 1 and new["tp"] > 1 and s.sp
-    ranks = new["dp"] * (new["tp"] if folded else 1)
-    ep = s.ep if ranks % s.ep == 0 and new["cp"] == 1 else 1
+    ranks = new["dp"] * new["cp"] * (new["tp"] if folded else 1)
+    ep = s.ep if ranks % s.ep == 0 else 1
     etp = 1 if folded and ep > 1 else None
     embedding = s.embedding if new["tp"] == new["pp"] == new["cp"] == 1 else "data"
     return replace(s, microbatches=micro, ep=ep, etp=etp, embedding=embedding,
@@ -303,12 +303,13 @@ def _move_schedule(c: Candidate, rng: np.random.Generator, w: Workload) -> Candi
 
 
 def _move_ep(c: Candidate, rng: np.random.Generator, w: Workload) -> Candidate | None:
-    # Multiply or divide ep by a prime; beyond dp the experts fold tp x dp (etp=1).
+    # Multiply or divide ep by a prime; beyond dp x cp the experts fold tp x dp x cp
+    # (etp=1).
     s = c.strategy
     experts = _experts(w)
     if not experts:
         return None
-    ranks = s.tp * s.dp
+    ranks = s.tp * s.data_ranks
     options = []
     for p in sorted(set(prime_factors(ranks))):
         e = s.ep * p

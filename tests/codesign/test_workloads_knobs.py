@@ -69,7 +69,7 @@ def test_every_knob_roundtrips_through_the_string(s: Strategy) -> None:
     ("dp=8,tp=2,pp=2,vpp=2", "strategy vpp"),              # vpp needs interleaved
     ("dp=8,pp=2,schedule=interleaved", "strategy schedule"),
     ("dp=8,pp=4,microbatches=6,schedule=interleaved,vpp=2", "strategy microbatches"),
-    ("dp=8,cp=2,ep=2", "strategy cp"),
+    ("dp=3,cp=2,ep=4", "strategy ep"),                 # ep divides dp x cp (6)
     ("dp=8,precision=fp64", "strategy precision"),
     ("dp=8,schedule=zb", "strategy schedule"),
     ("dp=8,grad_precision=fp8", "strategy grad_precision"),

@@ -425,3 +425,45 @@ def test_no_link_carries_more_than_its_bandwidth_moves_in_the_iteration(network_
     a = evaluate("switch:8", w, "dp=8,tp=8,microbatches=8,zero=3", hardware="H100",
                  network_model="analytical")
     assert a.max_link_utilisation > 1
+
+
+@pytest.mark.parametrize("folded", [False, True])
+def test_context_parallel_ranks_are_expert_ranks_like_data_parallel_ones(folded) -> None:
+    # Expert layers work token by token, so splitting each sequence over cp ranks and
+    # giving each rank cp times the samples (dp=D, cp=C) hands them exactly the tokens
+    # dp=D*C would: the same ranks on the data axis form the expert-parallel and
+    # expert-gradient groups, with the same all-to-all bytes, expert-layer time and model
+    # state -- only the attention and its K/V exchange differ.  (cp with ep was refused.)
+    from codesign.workloads.compute import layer_time
+    from codesign.workloads.memory import memory_per_gpu
+    from codesign.workloads.sharding import shard_layer
+    from codesign.workloads.strategy import parse_strategy
+
+    w = get_workload("mixtral-8x7b", layers=2, hidden=512, heads=8, kv_heads=8, ffn=1024,
+                     vocab=1000, seq_len=1024, experts=8, top_k=2, batch_size=16)
+    hw, pl = get_hardware("H100"), Placement(servers=8, gpus_per_server=1)
+    fold = ",tp=2,etp=1,sp=true" if folded else ""
+    dps = (4, 2, 1) if folded else (8, 4, 2)
+    base = parse_strategy(f"dp={dps[0]}{fold},ep=4,microbatches=2")
+    ex = next(layer for layer in w.layers if layer.kind == "expert")
+
+    def expert_view(st, samples):
+        s = parse_strategy(st)
+        d = demand_for(w, s, hw, pl)
+        ops = sorted((o.kind, o.members, o.bytes, o.repeat, o.phase, o.purpose)
+                     for o in d.collectives() if o.purpose in ("ep", "dp-expert"))
+        t = layer_time(shard_layer(ex, s).local, hw, samples)
+        m = memory_per_gpu(w, s, hw, pl)
+        return ops, (t.fwd_s, t.bwd_s), (m.weights_bytes, m.gradients_bytes,
+                                         m.optimizer_bytes), s.expert_dp
+
+    want = expert_view(str(base), 16 / (base.dp * 2))
+    assert want[0] and want[3] == base.tp * base.dp // (4 * base.expert_tp)
+    for cp, dp in ((2, dps[1]), (4, dps[2])):
+        st = f"dp={dp}{fold},cp={cp},ep=4,microbatches=2"
+        assert expert_view(st, 16 / (dp * 2)) == want
+        r = evaluate("ideal:8,degree=1,bw=100Gbps", w, st, placement=pl, hardware=hw)
+        assert r.ep_s == pytest.approx(evaluate("ideal:8,degree=1,bw=100Gbps", w, str(base),
+                                                placement=pl, hardware=hw).ep_s, rel=1e-12)
+    with pytest.raises(InvalidSpecError, match="a divisor of dp x cp"):
+        parse_strategy("dp=3,cp=2,ep=4")
