@@ -16,13 +16,16 @@ the peak resident memory of this process and of its largest worker.  With ``--sp
 Llama 3 405B on 16,384 H100 over every default family at $200M (2,048 servers: the
 low-degree direct-connect fabrics put ring neighbours hundreds of links apart; it did not
 answer in 10 minutes and grew a worker past 18 GB before multiring was timed from its
-steps).
+steps).  With ``--nvl72``, Llama 3 405B on 256 GB200 NVL72 racks (18,432 GPUs) over every
+default family at 2025-2026 part prices, $50M and $200M: the degree grid reaches one link
+per GPU (72 per rack) and the racks' own NVLink trays are not priced as network.
 
 Prints a table and appends it to ``experiments/benchmarks/RESULTS.md``.
 
 Usage::
 
-    python experiments/benchmarks/bench_whatif.py [--llm] [--scale] [--sparse] [--finalists 3]
+    python experiments/benchmarks/bench_whatif.py [--llm] [--scale] [--sparse] [--nvl72]
+        [--finalists 3]
         [--evaluations 12] [--workers 2] [--exhaustive] [--mix-transfer] [--no-append]
 
 ``--exhaustive`` also answers each question with every affordable timed fabric searched
@@ -44,7 +47,7 @@ TARGET_S = 60.0
 
 
 def run(label, budgets, servers, mix, gpu, finalists, evaluations, workers,
-        families=None, target_s=TARGET_S, exhaustive=False):
+        families=None, target_s=TARGET_S, exhaustive=False, catalog=None):
     import resource
 
     from search.per_fabric import SearchBudget
@@ -53,7 +56,7 @@ def run(label, budgets, servers, mix, gpu, finalists, evaluations, workers,
     def ask(finalists):
         return run_whatif(budgets, servers=servers, workloads=parse_mix(mix), gpu=gpu,
                           finalists=finalists, workers=workers,
-                          families=families or DEFAULT_FAMILIES,
+                          families=families or DEFAULT_FAMILIES, catalog=catalog,
                           search=SearchBudget(evaluations) if evaluations else None)
 
     t0 = time.perf_counter()
@@ -132,6 +135,8 @@ def main(argv=None) -> int:
                     help="also Llama 3 405B on 32,768 H100 (leaf-spine; several minutes)")
     ap.add_argument("--sparse", action="store_true",
                     help="also Llama 3 405B on 16,384 H100 over every default family")
+    ap.add_argument("--nvl72", action="store_true",
+                    help="also Llama 3 405B on 256 GB200 NVL72 racks (parts-2026 prices)")
     ap.add_argument("--finalists", type=int, default=3)
     ap.add_argument("--evaluations", type=int, default=12)
     ap.add_argument("--workers", type=int, default=2, help="the CLI's default")
@@ -158,6 +163,10 @@ def main(argv=None) -> int:
     if args.sparse:
         rows += run("llama3-405b 16k GPUs, every family", (2e8,), 2048, "llama3-405b", "H100",
                     args.finalists, args.evaluations, args.workers, target_s=900.0)
+    if args.nvl72:
+        rows += run("llama3-405b 256 NVL72 racks, every family", (5e7, 2e8), 256,
+                    "llama3-405b", "GB200-NVL72", args.finalists, args.evaluations,
+                    args.workers, target_s=900.0, catalog="parts-2026")
     print_rows(rows)
     if not args.no_append:
         cmd = "python experiments/benchmarks/bench_whatif.py " + " ".join(
