@@ -146,7 +146,8 @@ def shared_cluster(fabric_spec: FabricSpec, *, servers: int = 432, degree: int =
                       f"{job_servers} servers")
     hw = dataclasses.replace(get_hardware(gpu), gpus_per_server=gpus_per_server)
     # Sizes and degrees a fabric cannot have are the caller's values, refused before any
-    # work (a Fat-tree needs k^3/4 servers, a job's perms partition d <= its rings).
+    # work (a 2:1 leaf-spine of a prime number of servers, a job's perms partition d <=
+    # its rings).
     for fab, n, field, value in [("perms", job_servers, "degree", degree)] + [
             (f.split("-")[0], servers, "servers", servers) for f in fabrics if f != "topoopt"]:
         try:

@@ -11,8 +11,10 @@ How ``(family, servers, d, B)`` becomes a fabric follows TopoOpt (NSDI'23,
 Section 5.1), which compares architectures at equal ``d`` and ``B``:
 
 * ``fattree``: full-bisection k-ary fat-tree with links of ``d x B`` ("each
-  server has one NIC and the bandwidth of each link is d x B"); needs
-  ``servers = k^3/4`` for an even ``k`` (16, 54, 128, 250, 432, ...).
+  server has one NIC and the bandwidth of each link is d x B"), ``servers = k^3/4``
+  for an even ``k`` (16, 54, 128, 250, 432, ...); any other number of servers gets
+  the smallest such fat-tree that holds them, partially populated (``fattree:servers=
+  N,radix=k``: only the switches with servers below them, full bisection above).
 * ``leafspine``: the "Oversub. Fat-tree": a two-tier leaf-spine, links of
   ``d x B``, oversubscription ``oversub`` (default 2:1); each leaf holds the
   largest divisor of ``servers`` that is at most ``servers / 2`` and a whole
@@ -44,8 +46,8 @@ Section 5.1), which compares architectures at equal ``d`` and ``B``:
   the spec when it differs from the families' default, NVLink 4's 450 GB/s (H100/H200
   specs stay as they were).
 
-A design that cannot be built (e.g. a torus of odd degree, a fat-tree of 20
-servers) raises :class:`~codesign.errors.InfeasibleError` with the reason.
+A design that cannot be built (e.g. a torus of odd degree, a leaf-spine of a prime
+number of servers at 2:1) raises :class:`~codesign.errors.InfeasibleError` with the reason.
 """
 
 from __future__ import annotations
@@ -103,13 +105,16 @@ class DesignPoint:
 
 # ------------------------------------------------------------- design -> spec
 def _fattree(p: DesignPoint) -> str:
-    k = round((4 * p.servers) ** (1 / 3))
-    k += k % 2  # fat-trees need an even k
-    if k < 2 or k ** 3 // 4 != p.servers or k ** 3 % 4:
-        sizes = ", ".join(str(j ** 3 // 4) for j in range(2, 12, 2))
-        raise InfeasibleError(f"fattree needs k^3/4 servers for an even k ({sizes}, ...), "
-                              f"not {p.servers}", reason="shape")
-    return f"fattree:k={k},bw={spec_rate(p.degree * p.link_bandwidth_Bps)}"
+    rate = spec_rate(p.degree * p.link_bandwidth_Bps)
+    k = 2
+    while k ** 3 // 4 < p.servers:   # the smallest even k whose fat-tree holds them
+        k += 2
+    if k ** 3 // 4 == p.servers:
+        return f"fattree:k={k},bw={rate}"
+    # Any other count: that k-ary fat-tree partially populated -- the switches with
+    # servers below them, full bisection above (topologies.families.gpu_clos), as a
+    # cluster of 256 or 2,048 servers is built.
+    return f"fattree:servers={p.servers},radix={k},bw={rate}"
 
 
 def _leafspine(p: DesignPoint) -> str:

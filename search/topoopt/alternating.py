@@ -388,10 +388,7 @@ def baseline_topologies(spec: OptimizeSpec, topoopt_cost_usd: float) -> dict[str
         try:
             if name == "fattree":
                 rate, cost = cost_equivalent_fattree(n, topoopt_cost_usd, degree=d)
-                try:
-                    topo = point("fattree", rate)
-                except CodesignError:  # not k^3/4 servers: a full-bisection leaf-spine
-                    topo = point("leafspine", rate, oversub=1.0)
+                topo = point("fattree", rate)   # partly populated when not k^3/4 servers
                 out[name] = (topo, cost, f"cost-equivalent: server links {d} x "
                                          f"{rate * 8 / 1e9:g} Gbps")
             elif name == "fattree-oversub":

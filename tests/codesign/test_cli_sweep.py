@@ -49,10 +49,10 @@ def test_bad_sweep_file_is_one_line_exit_2(tmp_path, capsys):
 
 
 def test_sweep_without_a_complete_trial_exits_1_with_reasons(tmp_path, capsys, ray_cluster):
-    # 8 servers is no k^3/4 fat-tree: every trial is pruned as unbuildable.
+    # A torus of odd degree does not exist: every trial is pruned as unbuildable.
     cfg = tmp_path / "s.yaml"
     cfg.write_text(yaml.safe_dump({**SPEC, "study": "none", "space": {
-        **SPEC["space"], "families": ["fattree"]}}))
+        **SPEC["space"], "families": ["torus"], "degree": [3]}}))
     assert main(["sweep", str(cfg), "--results", str(tmp_path / "res"), "--json"]) == 1
     captured = capsys.readouterr()
     out = json.loads(captured.out)

@@ -566,8 +566,10 @@ def test_ring_schedules_are_refused_by_their_routed_length(capsys):
     (["simulate", "ring:8", "--schedule", "s.json", "--send", "0:1:1MiB"],
      "no --send with --schedule"),
     # (exit 1 "infeasible" before: values the user gave that no fabric can have)
-    (["whatif", "--shared-cluster", "--servers", "100000"], "servers 100000: expected one "
-                                                            "the fattree fabric can have"),
+    # (100,000 servers: a partly populated fat-tree exists, its all-pairs routes do not fit)
+    (["whatif", "--shared-cluster", "--servers", "100000"], "all-pairs hop matrix"),
+    (["whatif", "--shared-cluster", "--servers", "433"], "servers 433: expected one "
+                                                         "the leafspine fabric can have"),
     (["whatif", "--shared-cluster", "--degree", "1000"], "degree 1000"),
     (["whatif", "--shared-cluster", "--servers", "100"], "at least 432 for 27 jobs")])
 def test_arguments_that_would_be_ignored_are_refused(capsys, argv, needle):

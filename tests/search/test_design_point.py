@@ -24,6 +24,9 @@ def _p(family, servers=16, degree=4, bw=G100, **kw):
     (_p("torus", servers=36), "torus:6x6,bw=100Gbps"),        # not 3x12 or 4x9
     (_p("fattree", degree=2), "fattree:k=4,bw=200Gbps"),      # links of d x B
     (_p("fattree", servers=54, degree=1), "fattree:k=6,bw=100Gbps"),
+    # not k^3/4: the smallest k-ary fat-tree that holds them, partially populated
+    (_p("fattree", servers=20), "fattree:servers=20,radix=6,bw=400Gbps"),
+    (_p("fattree", servers=2048, degree=8), "fattree:servers=2048,radix=22,bw=800Gbps"),
     (_p("leafspine", degree=2), "leafspine:16,oversub=2,hosts_per_leaf=8,bw=200Gbps"),
     (_p("leafspine", servers=12, degree=1, oversub=3.0),
      "leafspine:12,oversub=3,hosts_per_leaf=6,bw=100Gbps"),
@@ -40,7 +43,6 @@ def test_specs_by_hand(point, spec):
 @pytest.mark.parametrize("point, match", [
     (_p("torus", degree=3), "even degree"),
     (_p("torus", degree=6), "3-dimensional torus"),
-    (_p("fattree", servers=20), "k\\^3/4"),
     (_p("perms", servers=12, degree=5), "only 4 ring permutations"),
     (_p("leafspine", servers=7, oversub=2.0), "leafspine of 7"),
 ])
@@ -70,3 +72,16 @@ def test_every_default_family_builds_at_16_servers_with_degree_d(family):
 def test_points_pickle_for_ray():
     p = _p("expander", seed=3)
     assert pickle.loads(pickle.dumps(p)) == p
+
+
+@pytest.mark.parametrize("servers", [8, 20, 100, 256])
+def test_a_partly_populated_fattree_keeps_full_bisection(servers):
+    # The closed form of a full-bisection fabric: half the servers' injection; at k^3/4
+    # servers the partly populated spec is the k-ary fat-tree itself.
+    from topologies.registry import from_spec
+
+    t = from_spec(topology_spec_for(_p("fattree", servers=servers)))
+    assert t.npus == servers
+    assert t.params["bisection_Bps"] == pytest.approx(servers * 4 * G100 / 2)
+    full, part = from_spec("fattree:k=8"), from_spec("fattree:servers=128,radix=8")
+    assert (full.switches, full.n_links) == (part.switches, part.n_links)
