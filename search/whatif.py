@@ -126,7 +126,9 @@ def default_degrees(gpus_per_server: int) -> tuple[int, ...]:
     -- would never be priced at its own design on that grid, so its degrees are the
     divisors ``d`` of the GPU count with ``d`` or ``gpus / d`` a power of two: up to 8
     links, then one link per 8, 4, 2 and 1 GPUs (72: 1, 2, 4, 8, 9, 18, 36, 72), every
-    link serving the same number of GPUs and the grid no larger.
+    link serving the same number of GPUs; ``2 (k + 1)`` degrees where ``2^k`` is the
+    largest power of two dividing the GPU count (8 for 72, as the 8-GPU grid; ``k + 1``
+    when the count is ``2^k``).
 
     Examples
     --------

@@ -391,7 +391,9 @@ def test_default_degrees_reach_one_link_per_gpu():
     for g in range(9, 300):
         ds = default_degrees(g)
         assert ds[-1] == g and ds == tuple(sorted(set(ds)))
-        assert all(g % d == 0 for d in ds) and len(ds) <= 8 + 8
+        assert all(g % d == 0 for d in ds)
+        k = (g & -g).bit_length() - 1              # 2^k: the largest power of two dividing g
+        assert len(ds) == (k + 1 if g == 2 ** k else 2 * (k + 1))
 
 
 def test_nvl72_racks_are_priced_up_to_one_link_per_gpu_without_their_trays():
