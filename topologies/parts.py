@@ -432,7 +432,9 @@ def _switch_node(ports: int, model: SwitchModel) -> tuple[int, int]:
     radix = model.ports
     if ports <= radix:
         return 1, 0
-    half = max(1, radix // 2)
+    if radix < 4:   # a box of 2 or 3 ports makes no Clos (it would never grow): boxes alone
+        return math.ceil(ports / radix), 0
+    half = radix // 2
     tiers = 2
     while 2 * half ** tiers < ports:
         tiers += 1
