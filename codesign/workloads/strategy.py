@@ -28,9 +28,9 @@ The strategy string is fixed by docs/architecture.md section 6::
   ``--expert-tensor-parallel-size``; "MoE parallel folding", Liu et al. 2025, arXiv
   2504.14960): ``tp`` (the default: experts split like the dense layers) or ``1``:
   the expert layers fold the ``tp x dp`` ranks of a stage (``tp x dp x cp`` with
-  context parallelism) into ``ep`` expert-parallel ranks times ``tp x dp / ep``
-  expert-data-parallel replicas (``ep`` divides ``tp x dp``, so it may exceed ``dp``),
-  every expert whole on its rank; tokens reach it by
+  context parallelism, read so below) into ``ep`` expert-parallel ranks times ``tp x
+  dp / ep`` expert-data-parallel replicas (``ep`` divides ``tp x dp``, so it may exceed
+  ``dp``), every expert whole on its rank; tokens reach it by
   the all-to-all from the sequence-parallel split (so ``etp=1`` with ``tp > 1`` needs
   ``sp=true``, as Megatron-core requires), and the routed experts' output needs
   no tensor-parallel reduction (shared experts, split like the dense layers, keep it).
