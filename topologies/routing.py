@@ -117,8 +117,10 @@ class _Tables:
         self.best: np.ndarray | None = None
         self.in_nbrs: tuple[np.ndarray, np.ndarray | None] | None = None
         #: Hop-count rows of single sources (int16 where the node count allows), kept
-        #: where the full tables do not fit (:func:`_row_blocks`).
+        #: where the full tables do not fit (:func:`_row_blocks`), and the predecessor
+        #: rows of the sources searched for paths.
         self.rows: dict[int, np.ndarray] = {}
+        self.pred_rows: dict[int, np.ndarray] = {}
         self.rows_bytes = 0
 
     def nbytes(self) -> int:
@@ -127,7 +129,7 @@ class _Tables:
 
     def clear(self) -> None:
         self.hops = self.pred = self.best = self.in_nbrs = None
-        self.rows, self.rows_bytes = {}, 0
+        self.rows, self.pred_rows, self.rows_bytes = {}, {}, 0
 
 
 #: Share of the memory limit (:mod:`codesign.resources`) the routing tables of all
@@ -226,13 +228,15 @@ def _row_blocks(topology, sources: np.ndarray, *, pred: bool = True):
     rows take at most a sixteenth of the memory limit; from the kept tables when
     :func:`_tables_fit`.
 
-    Without the tables, the hop rows of every source searched are kept (int16, within the
-    tables' share, :func:`_make_room`): an evaluation asks for the hop counts of the
-    pairs it used and ECMP for its sources' rows, again for every strategy of a search,
-    and a 16,384-GPU fabric's rows take a minute to search and 650 MB to keep.  With
-    ``pred=False`` only hop rows are wanted (``None`` in the third place) and kept rows
-    are not searched again.  Blocks hold sources in ascending order; with the tables,
-    the one block is every node (callers pick their rows by :func:`numpy.searchsorted`)."""
+    Without the tables, the rows of every source searched are kept (int16 where the node
+    count allows, within the tables' share, :func:`_make_room`): hop rows, and
+    predecessor rows when paths were asked.  An evaluation asks for the hop counts of the
+    pairs it used and for its sources' paths (ring steps, ECMP), several times and again
+    for every strategy of a search: a 98,304-GPU leaf-spine's evaluation spent 83 % of
+    its 44 s searching the same sources again.  With ``pred=False`` only hop rows are
+    wanted (``None`` in the third place).  Blocks hold sources in ascending order; with
+    the tables, the one block is every node (callers pick their rows by
+    :func:`numpy.searchsorted`)."""
     from codesign.resources import check_count, memory_limit
 
     if _tables_fit(topology):   # the tables themselves, rows by node id (no copies)
@@ -242,8 +246,8 @@ def _row_blocks(topology, sources: np.ndarray, *, pred: bool = True):
     sources = np.unique(np.asarray(sources, dtype=np.int64))
     n = topology.n_nodes
     tab = _tables(topology)
-    todo = sources if pred else np.array([x for x in sources.tolist() if x not in tab.rows],
-                                         dtype=np.int64)
+    kept = tab.pred_rows if pred else tab.rows
+    todo = np.array([x for x in sources.tolist() if x not in kept], dtype=np.int64)
     check_count("minimum-hop routes by breadth-first search (diameter, routes)", "nodes", n,
                 float(todo.size) * (n + topology.n_links),
                 "use a smaller network, or commands that need no all-pairs routes "
@@ -251,37 +255,45 @@ def _row_blocks(topology, sources: np.ndarray, *, pred: bool = True):
     step = max(1, int(memory_limit() / 16 / (24.0 * n)))
     for a in range(0, sources.size, step):
         block = sources[a:a + step]
-        missing = block if pred else block[~np.isin(block, list(tab.rows))]
+        missing = block[np.isin(block, todo)] if todo.size else block[:0]
         # The kept rows this block uses, taken before the search below: keeping the new
         # rows may evict them (_make_room), and a full share keeps none of the new ones
         # (a 100,000-server leaf-spine's routes failed with a KeyError).
-        have = {x: tab.rows[x] for x in block.tolist() if x in tab.rows} \
-            if missing.size < block.size else {}
+        have = {x: (tab.rows[x], tab.pred_rows.get(x)) for x in block.tolist()
+                if x in kept} if missing.size < block.size else {}
         hops = preds = None
         if missing.size:
             hops, preds = _bfs(topology, missing)
-            _keep_rows(topology, tab, missing, hops)
+            _keep_rows(topology, tab, missing, hops, preds if pred else None)
         if missing.size == block.size:
-            yield block, hops, preds
+            yield block, hops, preds if pred else None
         else:
-            fresh = dict(zip(missing.tolist(), hops)) if missing.size else {}
-            yield block, np.stack([have[x] if x in have else fresh[x]
-                                   for x in block.tolist()]).astype(np.int32), None
+            fresh = dict(zip(missing.tolist(), zip(hops, preds))) if missing.size else {}
+            rows = [have[x] if x in have else fresh[x] for x in block.tolist()]
+            yield (block, np.stack([r[0] for r in rows]).astype(np.int32),
+                   np.stack([r[1] for r in rows]).astype(np.int32) if pred else None)
 
 
-def _keep_rows(topology, tab: _Tables, sources: np.ndarray, hops: np.ndarray) -> None:
-    """Keep the hop rows of ``sources`` while the tables' share has room for them."""
+def _keep_rows(topology, tab: _Tables, sources: np.ndarray, hops: np.ndarray,
+               preds: np.ndarray | None = None) -> None:
+    """Keep the hop rows of ``sources`` (and their predecessor rows, when given) while
+    the tables' share has room for them."""
     from codesign.resources import memory_limit
 
-    small = hops.astype(np.int16 if topology.n_nodes < 2 ** 15 else np.int32)
-    nbytes = int(small.nbytes)
+    kind = np.int16 if topology.n_nodes < 2 ** 15 else np.int32   # (scipy's "none": -9999)
+    small = hops.astype(kind)
+    extra = None if preds is None else preds.astype(kind)
+    nbytes = int(small.nbytes) + (0 if extra is None else int(extra.nbytes))
     _make_room(topology, nbytes)
     if tab.nbytes() + nbytes > TABLES_SHARE * memory_limit():
         return      # this topology's rows alone fill the share: search again later
-    for x, row in zip(sources.tolist(), small):
+    for i, x in enumerate(sources.tolist()):
         if x not in tab.rows:
-            tab.rows[x] = row
-            tab.rows_bytes += int(row.nbytes)
+            tab.rows[x] = small[i]
+            tab.rows_bytes += int(small[i].nbytes)
+        if extra is not None and x not in tab.pred_rows:
+            tab.pred_rows[x] = extra[i]
+            tab.rows_bytes += int(extra[i].nbytes)
 
 
 def _pair_blocks(topology, src: np.ndarray, *, pred: bool = True):

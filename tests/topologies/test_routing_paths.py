@@ -285,3 +285,36 @@ def test_gpus_of_one_scaleup_domain_talk_over_its_crossbar(spec, method):
         got = [links[ptr[i]:ptr[i + 1]].tolist() for i in np.flatnonzero(cross)]
         assert got == [alone[1][alone[0][j]:alone[0][j + 1]].tolist()
                        for j in range(int(cross.sum()))]
+
+
+def test_predecessor_rows_searched_once_are_kept_within_the_share(monkeypatch):
+    # Paths without all-pairs tables: an evaluation asks the same sources' paths several
+    # times (ring steps, ECMP phases), and again for every strategy of a search; a
+    # 98,304-GPU leaf-spine's evaluation spent 83 % of its time searching them again.
+    # The second ask searches nothing; the paths are the full tables' (oracle).
+    from codesign.resources import memory_limit_scope
+    from topologies import routing
+
+    full = from_spec("fattree:k=4")
+    n = full.n_nodes
+    s, d = (a.ravel() for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
+    want = (shortest_paths(full, s, d), ecmp_hashed_paths(full, s, d, seed=5))
+    t = from_spec("fattree:k=4")
+    limit = 16 * 24.0 * n * 3
+    monkeypatch.setattr(routing, "TABLES_SHARE", 8.0 * n * n / limit)   # rows, not tables
+    searched = []
+    bfs = routing._bfs
+    monkeypatch.setattr(routing, "_bfs", lambda topo, src: searched.append(
+        topo.n_nodes if src is None else len(src)) or bfs(topo, src))
+    with memory_limit_scope(limit):
+        first = (shortest_paths(t, s, d), ecmp_hashed_paths(t, s, d, seed=5))
+        done = sum(searched)
+        again = (shortest_paths(t, s, d), ecmp_hashed_paths(t, s, d, seed=5),
+                 routing.hop_counts(t, s, d))
+    assert done == n and sum(searched) == n            # every source searched once
+    for got in (first, again[:2]):
+        for (p1, l1), (p2, l2) in zip(want, got):
+            assert np.array_equal(p1, p2) and np.array_equal(l1, l2)
+    assert np.array_equal(again[2], routing.hop_counts(full, s, d))
+    tab = routing._tables(t)
+    assert tab.hops is None and len(tab.rows) == len(tab.pred_rows) == n
