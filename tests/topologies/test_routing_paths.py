@@ -183,6 +183,17 @@ def test_routes_without_all_pairs_tables_equal_those_with_them(spec, monkeypatch
     assert np.array_equal(want[2], got[2]) and want[3] == got[3] and want[4] == got[4]
 
 
+def _count_searches(monkeypatch) -> list[int]:
+    """Sources of every breadth-first search ``topologies.routing`` runs from now on."""
+    from topologies import routing
+
+    searched: list[int] = []
+    bfs = routing._bfs
+    monkeypatch.setattr(routing, "_bfs", lambda topo, src: searched.append(
+        topo.n_nodes if src is None else len(src)) or bfs(topo, src))
+    return searched
+
+
 def test_hop_rows_searched_once_are_kept_within_the_share(monkeypatch):
     # Tables that do not fit, rows that do: a second ask for the same sources' hop
     # counts searches nothing, and the answers are the tables' (oracle: the full tables).
@@ -196,10 +207,8 @@ def test_hop_rows_searched_once_are_kept_within_the_share(monkeypatch):
     t = from_spec("fattree:k=4")
     limit = 16 * 24.0 * n * 3
     monkeypatch.setattr(routing, "TABLES_SHARE", 4.0 * n * n / limit)   # rows, not tables
-    searched = []
-    bfs = routing._bfs
-    monkeypatch.setattr(routing, "_bfs", lambda topo, src: searched.append(
-        topo.n_nodes if src is None else len(src)) or bfs(topo, src))
+    bfs = routing._bfs                                 # (restored below)
+    searched = _count_searches(monkeypatch)
     with memory_limit_scope(limit):
         first = routing.hop_counts(t, s, d)
         done = sum(searched)
@@ -302,10 +311,7 @@ def test_predecessor_rows_searched_once_are_kept_within_the_share(monkeypatch):
     t = from_spec("fattree:k=4")
     limit = 16 * 24.0 * n * 3
     monkeypatch.setattr(routing, "TABLES_SHARE", 8.0 * n * n / limit)   # rows, not tables
-    searched = []
-    bfs = routing._bfs
-    monkeypatch.setattr(routing, "_bfs", lambda topo, src: searched.append(
-        topo.n_nodes if src is None else len(src)) or bfs(topo, src))
+    searched = _count_searches(monkeypatch)
     with memory_limit_scope(limit):
         first = (shortest_paths(t, s, d), ecmp_hashed_paths(t, s, d, seed=5))
         done = sum(searched)
