@@ -18,14 +18,16 @@ low-degree direct-connect fabrics put ring neighbours hundreds of links apart; i
 answer in 10 minutes and grew a worker past 18 GB before multiring was timed from its
 steps).  With ``--nvl72``, Llama 3 405B on 256 GB200 NVL72 racks (18,432 GPUs) over every
 default family at 2025-2026 part prices, $50M and $200M: the degree grid reaches one link
-per GPU (72 per rack) and the racks' own NVLink trays are not priced as network.
+per GPU (72 per rack) and the racks' own NVLink trays are not priced as network.  With
+``--huge``, Llama 3 405B on 98,304 H100 (12,288 servers, leaf-spine, $1B): no answer in 18
+minutes before routing kept the predecessor rows it searched.
 
 Prints a table and appends it to ``experiments/benchmarks/RESULTS.md``.
 
 Usage::
 
     python experiments/benchmarks/bench_whatif.py [--llm] [--scale] [--sparse] [--nvl72]
-        [--finalists 3]
+        [--huge] [--finalists 3]
         [--evaluations 12] [--workers 2] [--exhaustive] [--mix-transfer] [--no-append]
 
 ``--exhaustive`` also answers each question with every affordable timed fabric searched
@@ -137,6 +139,8 @@ def main(argv=None) -> int:
                     help="also Llama 3 405B on 16,384 H100 over every default family")
     ap.add_argument("--nvl72", action="store_true",
                     help="also Llama 3 405B on 256 GB200 NVL72 racks (parts-2026 prices)")
+    ap.add_argument("--huge", action="store_true",
+                    help="also Llama 3 405B on 98,304 H100 (leaf-spine; about 10 minutes)")
     ap.add_argument("--finalists", type=int, default=3)
     ap.add_argument("--evaluations", type=int, default=12)
     ap.add_argument("--workers", type=int, default=2, help="the CLI's default")
@@ -167,6 +171,10 @@ def main(argv=None) -> int:
         rows += run("llama3-405b 256 NVL72 racks, every family", (5e7, 2e8), 256,
                     "llama3-405b", "GB200-NVL72", args.finalists, args.evaluations,
                     args.workers, target_s=900.0, catalog="parts-2026")
+    if args.huge:
+        rows += run("llama3-405b 98k GPUs", (1e9,), 12288, "llama3-405b", "H100",
+                    args.finalists, args.evaluations, args.workers, families=("leafspine",),
+                    target_s=1800.0)
     print_rows(rows)
     if not args.no_append:
         cmd = "python experiments/benchmarks/bench_whatif.py " + " ".join(
