@@ -283,12 +283,13 @@ def _price(point: SweepPoint) -> tuple[str, float]:
     """``(spec, cost_usd)`` of a grid fabric without timing it (raises if unbuildable)."""
     from search.design_point import DesignPoint, topology_spec_for
 
+    hardware = point.hardware()
     if point.family == "topoopt":
-        return "", float(network_cost(point).total_usd)
+        return "", float(network_cost(point, hardware=hardware).total_usd)
     spec = topology_spec_for(DesignPoint(point.family, point.servers, point.degree,
                                          point.link_bandwidth_Bps, seed=point.seed,
-                                         oversub=point.oversub), point.hardware())
-    return spec, float(network_cost(point, cached_topology(spec)).total_usd)
+                                         oversub=point.oversub), hardware)
+    return spec, float(network_cost(point, cached_topology(spec), hardware).total_usd)
 
 
 def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,

@@ -343,13 +343,15 @@ def _catalog(name: str):
     return load_catalog(name)
 
 
-def network_cost(point: SweepPoint, topology=None):
+def network_cost(point: SweepPoint, topology=None, hardware=None):
     """The :class:`~topologies.cost.CostBreakdown` of a trial's fabric in its catalog.
 
     ``topology`` is the built fabric (``None`` for ``topoopt``, whose graph depends on
     the strategies: its price does not -- ``degree`` interfaces per server through the
     look-ahead patch panels, TopoOpt Appendix C/G -- so a parts catalog prices the
-    ``perms`` fabric with the same interfaces).
+    ``perms`` fabric with the same interfaces).  ``hardware`` is the point's
+    (:meth:`SweepPoint.hardware`, looked up when not given; a hardware file is read
+    each time).
 
     Raises
     ------
@@ -367,7 +369,8 @@ def network_cost(point: SweepPoint, topology=None):
         topology = cached_topology(topology_spec_for(DesignPoint(
             "perms", point.servers, point.degree, point.link_bandwidth_Bps, seed=point.seed)))
     # The server price (the TCO's) includes the server's own scale-up domain.
-    return topology_cost(topology, catalog=cat, server_gpus=point.hardware().gpus_per_server)
+    hw = point.hardware() if hardware is None else hardware
+    return topology_cost(topology, catalog=cat, server_gpus=hw.gpus_per_server)
 
 
 def evaluate_trial(point: SweepPoint, fixed=None) -> TrialOutcome:
@@ -434,7 +437,7 @@ def evaluate_trial(point: SweepPoint, fixed=None) -> TrialOutcome:
                                      hardware)
             topo = cached_topology(spec)
             topo.diameter  # all-pairs hops: refused here (pruned) above the memory limit
-        cost = network_cost(point, topo)
+        cost = network_cost(point, topo, hardware)
     except CodesignError as exc:
         return done("pruned", f"unbuildable: {type(exc).__name__}: {_one_line(exc)}",
                     topology_spec=spec or None)
