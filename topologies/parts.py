@@ -373,6 +373,7 @@ def parts_cost(topology, catalog: PartsCatalog | None = None, *, server_gpus: in
     big = False
     if at_sw.any():
         rates_sw = np.unique(end_rate[at_sw])
+        inner_optic = {m: _inner_optic(cat, m) for m in cat.switches}   # per model, once
         for r in rates_sw:
             s = at_sw & (end_rate == r)
             ports = np.bincount(ends[s], weights=end_lanes[s], minlength=n_nodes)[npus:]
@@ -382,11 +383,11 @@ def parts_cost(topology, catalog: PartsCatalog | None = None, *, server_gpus: in
             per_link = {m: max(1, math.ceil(r / m.port_rate_Bps * (1 - _RTOL)))
                         for m in cat.switches}
             for p, n_sw in zip(*np.unique(ports, return_counts=True)):
-                options = [(m, *_switch_node(int(p) * per_link[m], m), _inner_optic(cat, m))
-                           for m in cat.switches]
-                best, units, inner, (part, each, optic, fibre) = min(
-                    options, key=lambda o: (o[1] * o[0].usd + o[2] * (
-                        o[3][1] * o[3][2].usd + o[3][3]), o[0].power_w))
+                lanes = {m: int(p) * per_link[m] for m in cat.switches}
+                best = min(cat.switches, key=lambda m: (
+                    _node_usd(lanes[m], m, inner_optic[m]), m.power_w))
+                units, inner = _switch_node(lanes[best], best)
+                part, each, optic, fibre = inner_optic[best]
                 big |= units > 1
                 t.add("switch", units * n_sw, best.usd, best.power_w)
                 if inner:
@@ -440,6 +441,15 @@ def _switch_node(ports: int, model: SwitchModel) -> tuple[int, int]:
         tiers += 1
     return ((tiers - 1) * math.ceil(ports / half) + math.ceil(ports / radix),
             (tiers - 1) * ports)
+
+
+def _node_usd(ports: int, model: SwitchModel, inner_optic: tuple[str, int, Optic, float]
+              ) -> float:
+    """Price of a switch node of ``ports`` lanes built from ``model`` boxes: the boxes
+    and the inner links' optics and fibre (:func:`_switch_node`, :func:`_inner_optic`)."""
+    units, inner = _switch_node(ports, model)
+    _, each, optic, fibre = inner_optic
+    return units * model.usd + inner * (each * optic.usd + fibre)
 
 
 def _inner_optic(cat: PartsCatalog, model: SwitchModel) -> tuple[str, int, Optic, float]:
