@@ -7,14 +7,17 @@ split), the path walk checked link by link, Topology.route for the batched form.
 import networkx as nx
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codesign.errors import InfeasibleError, InvalidSpecError
-from topologies.registry import from_spec
+from topologies.registry import FAMILIES, family_names, from_spec
 from topologies.routing import (
     all_pairs, ecmp_hashed_paths, ecmp_split_loads, pair_paths, predecessor_walk, route,
     shortest_paths,
 )
 
+family_names()  # import every built-in family before parametrising
 SPECS = ["ring:6", "torus:3x4", "fattree:k=4", "expander:12,degree=3,seed=1", "switch:5",
          "ideal:6,degree=2"]
 
@@ -188,10 +191,40 @@ def _count_searches(monkeypatch) -> list[int]:
     from topologies import routing
 
     searched: list[int] = []
-    bfs = routing._bfs
-    monkeypatch.setattr(routing, "_bfs", lambda topo, src: searched.append(
-        topo.n_nodes if src is None else len(src)) or bfs(topo, src))
+    for name in ("_bfs", "_bfs_hops"):      # paths' predecessor rows, hop rows
+        search = getattr(routing, name)
+        monkeypatch.setattr(routing, name, lambda topo, src, search=search: searched.append(
+            topo.n_nodes if src is None else len(src)) or search(topo, src))
     return searched
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_hop_rows_by_breadth_first_order_equal_dijkstras(name):
+    # Hop rows come from scipy's breadth-first order (15x faster per source at 12,288
+    # servers), paths' predecessors from its unweighted Dijkstra: a minimum hop count
+    # is unique, so both give the same rows. Contract over every registered family.
+    from topologies import routing
+
+    t = from_spec(FAMILIES[name].example)
+    src = np.arange(t.n_nodes)
+    assert np.array_equal(routing._bfs_hops(t, src), routing._bfs(t, src)[0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 12).flatmap(lambda n: st.tuples(
+    st.just(n), st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)),
+                         max_size=3 * n))))
+def test_hop_rows_of_any_directed_graph_equal_dijkstras(graph):
+    # Directed, disconnected, self-loops and parallel links: unreachable nodes are -1.
+    from types import SimpleNamespace
+
+    from topologies import routing
+
+    n, edges = graph
+    e = np.array(edges, dtype=np.int64).reshape(-1, 2)
+    t = SimpleNamespace(n_nodes=n, n_links=len(edges), src=e[:, 0], dst=e[:, 1])
+    src = np.arange(n)
+    assert np.array_equal(routing._bfs_hops(t, src), routing._bfs(t, src)[0])
 
 
 def test_hop_rows_searched_once_are_kept_within_the_share(monkeypatch):
@@ -207,7 +240,6 @@ def test_hop_rows_searched_once_are_kept_within_the_share(monkeypatch):
     t = from_spec("fattree:k=4")
     limit = 16 * 24.0 * n * 3
     monkeypatch.setattr(routing, "TABLES_SHARE", 4.0 * n * n / limit)   # rows, not tables
-    bfs = routing._bfs                                 # (restored below)
     searched = _count_searches(monkeypatch)
     with memory_limit_scope(limit):
         first = routing.hop_counts(t, s, d)
@@ -215,7 +247,6 @@ def test_hop_rows_searched_once_are_kept_within_the_share(monkeypatch):
         again = routing.hop_counts(t, s, d)
         ecmp = ecmp_hashed_paths(t, s, d, seed=5)
     assert done == n and sum(searched) == n            # every source searched once
-    monkeypatch.setattr(routing, "_bfs", bfs)
     assert np.array_equal(first, want) and np.array_equal(again, want)
     assert np.array_equal(ecmp[1], ecmp_hashed_paths(full, s, d, seed=5)[1])
     assert routing._tables(t).hops is None and len(routing._tables(t).rows) == n
