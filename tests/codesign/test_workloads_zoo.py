@@ -14,7 +14,8 @@ from codesign.workloads import get_workload, workload_configs, workload_names
 
 DESIGN_NAMES = ["dlrm", "candle", "bert", "ncf", "resnet50", "vgg16", "resnet152", "gnmt",
                 "transformer-1t", "gpt3-175b", "llama3-8b", "llama3-70b", "llama3-405b",
-                "mixtral-8x7b"]
+                "mixtral-8x7b", "nemotron4-340b", "deepseek-v3", "qwen3-235b-a22b",
+                "gpt-oss-120b"]
 
 
 def test_zoo_has_the_design_names():
@@ -281,6 +282,44 @@ def test_deepseek_v3_latent_attention_and_dense_first_blocks():
     for bad in (dict(kv_lora_rank=0), dict(flash_attention=False)):
         with pytest.raises(InvalidSpecError, match="transformer"):
             get_workload("mixtral-8x7b", **{**DEEPSEEK_V3, **bad})
+
+QWEN3_235B = dict(layers=94, hidden=4096, heads=64, kv_heads=4, head_dim=128, ffn=1536,
+                  experts=128, top_k=8, vocab=151936, seq_len=4096)
+
+
+@pytest.mark.parametrize("name, overrides, total, active, batch", [
+    ("deepseek-v3", DEEPSEEK_V3, 671e9, 37e9, 15360),          # report abstract, Sec. 4.2
+    ("qwen3-235b-a22b", QWEN3_235B, 235e9, 22e9, 8192),        # Qwen3 report Table 2
+    ("gpt-oss-120b", dict(layers=36, experts=128, **GPT_OSS), 116.83e9, None, 1280),
+])
+def test_todays_moe_zoo_entries_are_the_published_models(name, overrides, total, active,
+                                                         batch):
+    # The zoo names build layer for layer what the validation's MoE rows build from
+    # Mixtral with the papers' hyper-parameters (checked against the published totals
+    # above and here), with the published or recipe batch.
+    w = get_workload(name)
+    ref = get_workload("mixtral-8x7b", **overrides)
+    assert [(x.name, x.kind, x.params, x.fwd_flops, x.expert_params) for x in w.layers] == \
+        [(x.name, x.kind, x.params, x.fwd_flops, x.expert_params) for x in ref.layers]
+    assert w.parameters == pytest.approx(total, rel=2e-3) and w.batch_size == batch
+    if active is not None:
+        expert = sum(layer.expert_params for layer in w.layers)
+        k, e = (8, 256) if name == "deepseek-v3" else (8, 128)
+        assert w.parameters - expert + expert * k / e == pytest.approx(active, rel=0.03)
+    assert w.optimizer_bytes_per_param == (8 if name == "deepseek-v3" else 12)
+
+
+def test_nemotron4_340b_matches_the_report():
+    # Nemotron-4 340B technical report Table 1: 96 blocks of hidden 18432, 96 heads with
+    # 8 KV heads, squared-ReLU MLP of 4 x hidden (73728), vocabulary 256000, untied
+    # embeddings, no biases: 340B parameters (the runs of validation/runs.csv).
+    w = get_workload("nemotron4-340b")
+    h, f, v, l, kv = 18432, 73728, 256000, 96, 8 * 192
+    block = h * (h + 2 * kv) + h * h + 2 * h * f            # qkv, output, two MLP GEMMs
+    assert w.parameters == pytest.approx(l * block + 2 * v * h, rel=1e-3)
+    assert w.parameters == pytest.approx(340e9, rel=0.01)
+    assert (w.seq_len, w.batch_size) == (4096, 2304)
+
 
 def test_transformer_1t_matches_megatron_table():
     w = get_workload("transformer-1t")
