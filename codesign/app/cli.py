@@ -1179,7 +1179,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "[,recompute=none|selective|full]"
                    "[,recompute_layers=N]"
                    "[,schedule=1f1b|interleaved|gpipe][,vpp=V][,split=balanced|layers]"
-                   "[,precision=...][,grad_precision=fp32|bf16|fp16][,cp_comm=ring|allgather] "
+                   "[,precision=...][,grad_precision=fp32|bf16|fp16][,cp_comm=ring|allgather]"
+                   "[,recompute_modules=...][,offload_layers=N] "
                    "(default: pure data parallel on every GPU)")
     p.add_argument("--gpus-per-server", type=int,
                    help="GPUs per server (default: the hardware's)")

@@ -101,7 +101,8 @@ from codesign.workloads.model import Layer, Workload
 from codesign.workloads.placement import Placement
 from codesign.workloads.sharding import LayerShard, reruns_forward, shard_layer
 from codesign.workloads.strategy import (
-    Strategy, as_strategy, check_applicable, is_table, layer_strategies, stage_bounds)
+    Strategy, as_strategy, check_applicable, is_table, layer_offload, layer_strategies,
+    stage_bounds)
 
 __all__ = ["Compute", "CollectiveOp", "Transfer", "Demand", "demand_for",
            "DEFAULT_BUCKET_BYTES", "RING_KINDS", "ring_bytes_per_member",
@@ -633,6 +634,11 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     # Each layer's recomputation (full recomputation covers the transformer blocks;
     # recompute_layers only the first blocks of each model chunk).
     layer_s = layer_strategies([layer.name for layer in layers], s, stages)
+    offloaded = layer_offload([layer.name for layer in layers], s, stages)
+    if s.offload_layers is not None and not hw.host_link_Bps:
+        raise invalid("strategy offload_layers", s.offload_layers,
+                      f"omitted on {hw.name}: its catalog entry has no host_bandwidth (the "
+                      "link activations are offloaded over)")
     placed = s.embedding == "model"
     tables = [layer for layer in layers if is_table(layer)] if placed else []
     owners = placement.table_ranks(len(tables)) if placed else ()
@@ -788,6 +794,18 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                     # A whole forward again repeats its communication too.
                     r_ops += [replace(op, phase="backward") for op in tp_f]
                 b_ops += r_ops
+            if offloaded[i]:
+                # Activation offloading (strategy offload_layers): the layer's saved
+                # tensors go to host memory after its forward and come back before its
+                # backward, each copy on its own stream under the next layer's pass
+                # (Megatron-core's offload handler); the layer's own pass time stands for
+                # its neighbour's, as for ZeRO-3's gathers below.  Exposed: the excess.
+                copy_s = shard.activation_bytes_per_sample * b / hw.host_link_Bps
+                for phase, under, ops in (("forward", f_s, f_ops), ("backward", pass_b, b_ops)):
+                    if copy_s > under:
+                        ops.append(Compute(layer.name, phase, ranks_p, copy_s - under, 0.0, p,
+                                           m, kind="offload"))
+                        pass_s[1 if phase == "backward" else 0] += copy_s - under
             if s.zero >= 3:
                 # ZeRO-3 gathers the layer's weights before each pass and prefetches:
                 # the gather runs on its own stream while the layer before it computes

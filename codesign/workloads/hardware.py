@@ -89,6 +89,10 @@ class Hardware:
         Intra-server fabric bandwidth per GPU per direction, bytes/s.
     nic_bandwidth_Bps : float or None
         Scale-out bandwidth per GPU per direction, bytes/s.
+    host_memory_bytes, host_link_Bps : float or None
+        Host (CPU) memory per GPU of the reference server, bytes, and the GPU's link to
+        it per direction, bytes/s (where activations are offloaded, strategy
+        ``offload_layers``); ``None``: not catalogued (no offloading).
     description, source : str
         What it is; where the numbers come from.
     compute : ComputeProfile or None
@@ -107,6 +111,8 @@ class Hardware:
     description: str = ""
     source: str = ""
     compute: ComputeProfile | None = None
+    host_memory_bytes: float | None = None
+    host_link_Bps: float | None = None
 
     def peak_flops(self, dtype: str = "fp16") -> float:
         """Dense peak FLOP/s for number format ``dtype`` (``bf16`` reads ``fp16``,
@@ -170,7 +176,9 @@ class Hardware:
                 "memory_bandwidth_Bps": self.memory_bandwidth_Bps,
                 "gpus_per_server": self.gpus_per_server, "fabric": self.fabric,
                 "fabric_bandwidth_Bps": self.fabric_bandwidth_Bps,
-                "nic_bandwidth_Bps": self.nic_bandwidth_Bps, "source": self.source,
+                "nic_bandwidth_Bps": self.nic_bandwidth_Bps,
+                "host_memory_bytes": self.host_memory_bytes,
+                "host_link_Bps": self.host_link_Bps, "source": self.source,
                 "compute": None if self.compute is None else self.compute.to_dict()}
 
 
@@ -194,7 +202,8 @@ class HardwareCatalog:
 
 
 _GPU_KEYS = ("description", "source", "peak_flops", "memory", "memory_bandwidth",
-             "gpus_per_server", "fabric", "fabric_bandwidth", "nic_bandwidth", "compute")
+             "gpus_per_server", "fabric", "fabric_bandwidth", "nic_bandwidth", "compute",
+             "host_memory", "host_bandwidth")
 _GPU_REQUIRED = ("peak_flops", "memory", "memory_bandwidth", "gpus_per_server",
                  "fabric_bandwidth")
 
@@ -245,6 +254,10 @@ def catalog_from_dict(spec: Any, *, source: str = "",
                                                  bare=BARE_BANDWIDTH_BPS),
             nic_bandwidth_Bps=None if nic is None else parse_bandwidth(
                 nic, field=f"{gw} nic_bandwidth", bare=BARE_BANDWIDTH_BPS),
+            host_memory_bytes=None if g.get("host_memory") is None else parse_size(
+                g["host_memory"], field=f"{gw} host_memory", bare=BARE_MEMORY_BYTES),
+            host_link_Bps=None if g.get("host_bandwidth") is None else parse_bandwidth(
+                g["host_bandwidth"], field=f"{gw} host_bandwidth", bare=BARE_BANDWIDTH_BPS),
             description=texts["description"], source=texts["source"], compute=compute))
     return HardwareCatalog(tuple(gpus), description=get_str(spec, "description", "", where=where),
                            source=source)
@@ -316,6 +329,10 @@ def hardware_to_yaml(hw: Hardware) -> dict[str, Any]:
         "fabric_bandwidth": float(hw.fabric_bandwidth_Bps)}
     if hw.nic_bandwidth_Bps is not None:
         g["nic_bandwidth"] = float(hw.nic_bandwidth_Bps)
+    if hw.host_memory_bytes is not None:
+        g["host_memory"] = float(hw.host_memory_bytes)
+    if hw.host_link_Bps is not None:
+        g["host_bandwidth"] = float(hw.host_link_Bps)
     if hw.compute is not None:
         g["compute"] = hw.compute.to_dict()
     return {"description": f"{hw.name} profile", "gpus": {hw.name: g}}

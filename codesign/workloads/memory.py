@@ -31,7 +31,14 @@ layers save for the backward pass, sharded by the strategy (Korthikanti et al. 2
   full activations (the working set of the backward pass) less what the layers after
   it freed (the output layer, which is not recomputed; with ``recompute_layers`` the
   kept blocks, which free more than a rerun block builds: no working set);
-* context parallelism divides everything by ``cp`` (each rank holds ``s / cp`` tokens).
+* context parallelism divides everything by ``cp`` (each rank holds ``s / cp`` tokens);
+* offloading (strategy ``offload_layers``): the offloaded blocks' activations wait in
+  host memory (``offloaded_bytes``, checked against the hardware's ``host_memory``);
+  the GPU keeps one offloaded layer of one micro-batch on its way out or back in (its
+  largest), as Megatron-core's offload handler copies a layer's tensors while the next
+  one computes -- beside that micro-batch's first kept layer at most (the forward builds
+  the later ones after the copy, the backward frees them before the reload), and beside
+  the other micro-batches in flight.
 
 Micro-batches in flight at stage ``s`` of ``p``: 1F1B ``min(m, p - s)`` (Narayanan et
 al. SC'21, Sec. 2.2), GPipe ``m``, interleaved ``p (1 + (p - 1) / (p v))`` at stage 0
@@ -59,8 +66,8 @@ from codesign.workloads.model import Workload
 from codesign.workloads.placement import Placement
 from codesign.workloads.sharding import activation_bytes_per_sample, shard_layer
 from codesign.workloads.strategy import (
-    Strategy, as_strategy, check_applicable, inflight_microbatches, is_table, layer_strategies,
-    stage_bounds)
+    Strategy, as_strategy, check_applicable, inflight_microbatches, is_table, layer_offload,
+    layer_strategies, stage_bounds)
 
 __all__ = ["MemoryBreakdown", "memory_per_gpu", "check_memory", "activation_bytes_per_sample"]
 
@@ -75,7 +82,9 @@ class MemoryBreakdown:
     (``inflight_microbatches`` may be fractional with the interleaved schedule);
     ``recompute_workspace_bytes`` (part of the activations) is the full activations of
     the layer being recomputed with ``recompute=full``; ``capacity_bytes`` is the
-    GPU's HBM.
+    GPU's HBM.  ``offloaded_bytes`` are the activations kept in host memory instead
+    (``offload_layers``; not part of :attr:`total_bytes`), ``host_capacity_bytes`` the
+    host memory per GPU.
     """
 
     strategy: str
@@ -91,6 +100,8 @@ class MemoryBreakdown:
     microbatch_size: float
     capacity_bytes: float
     recompute_workspace_bytes: float = 0.0
+    offloaded_bytes: float = 0.0
+    host_capacity_bytes: float | None = None
 
     @property
     def total_bytes(self) -> float:
@@ -100,8 +111,15 @@ class MemoryBreakdown:
 
     @property
     def fits(self) -> bool:
-        """Whether :attr:`total_bytes` fits in :attr:`capacity_bytes`."""
-        return self.total_bytes <= self.capacity_bytes
+        """Whether :attr:`total_bytes` fits in :attr:`capacity_bytes` (and the offloaded
+        activations in the host memory)."""
+        return self.total_bytes <= self.capacity_bytes and self.host_fits
+
+    @property
+    def host_fits(self) -> bool:
+        """Whether the offloaded activations fit in the host memory per GPU."""
+        return self.offloaded_bytes <= (self.host_capacity_bytes or 0.0) \
+            if self.offloaded_bytes > 0 else True
 
     def to_dict(self) -> dict[str, Any]:
         return {"strategy": self.strategy, "hardware": self.hardware, "rank": self.rank,
@@ -112,11 +130,19 @@ class MemoryBreakdown:
                 "recompute_workspace_bytes": self.recompute_workspace_bytes,
                 "embedding_bytes": self.embedding_bytes, "total_bytes": self.total_bytes,
                 "capacity_bytes": self.capacity_bytes,
+                "offloaded_bytes": self.offloaded_bytes,
+                "host_capacity_bytes": self.host_capacity_bytes,
                 "inflight_microbatches": self.inflight_microbatches,
                 "microbatch_size": self.microbatch_size, "fits": self.fits}
 
     def message(self) -> str:
         """One line: what the strategy needs and what the hardware has, in GiB."""
+        if self.total_bytes <= self.capacity_bytes and not self.host_fits:
+            host = ("no host memory in its catalog entry" if not self.host_capacity_bytes
+                    else f"{self.host_capacity_bytes / _GIB:.1f} GiB of host memory per GPU")
+            return (f"strategy {self.strategy} offloads {self.offloaded_bytes / _GIB:.1f} "
+                    f"GiB of activations per GPU (rank {self.rank}, stage {self.stage}), "
+                    f"hardware {self.hardware} has {host}")
         return (f"strategy {self.strategy} needs {self.total_bytes / _GIB:.1f} GiB per GPU "
                 f"(rank {self.rank}, stage {self.stage}: weights "
                 f"{self.weights_bytes / _GIB:.1f}, gradients {self.gradients_bytes / _GIB:.1f}, "
@@ -139,7 +165,8 @@ def _recompute_workspace(layers: Any, strategy: Strategy) -> float:
     whole activations, with ``recompute_layers`` (the first blocks of each chunk
     recomputed, the later ones kept) nothing, since the kept blocks free at least as
     much as a block rebuilds."""
-    full = replace(strategy, recompute="none", recompute_layers=None, recompute_modules=None)
+    full = replace(strategy, recompute="none", recompute_layers=None, recompute_modules=None,
+                   offload_layers=None)
     best = freed = unit = kept = 0.0
     for layer, ls in reversed(layers):
         if ls.recompute != "full":
@@ -186,22 +213,37 @@ def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardw
     opt = float(workload.optimizer_bytes_per_param)
 
     stages = stage_bounds(workload, s)
-    layer_s = layer_strategies([layer.name for layer in workload.layers], s, stages)
+    names = [layer.name for layer in workload.layers]
+    layer_s = layer_strategies(names, s, stages)
+    out_flags = layer_offload(names, s, stages)
+
+    def offloaded(start: int, stop: int) -> list[bool]:
+        return [out_flags[i] for i in range(start, stop)
+                if not (placed and is_table(workload.layers[i]))]
+
     per_stage = []
     for p, (start, stop) in enumerate(stages):
         w = g = o = act = 0.0
         kept = [(layer, ls) for layer, ls in zip(workload.layers[start:stop],
                                                  layer_s[start:stop], strict=True)
                 if not (placed and is_table(layer))]
-        for layer, ls in kept:
+        off = host = top = 0.0
+        for (layer, ls), out in zip(kept, offloaded(start, stop), strict=True):
             shard = shard_layer(layer, ls)
             for dw, dg, do in shard.model_state(opt):   # shared, then expert parameters
                 w, g, o = w + dw, g + dg, o + do
-            act += shard.activation_bytes_per_sample
+            a = shard.activation_bytes_per_sample
+            host, off = (host + a, max(off, a)) if out else (host, off)
+            act, top = (act, top) if out else (act + a, max(top, a))
         inflight = inflight_microbatches(s, p) if s.pp > 1 else 1.0
         # Only full recomputation (of all blocks or the first of each chunk) reruns units.
         work = _recompute_workspace(kept, s) * micro if s.recompute == "full" else 0.0
-        per_stage.append((w, g, o, act * micro * inflight + work, inflight, work))
+        # An offloaded layer on its way out (or back in) meets the micro-batch's kept
+        # layers only at the first of them (the forward builds them after it, the
+        # backward frees them before it); the other micro-batches in flight hold theirs.
+        mine = max(act, off + top) if off else act
+        per_stage.append((w, g, o, (act * (inflight - 1) + mine) * micro + work, inflight,
+                          work, host * micro * inflight))
 
     # Ranks' stages, and the tables each rank holds (embedding=model).
     if placement is None:
@@ -218,13 +260,14 @@ def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardw
     common = np.array([sum(x[:4]) for x in per_stage])
     totals = common[stage_of] + tables
     rank = int(np.argmax(totals))
-    w, g, o, act, inflight, work = per_stage[int(stage_of[rank])]
+    w, g, o, act, inflight, work, host = per_stage[int(stage_of[rank])]
     return MemoryBreakdown(
         strategy=str(s), hardware=hw.name, rank=rank, stage=int(stage_of[rank]),
         weights_bytes=w, gradients_bytes=g, optimizer_bytes=o, activations_bytes=act,
         embedding_bytes=float(tables[rank]), inflight_microbatches=inflight,
         microbatch_size=micro, capacity_bytes=hw.memory_bytes,
-        recompute_workspace_bytes=work)
+        recompute_workspace_bytes=work, offloaded_bytes=host,
+        host_capacity_bytes=hw.host_memory_bytes)
 
 
 def check_memory(workload: Workload, strategy: Strategy | str, hardware: Hardware | str,

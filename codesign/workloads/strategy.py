@@ -7,6 +7,7 @@ The strategy string is fixed by docs/architecture.md section 6::
       [,schedule=1f1b|interleaved|gpipe][,vpp=V][,split=balanced|layers]
       [,precision=fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8][,grad_precision=fp32|bf16|fp16]
       [,cp_comm=ring|allgather][,recompute_modules=core_attn+layernorm+mlp+moe_act]
+      [,offload_layers=N]
 
 * ``dp`` data-parallel replicas, ``tp`` Megatron tensor-parallel ranks (Shoeybi et al.
   2019), ``pp`` pipeline stages over ``microbatches`` micro-batches per iteration.  The
@@ -81,6 +82,18 @@ The strategy string is fixed by docs/architecture.md section 6::
   and reruns its forward) and ``moe_act`` (the experts' activation output dropped and
   rerun).  The search does not try them; the sharding rule of
   :mod:`codesign.workloads.sharding` applies them.
+* ``offload_layers``: activation offloading to host memory, Megatron-core's
+  ``cpu_offloading_num_layers`` ("the number of transformer layers for which
+  activations has to be offloaded", ``transformer_config.py``), which NVIDIA's
+  performance recipes set on Grace-based GB200 / GB300 (Megatron-Bridge 25.11,
+  ``scripts/performance/configs/llama``: Llama 3 70B FP8 on GB200 offloads 40 of its 80
+  layers): in each model chunk the first ``N`` transformer blocks copy what they save
+  for the backward pass to host memory after their forward and back before their
+  backward, each copy under the next block's compute (:func:`layer_offload`; the time
+  and memory rules are :mod:`codesign.workloads.demand` and
+  :mod:`codesign.workloads.memory`).  Megatron-core refuses it with activation
+  recomputation, and so does the strategy; at least one block of every chunk stays on
+  the GPU (``N`` below the chunk's blocks, Megatron-core's ``num_layers - 1`` bound).
 * ``schedule``: ``1f1b`` (PipeDream-Flush, Narayanan et al. SC'21 Sec. 2.2.1),
   ``gpipe`` (all forwards, then all backwards: same bubble, every micro-batch in
   flight), ``interleaved`` with ``vpp`` virtual stages per GPU (Narayanan et al. SC'21
@@ -123,12 +136,13 @@ __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRA
            "SCHEDULES", "PRECISIONS",
            "inflight_microbatches", "recompute_modes", "SPLITS", "block_stages",
            "layer_recompute", "layer_strategies", "partial_recompute_counts",
-           "recompute_ladder", "with_expert_parallelism"]
+           "recompute_ladder", "with_expert_parallelism", "layer_offload",
+           "chunk_block_counts"]
 
 #: Keys of the strategy string, in canonical order.
 STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "etp", "embedding", "sp",
                  "recompute", "recompute_layers", "schedule", "vpp", "split", "precision",
-                 "grad_precision", "cp_comm", "recompute_modules")
+                 "grad_precision", "cp_comm", "recompute_modules", "offload_layers")
 #: Activation recomputation modes (Korthikanti et al. 2022, Sec. 5).
 RECOMPUTE = ("none", "selective", "full")
 #: What ``recompute=selective`` may rerun (Megatron-core's ``--recompute-modules``, with
@@ -155,7 +169,7 @@ _FORM = ("dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z][,ep=E][,etp=1|T]"
          "[,schedule=1f1b|interleaved|gpipe]"
          "[,vpp=V][,split=balanced|layers][,precision=fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8]"
          "[,grad_precision=fp32|bf16|fp16][,cp_comm=ring|allgather]"
-         "[,recompute_modules=core_attn+layernorm+mlp+moe_act]")
+         "[,recompute_modules=core_attn+layernorm+mlp+moe_act][,offload_layers=N]")
 _CHOICES = {"embedding": _EMBEDDING, "recompute": RECOMPUTE, "schedule": SCHEDULES,
             "split": SPLITS, "precision": PRECISIONS,
             "grad_precision": tuple(GRAD_PRECISIONS), "cp_comm": CP_COMMS}
@@ -211,6 +225,9 @@ class Strategy:
     cp_comm : str
         ``"ring"`` (K/V passed round a ring under the attention) or ``"allgather"``
         (K/V all-gathered first, exposed); only with ``cp > 1``.
+    offload_layers : int or None
+        Transformer blocks at the start of each model chunk whose saved activations
+        wait in host memory for the backward pass; ``None``: none (module docstring).
 
     Raises
     ------
@@ -237,6 +254,7 @@ class Strategy:
     grad_precision: str | None = None
     cp_comm: str = "ring"
     recompute_modules: tuple[str, ...] | None = None
+    offload_layers: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp", "ep", "cp", "vpp"):
@@ -245,6 +263,12 @@ class Strategy:
             _degree("microbatches", self.microbatches, _MAX_MICROBATCHES)
         if self.recompute_layers is not None:
             _degree("recompute_layers", self.recompute_layers)
+        if self.offload_layers is not None:
+            _degree("offload_layers", self.offload_layers)
+            if self.recompute != "none":
+                raise invalid("strategy offload_layers", self.offload_layers,
+                              f"omitted with recompute={self.recompute}: Megatron-core "
+                              "does not offload activations with recomputation")
         if self.etp is not None:
             _degree("etp", self.etp)
         if isinstance(self.zero, bool) or self.zero not in (0, 1, 2, 3):
@@ -384,6 +408,7 @@ class Strategy:
                 "cp_comm": self.cp_comm,
                 "recompute_modules": (list(self.recompute_modules)
                                       if self.recompute_modules else None),
+                "offload_layers": self.offload_layers,
                 "gpus": self.gpus, "text": str(self)}
 
 
@@ -474,7 +499,7 @@ def parse_strategy(text: str) -> Strategy:
     Strategy(dp=4, tp=8, pp=2, microbatches=16, zero=1, ep=1, etp=None, embedding='data', \
 cp=1, sp=False, recompute='none', recompute_layers=None, schedule='1f1b', vpp=1, \
 split='balanced', precision=None, grad_precision=None, cp_comm='ring', \
-recompute_modules=None)
+recompute_modules=None, offload_layers=None)
     >>> str(parse_strategy("dp=8,tp=8,pp=16,sp=true,recompute=selective"))
     'dp=8,tp=8,pp=16,sp=true,recompute=selective'
     """
@@ -606,7 +631,8 @@ def check_applicable(workload: Any, strategy: Strategy) -> None:
     ``cp > 1`` needs attention layers and a sequence that splits into ``2 cp`` equal
     chunks (causal load balancing); ``sp=true`` a sequence that splits over ``tp x cp``
     ranks; ``embedding=model`` needs tables and ``tp = pp = 1``
-    (TopoOpt's hybrid: tables on servers, the rest data parallel).
+    (TopoOpt's hybrid: tables on servers, the rest data parallel); ``offload_layers``
+    fewer than the blocks of every model chunk.
 
     Raises
     ------
@@ -669,6 +695,14 @@ def check_applicable(workload: Any, strategy: Strategy) -> None:
             raise invalid("strategy embedding", "model",
                           "only with tp=1, pp=1 and cp=1 (tables on servers, the rest data "
                           "parallel)")
+    if s.offload_layers is not None:
+        counts = chunk_block_counts([layer.name for layer in workload.layers], s,
+                                    stage_bounds(workload, s))
+        if s.offload_layers >= min(counts):
+            raise invalid("strategy offload_layers", s.offload_layers,
+                          f"fewer than the transformer blocks of every model chunk "
+                          f"({min(counts)} in the smallest): one stays on the GPU, as "
+                          "Megatron-core requires")
 
 
 def stage_bounds(workload: Any, strategy: Strategy) -> tuple[tuple[int, int], ...]:
@@ -765,22 +799,52 @@ def layer_recompute(names: Any, strategy: Strategy,
     s = strategy
     if s.recompute != "full":
         return (s.recompute,) * len(names)
-    starts, inside = _blocks(names)
-    modes = ["full" if inside[i] else "none" for i in range(len(names))]
+    _, inside = _blocks(names)
     if s.recompute_layers is None:
-        return tuple(modes)
+        return tuple("full" if x else "none" for x in inside)
+    first = _first_blocks(names, stages, s.vpp, s.recompute_layers)
+    return tuple("full" if x else "none" for x in first)
+
+
+def _first_blocks(names: list[str], stages: Any, vpp: int, n: int) -> list[bool]:
+    """For every layer, whether it belongs to the first ``n`` blocks of its model chunk:
+    each stage's blocks in ``vpp`` equal runs, the first runs one longer when they do
+    not divide (Megatron-LM's ``--recompute-method block`` and its activation
+    offloading count blocks of a chunk alike)."""
+    starts, inside = _blocks(names)
+    out = [False] * len(names)
     bounds = starts + [max((i for i in range(len(names)) if inside[i]), default=-1) + 1]
     for start, stop in stages:
         blocks = [k for k in range(len(starts)) if start <= starts[k] < stop]
-        q, r = divmod(len(blocks), s.vpp)
+        q, r = divmod(len(blocks), vpp)
         k0 = 0
-        for c in range(s.vpp):
+        for c in range(vpp):
             size = q + (1 if c < r else 0)
-            for k in blocks[k0 + s.recompute_layers:k0 + size]:    # the kept blocks
+            for k in blocks[k0:k0 + min(n, size)]:
                 for i in range(bounds[k], bounds[k + 1]):
-                    modes[i] = "none"
+                    out[i] = True
             k0 += size
-    return tuple(modes)
+    return out
+
+
+def layer_offload(names: Any, strategy: Strategy, stages: Any) -> tuple[bool, ...]:
+    """Whether each layer's saved activations wait in host memory (``offload_layers``:
+    the first ``N`` transformer blocks of each model chunk; module docstring)."""
+    names = list(names)
+    if strategy.offload_layers is None:
+        return (False,) * len(names)
+    return tuple(_first_blocks(names, stages, strategy.vpp, strategy.offload_layers))
+
+
+def chunk_block_counts(names: Any, strategy: Strategy, stages: Any) -> list[int]:
+    """Transformer blocks of every model chunk (``vpp`` per stage, in stage order)."""
+    starts, _ = _blocks(list(names))
+    out = []
+    for start, stop in stages:
+        count = sum(1 for k in starts if start <= k < stop)
+        q, r = divmod(count, strategy.vpp)
+        out += [q + (1 if c < r else 0) for c in range(strategy.vpp)]
+    return out
 
 
 def partial_recompute_counts(workload: Any, strategy: Strategy) -> tuple[int, ...]:
@@ -821,9 +885,13 @@ def recompute_ladder(workload: Any, strategy: Strategy) -> tuple[Strategy, ...]:
     partial recomputations of :func:`partial_recompute_counts` before ``full``.  The
     feasible start and the search's recomputation move walk it."""
     s = replace(strategy, recompute_layers=None, recompute_modules=None)
-    modes = [replace(s, recompute=m) for m in recompute_modes(workload)]
-    return tuple(modes[:-1] + [replace(s, recompute="full", recompute_layers=n)
-                               for n in partial_recompute_counts(workload, s)] + modes[-1:])
+    # Offloading stays with "none" only (Megatron-core does not combine the two).
+    modes = [replace(s, recompute=m, offload_layers=s.offload_layers if m == "none" else None)
+             for m in recompute_modes(workload)]
+    full = replace(s, offload_layers=None)
+    return tuple(modes[:-1] + [replace(full, recompute="full", recompute_layers=n)
+                               for n in partial_recompute_counts(workload, full)]
+                 + modes[-1:])
 
 
 def layer_strategies(names: Any, strategy: Strategy, stages: Any) -> tuple[Strategy, ...]:
@@ -831,7 +899,8 @@ def layer_strategies(names: Any, strategy: Strategy, stages: Any) -> tuple[Strat
     recomputation mode (:func:`layer_recompute`), which is what the sharding rule of
     :mod:`codesign.workloads.sharding` reads."""
     s = strategy
-    other = {mode: replace(s, recompute=mode, recompute_layers=None, recompute_modules=None)
+    other = {mode: replace(s, recompute=mode, recompute_layers=None, recompute_modules=None,
+                           offload_layers=None)
              for mode in RECOMPUTE if mode != s.recompute}
     return tuple(s if mode == s.recompute else other[mode]
                  for mode in layer_recompute(names, s, stages))

@@ -92,8 +92,8 @@ __all__ = ["IterationResult", "evaluate", "AboveBound", "resolve_system", "resol
 #: Per-purpose communication keys of :class:`IterationResult`.
 PURPOSES = ("dp", "tp", "pp", "ep", "cp", "embedding", "zero")
 #: Keys of :attr:`IterationResult.breakdown`, which add up to the iteration time.
-BREAKDOWN = ("compute_s", "recompute_s", "bubble_s", "tp_s", "dp_s", "pp_s", "ep_s", "cp_s",
-             "embedding_s", "zero_s", "optimizer_s")
+BREAKDOWN = ("compute_s", "recompute_s", "offload_s", "bubble_s", "tp_s", "dp_s", "pp_s",
+             "ep_s", "cp_s", "embedding_s", "zero_s", "optimizer_s")
 _RING = ("allreduce", "reducescatter", "allgather")
 
 
@@ -127,6 +127,7 @@ class IterationResult:
     gpus: int
     cp_s: float = 0.0
     recompute_time_s: float = 0.0
+    offload_time_s: float = 0.0
     optimizer_time_s: float = 0.0
     mfu: float = 0.0
     flops_per_gpu_s: float = 0.0
@@ -250,10 +251,10 @@ def _purpose(p: str) -> str:
 class _Pass:
     """One stage's pass of one micro-batch: compute and critical communication (s)."""
 
-    __slots__ = ("compute", "recompute", "steps", "critical", "by_purpose")
+    __slots__ = ("compute", "recompute", "offload", "steps", "critical", "by_purpose")
 
     def __init__(self) -> None:
-        self.compute = self.recompute = self.critical = 0.0
+        self.compute = self.recompute = self.offload = self.critical = 0.0
         self.steps: list[_Step] = []
         self.by_purpose: dict[str, float] = {}
 
@@ -327,6 +328,7 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
     out = _Pass()
     steps = out.steps
     rank_re = np.zeros_like(rank_compute)
+    rank_off = np.zeros_like(rank_compute)
     mp_src: list[int] = []         # point-to-point transfers
     mp_dst: list[int] = []
     mp_size: list[float] = []
@@ -424,6 +426,8 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
             rank_compute[idx] += op.seconds * f
             if op.kind == "recompute":
                 rank_re[idx] += op.seconds * f
+            elif op.kind == "offload":
+                rank_off[idx] += op.seconds * f
             if marks is not None:
                 # Compute ops on different ranks (e.g. each table owner's lookups) run
                 # side by side; communication blocks synchronise: elapsed = critical
@@ -434,6 +438,7 @@ def _steps(ops: list, timer: CommTimer, m: int, rank_compute: np.ndarray,
         busiest = int(np.argmax(rank_compute))
         out.compute = float(rank_compute[busiest])
         out.recompute = float(rank_re[busiest])
+        out.offload = float(rank_off[busiest])
     return out
 
 
@@ -624,6 +629,7 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     F = np.zeros(P)      # forward compute per micro-batch
     C = np.zeros(P)      # compute per micro-batch (recomputation included)
     R = np.zeros(P)      # of which recomputation
+    O = np.zeros(P)      # and exposed activation offloading
     K = np.zeros(P)      # critical communication per micro-batch
     B = np.zeros(P)      # backward pass per micro-batch
     G = np.zeros(P)      # ZeRO-3 gathers of one micro-batch's backward (link time)
@@ -639,6 +645,7 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         F[p] = fw.compute
         C[p] = fw.compute + bw.compute
         R[p] = fw.recompute + bw.recompute
+        O[p] = fw.offload + bw.offload
         K[p] = fw.critical + bw.critical
         B[p] = bw.compute + bw.critical
         zero_bw.append([st for st in bw.steps if st.purpose == "zero"])
@@ -764,8 +771,9 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     # (dp), ZeRO's gather and the optimizer step.
     q = int(np.argmax(t_stage))
     parts: dict[str, float] = dict.fromkeys(BREAKDOWN, 0.0)
-    parts["compute_s"] = m * float(C[q] - R[q])
+    parts["compute_s"] = m * float(C[q] - R[q] - O[q])
     parts["recompute_s"] = m * float(R[q])
+    parts["offload_s"] = m * float(O[q])
     for purpose, sec in crit[q].items():
         key = f"{purpose}_s"
         parts[key if key in parts else "dp_s"] += m * sec
@@ -793,7 +801,8 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         mean_link_utilisation=float(util.mean()) if util.size else 0.0,
         **{f"{k}_s": float(v) for k, v in zip(PURPOSES, per_purpose)},
         servers=placement.servers, gpus=gpus,
-        recompute_time_s=slots * float(R[q]), optimizer_time_s=opt_step,
+        recompute_time_s=slots * float(R[q]), offload_time_s=slots * float(O[q]),
+        optimizer_time_s=opt_step,
         mfu=flops_per_gpu_s / peak, flops_per_gpu_s=flops_per_gpu_s,
         precision=demand.precision, peak_flops=peak, breakdown=parts,
         memory=demand.memory.to_dict(),

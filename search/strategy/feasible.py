@@ -632,7 +632,8 @@ def fit_to_memory(candidate: Candidate, workload: Workload, hardware: Hardware |
 
     def combine(mb: Strategy, level: Strategy) -> Strategy:
         return replace(mb, recompute=level.recompute, recompute_layers=level.recompute_layers,
-                       recompute_modules=level.recompute_modules)
+                       recompute_modules=level.recompute_modules,
+                       offload_layers=level.offload_layers)
 
     # The most memory-saving variant first: if even it does not fit, nothing will.
     if not fits(combine(micro[-1], levels[-1])):

@@ -76,7 +76,7 @@ def test_strategies_column_is_typed_from_the_strategy():
     item = RECORD_SCHEMA.field("strategies").type.value_type
     for key, value in Strategy(dp=2, tp=4).to_dict().items():
         t = item.field(key).type
-        if key in ("recompute_layers", "etp"):   # int | None, None by default
+        if key in ("recompute_layers", "etp", "offload_layers"):   # int | None, None by default
             assert t == pa.int64() and value is None
         elif isinstance(value, bool):
             assert t == pa.bool_()
