@@ -55,7 +55,8 @@ from codesign.workloads.memory import MemoryBreakdown, memory_per_gpu
 from codesign.workloads.model import Workload
 from codesign.workloads.placement import Placement
 from codesign.workloads.strategy import (
-    Strategy, check_applicable, is_table, recompute_ladder, with_expert_parallelism)
+    Strategy, check_applicable, chunk_block_counts, is_table, layer_strategies,
+    partial_recompute_counts, recompute_ladder, stage_bounds, with_expert_parallelism)
 from search.strategy.space import Candidate, divisors, replica_batch
 
 __all__ = ["Knob", "KNOBS", "feasible_start", "model_parallel_shapes", "fit_to_memory",
@@ -563,17 +564,81 @@ def _fewer_gpus(w: Workload, gpus: int, per_server: int) -> int | None:
     return best or None
 
 
-def _repair_options(s: Strategy, w: Workload) -> tuple[list[Strategy], list[Strategy]]:
+def _repair_options(s: Strategy, w: Workload, hw: Hardware | None = None
+                    ) -> tuple[list[Strategy], list[Strategy]]:
     """The variants :func:`fit_to_memory` may use: more micro-batches (divisors of the
     replica's batch above ``s``'s count, fewest first) and recomputation at or above
     ``s``'s level of the ladder (cheapest first) -- never less of either, so a proposal
-    that asked for fewer micro-batches or less recomputation is not undone."""
+    that asked for fewer micro-batches or less recomputation is not undone.  On hardware
+    with a host link, activation offloading (:func:`_offload_levels`) joins the
+    recomputation levels in order of their estimated time (:func:`_merge_by_cost`)."""
     micro = [s] + [replace(s, microbatches=m) for m in _counts_above(s, w, s.m)]
     ladder = list(recompute_ladder(w, s))
     here = [i for i, x in enumerate(ladder) if (x.recompute, x.recompute_layers)
             == (s.recompute, s.recompute_layers)]
     levels = ladder[here[0] + 1:] if here else ladder
+    if hw is not None and s.recompute == "none":
+        levels = _merge_by_cost(levels, _offload_levels(s, w, hw), s, w, hw)
     return micro, [s] + levels
+
+
+def _offload_levels(s: Strategy, w: Workload, hw: Hardware) -> list[Strategy]:
+    """Activation offloading of a quarter, half and three quarters of each model chunk's
+    blocks and of all but one (Megatron-core's bound; NVIDIA's GB200 recipe for Llama 3
+    70B offloads 40 of 80), more than ``s`` offloads; none on hardware without a host
+    link and memory in its catalog entry, or with recomputation."""
+    if not (hw.host_link_Bps and hw.host_memory_bytes) or s.recompute != "none":
+        return []
+    names = [layer.name for layer in w.layers]
+    try:
+        blocks = min(chunk_block_counts(names, s, stage_bounds(w, s)))
+    except InvalidSpecError:
+        return []
+    counts = set(partial_recompute_counts(w, s)) | ({blocks - 1} if blocks > 1 else set())
+    return [replace(s, offload_layers=n) for n in sorted(counts)
+            if 0 < n < blocks and n > (s.offload_layers or 0)]
+
+
+def _merge_by_cost(levels: list[Strategy], offload: list[Strategy], s: Strategy,
+                   w: Workload, hw: Hardware) -> list[Strategy]:
+    """Recomputation and offloading levels in order of their estimated time per model
+    chunk and micro-batch, from one transformer block of ``s``'s first stage: a
+    recomputed block reruns its forward; an offloaded block exposes what its copies
+    (saved bytes over the host link) outlast the neighbouring block's forward and
+    backward passes (the iteration model's rule, :mod:`codesign.workloads.demand`).
+    Selective recomputation (the attention core only) keeps its place ahead; ties keep
+    recomputation first, the ladder's own order among its levels."""
+    if not offload:
+        return levels
+    from codesign.workloads.compute import layer_time, resolve_precision
+    from codesign.workloads.sharding import shard_layer
+
+    names = [layer.name for layer in w.layers]
+    stages = stage_bounds(w, s)
+    first = [i for i in range(*stages[0]) if names[i].startswith("block")]
+    block = [i for i in first if names[i].split(".")[0] == names[first[0]].split(".")[0]] \
+        if first else []
+    if not block:
+        return levels
+    b = w.batch_size / (s.dp * s.m)
+    dtype = resolve_precision(w, hw, s.precision)
+    fwd = copy_cost = 0.0
+    for i, ls in zip(block, layer_strategies(names, s, stages)[block[0]:block[-1] + 1]):
+        shard = shard_layer(w.layers[i], ls)
+        t = layer_time(shard.local, hw, b, dtype=dtype)
+        c = shard.activation_bytes_per_sample * b / hw.host_link_Bps
+        fwd += t.fwd_s
+        copy_cost += max(0.0, c - t.fwd_s) + max(0.0, c - t.bwd_s)
+    chunk = min(chunk_block_counts(names, s, stages))
+
+    def cost(x: Strategy) -> tuple[float, int]:
+        if x.offload_layers:
+            return x.offload_layers * copy_cost, 1
+        if x.recompute == "full":
+            return min(x.recompute_layers or chunk, chunk) * fwd, 0
+        return 0.0, 0
+
+    return sorted(levels + offload, key=cost)
 
 
 def fit_to_memory(candidate: Candidate, workload: Workload, hardware: Hardware | str, *,
@@ -607,13 +672,19 @@ def fit_to_memory(candidate: Candidate, workload: Workload, hardware: Hardware |
 
     Examples
     --------
-    ZeRO-1 keeps every gradient of Llama 3 70B on 1,024 H100: that fits only with three
-    quarters of the blocks recomputed (more micro-batches do not make it fit first):
+    ZeRO-1 keeps every gradient of Llama 3 70B on 1,024 H100: that fits only with the
+    activations of three quarters of the blocks out of HBM (more micro-batches do not make
+    it fit first) -- offloaded, since a block's copies over PCIe Gen5 cost less than
+    rerunning its forward; a GPU without a host link recomputes them:
 
+    >>> from dataclasses import replace as _r
     >>> from codesign.workloads import get_workload
     >>> w = get_workload("llama3-70b")
     >>> c = Candidate(Strategy(dp=256, tp=4, microbatches=8, zero=1, sp=True))
     >>> str(fit_to_memory(c, w, "H100").strategy)
+    'dp=256,tp=4,pp=1,microbatches=8,zero=1,sp=true,offload_layers=60'
+    >>> no_link = _r(get_hardware("H100"), host_link_Bps=None)
+    >>> str(fit_to_memory(c, w, no_link).strategy)
     'dp=256,tp=4,pp=1,microbatches=8,zero=1,sp=true,recompute=full,recompute_layers=60'
     """
     hw = get_hardware(hardware)
@@ -628,7 +699,7 @@ def fit_to_memory(candidate: Candidate, workload: Workload, hardware: Hardware |
     base = candidate.strategy
     if fits(base):
         return candidate
-    micro, levels = _repair_options(base, workload)
+    micro, levels = _repair_options(base, workload, hw)
 
     def combine(mb: Strategy, level: Strategy) -> Strategy:
         return replace(mb, recompute=level.recompute, recompute_layers=level.recompute_layers,

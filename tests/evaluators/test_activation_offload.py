@@ -159,3 +159,26 @@ def test_host_memory_and_link_round_trip_through_a_hardware_file(tmp_path) -> No
     path.write_text(yaml.safe_dump(doc))
     with pytest.raises(InvalidSpecError, match="host_bandwidth"):
         load_hardware_catalog(path)
+
+
+@pytest.mark.parametrize("link, want", [(225e9, "offload"), (10e9, "recompute"),
+                                        (None, "recompute")])
+def test_memory_repair_offloads_where_it_costs_less_than_recomputation(link, want) -> None:
+    # The search's memory repair (search.strategy.feasible.fit_to_memory) orders
+    # offloading among the recomputation levels by estimated time: copies hidden under
+    # the next block's pass (GB200's C2C) cost nothing and come before any
+    # recomputation; over a slow link, or with no host link catalogued, recomputation
+    # remains the repair. One sample per micro-batch, so more micro-batches cannot help.
+    from search.strategy.feasible import fit_to_memory
+    from search.strategy.space import Candidate
+
+    w = get_workload("llama3-70b", batch_size=64)
+    hw = replace(get_hardware("GB200-NVL72"), memory_bytes=150 * 2**30, host_link_Bps=link)
+    base = parse_strategy("dp=64,microbatches=1,zero=3,precision=fp8-cs")
+    assert not memory_per_gpu(w, base, hw).fits
+    got = fit_to_memory(Candidate(base), w, hw).strategy
+    assert memory_per_gpu(w, got, hw).fits
+    assert (got.offload_layers is not None) == (want == "offload")
+    assert (got.recompute == "full") == (want == "recompute")
+    if want == "offload":   # the fewest offloaded blocks that fit, of the offered counts
+        assert got.offload_layers == 20
