@@ -63,12 +63,13 @@ def test_as_strategy_rejects_other_types() -> None:
 
 
 _strategies = st.builds(
-    lambda dp_over_ep, ep, tp, pp, mb, zero, emb, split: Strategy(
+    lambda dp_over_ep, ep, tp, pp, mb, zero, emb, split, off: Strategy(
         dp=dp_over_ep * ep, tp=tp, pp=pp, microbatches=mb, zero=zero, ep=ep, embedding=emb,
-        split=split),
+        split=split, offload_layers=off),
     st.integers(1, 64), st.integers(1, 16), st.integers(1, 64), st.integers(1, 64),
     st.one_of(st.none(), st.integers(1, 10**6)), st.integers(0, 3),
-    st.sampled_from(["data", "model"]), st.sampled_from(["balanced", "layers"]))
+    st.sampled_from(["data", "model"]), st.sampled_from(["balanced", "layers"]),
+    st.one_of(st.none(), st.integers(1, 200)))
 # Folded experts (etp=1): ep divides tp x dp, sequence parallelism on.
 _folded = st.builds(
     lambda dp, tp_over, ep_dp, ep_tp, zero: Strategy(
