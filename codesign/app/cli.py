@@ -798,6 +798,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
                         "activations_bytes", "embedding_bytes", "total_bytes",
                         "capacity_bytes"):
                 print(f"    {key:<24}{mem[key] / 2**30:>14.2f} GiB")
+            if mem.get("offloaded_bytes"):     # offload_layers: what waits in host memory
+                print(f"    {'offloaded_bytes':<24}{mem['offloaded_bytes'] / 2**30:>14.2f} GiB"
+                      f" (host, of {(mem.get('host_capacity_bytes') or 0) / 2**30:.2f} GiB)")
 
     return _emit(args, payload, human)
 

@@ -182,3 +182,19 @@ def test_memory_repair_offloads_where_it_costs_less_than_recomputation(link, wan
     assert (got.recompute == "full") == (want == "recompute")
     if want == "offload":   # the fewest offloaded blocks that fit, of the offered counts
         assert got.offload_layers == 20
+
+
+def test_cli_evaluate_reports_the_offloaded_bytes_and_refuses_bad_offloading(capsys) -> None:
+    from codesign.app.cli import main
+
+    args = ["evaluate", "--topology", "ideal:1", "--workload", "llama3-8b", "--hardware",
+            "GB200-NVL72", "--gpus-per-server", "8", "--option", "batch_size=64"]
+    assert main(args + ["--strategy", "dp=8,microbatches=8,offload_layers=16"]) == 0
+    out = capsys.readouterr().out
+    assert "offload_s" in out or "offload_time_s" in out
+    line = next(x for x in out.splitlines() if x.strip().startswith("offloaded_bytes"))
+    assert "(host, of 240.00 GiB)" in line
+    # Bad input: one line, exit code 2, naming the field.
+    assert main(args + ["--strategy", "dp=8,recompute=full,offload_layers=16"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "offload_layers" in err[0]
