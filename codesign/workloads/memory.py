@@ -150,7 +150,10 @@ class MemoryBreakdown:
                 f"{self.activations_bytes / _GIB:.1f} for {self.inflight_microbatches:g} "
                 f"micro-batches of {self.microbatch_size:g}, embedding tables "
                 f"{self.embedding_bytes / _GIB:.1f}), hardware {self.hardware} has "
-                f"{self.capacity_bytes / _GIB:.1f} GiB")
+                f"{self.capacity_bytes / _GIB:.1f} GiB"
+                + (f"; {self.offloaded_bytes / _GIB:.1f} GiB of activations offloaded to "
+                   f"host memory (of {(self.host_capacity_bytes or 0.0) / _GIB:.1f})"
+                   if self.offloaded_bytes > 0 else ""))
 
 
 def _recompute_workspace(layers: Any, strategy: Strategy) -> float:

@@ -86,6 +86,8 @@ def test_memory_moves_the_offloaded_activations_to_the_host() -> None:
     assert m1.activations_bytes == pytest.approx(max(kept, transit + top) * micro)
     assert m0.activations_bytes == pytest.approx((kept + moved) * micro)
     assert m1.fits and m1.host_capacity_bytes == get_hardware(hw).host_memory_bytes
+    assert "GiB of activations offloaded to host memory (of 240.0)" in m1.message()
+    assert "offloaded" not in m0.message()
     # A host too small, or none catalogued: refused, saying which.
     small = replace(get_hardware(hw), host_memory_bytes=0.5 * moved * micro)
     m2 = memory_per_gpu(w, off, small)
