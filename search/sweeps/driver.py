@@ -279,26 +279,37 @@ class _Run:
             hardware_file=sp.hardware_file, catalog=sp.catalog,
             procurement=self.spec.procurement, comm_overlap=sp.comm_overlap)
 
-    def record(self, number: int, point: SweepPoint, outcome: TrialOutcome | None, *,
-               status: str | None = None, reason: str = "") -> dict[str, Any]:
-        """The record row of one trial (``outcome`` None: failed before producing one)."""
+    def record(self, number: int, point: SweepPoint | None, outcome: TrialOutcome | None,
+               *, status: str | None = None, reason: str = "",
+               drawn: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The record row of one trial (``outcome`` None: failed before producing one).
+
+        ``point`` None: a trial stopped before its design was drawn in full (a kill
+        between two of the sampler's suggestions); its row holds what was drawn
+        (``drawn``, the trial's params) and leaves the rest empty."""
         from codesign import __version__
         from codesign.records import to_json
 
         spec = self.spec
-        mix = [asdict(w) for w in point.workloads]
-        workload = (point.workloads[0].label if len(point.workloads) == 1 else
-                    "+".join(f"{w.label}*{w.weight:g}" for w in point.workloads))
-        params = point.to_dict()
-        params.pop("workloads")
+        workloads = spec.workloads
+        mix = [asdict(w) for w in workloads]
+        workload = (workloads[0].label if len(workloads) == 1 else
+                    "+".join(f"{w.label}*{w.weight:g}" for w in workloads))
+        if point is not None:
+            params = point.to_dict()
+            params.pop("workloads")
+        else:
+            params = dict(drawn or {})
         row: dict[str, Any] = {
-            "study": spec.study, "trial": int(number), "family": point.family,
-            "servers": point.servers, "degree": point.degree,
-            "link_bandwidth_Bps": point.link_bandwidth_Bps, "params_json": to_json(params),
+            "study": spec.study, "trial": int(number), "family": params.get("family"),
+            "servers": params.get("servers"), "degree": params.get("degree"),
+            "link_bandwidth_Bps": params.get("link_bandwidth_Bps"),
+            "params_json": to_json(params),
             "time_model": time_model_name(), "seed": spec.seed,
             "config_hash": spec.config_hash(), "package_version": __version__,
-            "workload": workload, "workload_mix_json": to_json(mix), "gpu": point.gpu,
-            "collective_method": point.collective_method, "budget_usd": spec.budget_usd,
+            "workload": workload, "workload_mix_json": to_json(mix), "gpu": params.get("gpu"),
+            "collective_method": params.get("collective_method"),
+            "budget_usd": spec.budget_usd,
             "sampler": spec.sampler, "objectives": ",".join(spec.objectives),
         }
         if outcome is not None:
@@ -418,18 +429,24 @@ def _reconcile(study, run: _Run, writer) -> None:
     for t in study.get_trials(deepcopy=False):
         if t.number in recorded:
             continue
-        point = run.point(t.params)
+        try:
+            point = run.point(t.params)
+        except InvalidSpecError:
+            # Killed between two of the sampler's suggestions: part of the design drawn
+            # (a resume after kill -9 stopped on "sweep point degree 0").
+            point = None
         if t.state in (TrialState.RUNNING, TrialState.WAITING):
             study.tell(t.number, state=TrialState.FAIL, skip_if_finished=True)
-            rows.append(run.record(t.number, point, None, status="failed",
+            rows.append(run.record(t.number, point, None, status="failed", drawn=t.params,
                                    reason="interrupted: the run evaluating this trial stopped "
-                                          "before it finished"))
+                                          "before it finished" + ("" if point else
+                                          ", before its design was drawn")))
         elif RECORD_ATTR in t.user_attrs:
             rows.append(_decode(t.user_attrs[RECORD_ATTR]))
         else:
             state = {TrialState.COMPLETE: "complete", TrialState.PRUNED: "pruned"}.get(
                 t.state, "failed")
-            rows.append(run.record(t.number, point, None, status="failed",
+            rows.append(run.record(t.number, point, None, status="failed", drawn=t.params,
                                    reason=f"trial finished as {state} without a codesign "
                                           f"record"))
     writer.write(rows)

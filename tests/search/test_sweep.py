@@ -389,3 +389,35 @@ def test_a_corrupt_journal_names_the_file_and_the_fix(tmp_path):
     with pytest.raises(InvalidSpecError, match=r"invalid sweep journal '.*optuna-journal.log':"
                        r" cannot be read \(JSONDecodeError.*restore it"):
         run_sweep(_spec(), results_dir=tmp_path, resume=True)
+
+
+def test_resume_records_a_trial_killed_before_its_design_was_drawn(tmp_path):
+    # kill -9 between two of the sampler's suggestions leaves a RUNNING trial with part
+    # of its parameters in the journal; the resume stopped on "invalid sweep point degree
+    # 0" (a traceback, and no resume). Now it is a failed record holding what was drawn.
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    from search.sweeps.driver import run_sweep
+
+    spec = {"study": "p", "workloads": "bert", "trials": 2, "seed": 1,
+            "space": {"families": ["ideal", "torus"], "servers": 8, "degree": [2, 4],
+                      "link_rate": "100Gbps", "collective_method": "auto",
+                      "strategy_search": "off"}}
+    run_sweep(parse_sweep_spec(spec), results_dir=tmp_path, num_cpus=1)
+    journal = tmp_path / "p" / "optuna-journal.log"
+    study = optuna.load_study(study_name="p",
+                              storage=JournalStorage(JournalFileBackend(str(journal))))
+    half = study.ask()
+    half.suggest_categorical("family", ["ideal", "torus"])   # ... and then the kill
+    del study
+    res = run_sweep(parse_sweep_spec({**spec, "trials": 3}), results_dir=tmp_path,
+                    resume=True, num_cpus=1)
+    df = load_records(tmp_path / "p").set_index("trial")
+    assert sorted(df.index) == [0, 1, 2] and res is not None
+    row = df.loc[2]
+    assert row["status"] == "failed" and "before its design was drawn" in row["reason"]
+    assert row["family"] == json.loads(row["params_json"])["family"]
+    assert pd.isna(row["degree"]) and pd.isna(row["link_bandwidth_Bps"])
+    assert (df.loc[[0, 1], "status"] != "failed").all()
