@@ -106,7 +106,7 @@ from codesign.workloads.strategy import (
 
 __all__ = ["Compute", "CollectiveOp", "Transfer", "Demand", "demand_for",
            "DEFAULT_BUCKET_BYTES", "RING_KINDS", "ring_bytes_per_member",
-           "optimizer_step_bytes"]
+           "optimizer_step_bytes", "offload_exposed_s"]
 
 #: PyTorch DDP's ``bucket_cap_mb=25`` (MiB).
 DEFAULT_BUCKET_BYTES = 25.0 * 2**20
@@ -794,18 +794,13 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
                     # A whole forward again repeats its communication too.
                     r_ops += [replace(op, phase="backward") for op in tp_f]
                 b_ops += r_ops
-            if offloaded[i]:
-                # Activation offloading (strategy offload_layers): the layer's saved
-                # tensors go to host memory after its forward and come back before its
-                # backward, each copy on its own stream under the next layer's pass
-                # (Megatron-core's offload handler); the layer's own pass time stands for
-                # its neighbour's, as for ZeRO-3's gathers below.  Exposed: the excess.
-                copy_s = shard.activation_bytes_per_sample * b / hw.host_link_Bps
-                for phase, under, ops in (("forward", f_s, f_ops), ("backward", pass_b, b_ops)):
-                    if copy_s > under:
-                        ops.append(Compute(layer.name, phase, ranks_p, copy_s - under, 0.0, p,
+            if offloaded[i]:   # activation offloading: the copies' excess over the passes
+                exposed = offload_exposed_s(shard, b, hw, f_s, pass_b)
+                for k, (phase, ops) in enumerate((("forward", f_ops), ("backward", b_ops))):
+                    if exposed[k] > 0:
+                        ops.append(Compute(layer.name, phase, ranks_p, exposed[k], 0.0, p,
                                            m, kind="offload"))
-                        pass_s[1 if phase == "backward" else 0] += copy_s - under
+                        pass_s[k] += exposed[k]
             if s.zero >= 3:
                 # ZeRO-3 gathers the layer's weights before each pass and prefetches:
                 # the gather runs on its own stream while the layer before it computes
@@ -891,6 +886,18 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     return Demand(workload=workload.name, hardware=hw.name, strategy=s, placement=placement,
                   op_sets=ops, stages=stages, microbatch_size=b, bucket_bytes=float(bucket_bytes),
                   memory=memory, precision=precision)
+
+
+def offload_exposed_s(shard: LayerShard, batch: float, hw: Hardware, fwd_s: float,
+                      bwd_s: float) -> tuple[float, float]:
+    """Exposed seconds of an offloaded layer's two copies (strategy ``offload_layers``),
+    forward and backward: its saved activations of a ``batch``-sample micro-batch go to
+    host memory after its forward and come back before its backward over the GPU's host
+    link, each copy on its own stream under the next layer's pass (Megatron-core's
+    offload handler); the layer's own ``fwd_s`` / ``bwd_s`` stand for its neighbour's,
+    as for ZeRO-3's gathers.  Only the excess is exposed."""
+    copy_s = shard.activation_bytes_per_sample * batch / hw.host_link_Bps
+    return max(0.0, copy_s - fwd_s), max(0.0, copy_s - bwd_s)
 
 
 def _boundary(grid: np.ndarray, s: Strategy, src_stage: int, dst_stage: int, layer: Layer,

@@ -137,7 +137,7 @@ __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRA
            "inflight_microbatches", "recompute_modes", "SPLITS", "block_stages",
            "layer_recompute", "layer_strategies", "partial_recompute_counts",
            "recompute_ladder", "with_expert_parallelism", "layer_offload",
-           "chunk_block_counts"]
+           "chunk_blocks"]
 
 #: Keys of the strategy string, in canonical order.
 STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "etp", "embedding", "sp",
@@ -696,12 +696,12 @@ def check_applicable(workload: Any, strategy: Strategy) -> None:
                           "only with tp=1, pp=1 and cp=1 (tables on servers, the rest data "
                           "parallel)")
     if s.offload_layers is not None:
-        counts = chunk_block_counts([layer.name for layer in workload.layers], s,
-                                    stage_bounds(workload, s))
-        if s.offload_layers >= min(counts):
+        fewest = min(map(len, chunk_blocks([layer.name for layer in workload.layers], s,
+                                           stage_bounds(workload, s))))
+        if s.offload_layers >= fewest:
             raise invalid("strategy offload_layers", s.offload_layers,
                           f"fewer than the transformer blocks of every model chunk "
-                          f"({min(counts)} in the smallest): one stays on the GPU, as "
+                          f"({fewest} in the smallest): one stays on the GPU, as "
                           "Megatron-core requires")
 
 
@@ -802,28 +802,39 @@ def layer_recompute(names: Any, strategy: Strategy,
     _, inside = _blocks(names)
     if s.recompute_layers is None:
         return tuple("full" if x else "none" for x in inside)
-    first = _first_blocks(names, stages, s.vpp, s.recompute_layers)
+    first = _first_blocks(names, s, stages, s.recompute_layers)
     return tuple("full" if x else "none" for x in first)
 
 
-def _first_blocks(names: list[str], stages: Any, vpp: int, n: int) -> list[bool]:
-    """For every layer, whether it belongs to the first ``n`` blocks of its model chunk:
-    each stage's blocks in ``vpp`` equal runs, the first runs one longer when they do
-    not divide (Megatron-LM's ``--recompute-method block`` and its activation
-    offloading count blocks of a chunk alike)."""
+def chunk_blocks(names: Any, strategy: Strategy, stages: Any) -> list[list[range]]:
+    """The transformer blocks of every model chunk, as layer index ranges: each stage's
+    blocks in ``vpp`` equal runs, the first runs one longer when they do not divide
+    (Megatron-LM's ``--recompute-method block`` and its activation offloading count the
+    blocks of a chunk alike); ``vpp`` chunks per stage, in stage order."""
+    names = list(names)
     starts, inside = _blocks(names)
-    out = [False] * len(names)
     bounds = starts + [max((i for i in range(len(names)) if inside[i]), default=-1) + 1]
+    out = []
     for start, stop in stages:
-        blocks = [k for k in range(len(starts)) if start <= starts[k] < stop]
-        q, r = divmod(len(blocks), vpp)
+        blocks = [range(bounds[k], bounds[k + 1]) for k in range(len(starts))
+                  if start <= starts[k] < stop]
+        q, r = divmod(len(blocks), strategy.vpp)
         k0 = 0
-        for c in range(vpp):
+        for c in range(strategy.vpp):
             size = q + (1 if c < r else 0)
-            for k in blocks[k0:k0 + min(n, size)]:
-                for i in range(bounds[k], bounds[k + 1]):
-                    out[i] = True
+            out.append(blocks[k0:k0 + size])
             k0 += size
+    return out
+
+
+def _first_blocks(names: list[str], strategy: Strategy, stages: Any, n: int) -> list[bool]:
+    """For every layer, whether it belongs to the first ``n`` blocks of its model chunk
+    (:func:`chunk_blocks`)."""
+    out = [False] * len(names)
+    for chunk in chunk_blocks(names, strategy, stages):
+        for block in chunk[:n]:
+            for i in block:
+                out[i] = True
     return out
 
 
@@ -833,18 +844,7 @@ def layer_offload(names: Any, strategy: Strategy, stages: Any) -> tuple[bool, ..
     names = list(names)
     if strategy.offload_layers is None:
         return (False,) * len(names)
-    return tuple(_first_blocks(names, stages, strategy.vpp, strategy.offload_layers))
-
-
-def chunk_block_counts(names: Any, strategy: Strategy, stages: Any) -> list[int]:
-    """Transformer blocks of every model chunk (``vpp`` per stage, in stage order)."""
-    starts, _ = _blocks(list(names))
-    out = []
-    for start, stop in stages:
-        count = sum(1 for k in starts if start <= k < stop)
-        q, r = divmod(count, strategy.vpp)
-        out += [q + (1 if c < r else 0) for c in range(strategy.vpp)]
-    return out
+    return tuple(_first_blocks(names, strategy, stages, strategy.offload_layers))
 
 
 def partial_recompute_counts(workload: Any, strategy: Strategy) -> tuple[int, ...]:

@@ -55,7 +55,7 @@ from codesign.workloads.memory import MemoryBreakdown, memory_per_gpu
 from codesign.workloads.model import Workload
 from codesign.workloads.placement import Placement
 from codesign.workloads.strategy import (
-    Strategy, check_applicable, chunk_block_counts, is_table, layer_strategies,
+    Strategy, check_applicable, chunk_blocks, is_table, layer_strategies,
     partial_recompute_counts, recompute_ladder, stage_bounds, with_expert_parallelism)
 from search.strategy.space import Candidate, divisors, replica_batch
 
@@ -591,7 +591,7 @@ def _offload_levels(s: Strategy, w: Workload, hw: Hardware) -> list[Strategy]:
         return []
     names = [layer.name for layer in w.layers]
     try:
-        blocks = min(chunk_block_counts(names, s, stage_bounds(w, s)))
+        blocks = min(map(len, chunk_blocks(names, s, stage_bounds(w, s))))
     except InvalidSpecError:
         return []
     counts = set(partial_recompute_counts(w, s)) | ({blocks - 1} if blocks > 1 else set())
@@ -611,25 +611,24 @@ def _merge_by_cost(levels: list[Strategy], offload: list[Strategy], s: Strategy,
     if not offload:
         return levels
     from codesign.workloads.compute import layer_time, resolve_precision
+    from codesign.workloads.demand import offload_exposed_s
     from codesign.workloads.sharding import shard_layer
 
     names = [layer.name for layer in w.layers]
     stages = stage_bounds(w, s)
-    first = [i for i in range(*stages[0]) if names[i].startswith("block")]
-    block = [i for i in first if names[i].split(".")[0] == names[first[0]].split(".")[0]] \
-        if first else []
-    if not block:
+    chunks = chunk_blocks(names, s, stages)
+    if not chunks[0]:
         return levels
+    layer_s = layer_strategies(names, s, stages)
     b = w.batch_size / (s.dp * s.m)
     dtype = resolve_precision(w, hw, s.precision)
     fwd = copy_cost = 0.0
-    for i, ls in zip(block, layer_strategies(names, s, stages)[block[0]:block[-1] + 1]):
-        shard = shard_layer(w.layers[i], ls)
+    for i in chunks[0][0]:                        # the first stage's first block
+        shard = shard_layer(w.layers[i], layer_s[i])
         t = layer_time(shard.local, hw, b, dtype=dtype)
-        c = shard.activation_bytes_per_sample * b / hw.host_link_Bps
         fwd += t.fwd_s
-        copy_cost += max(0.0, c - t.fwd_s) + max(0.0, c - t.bwd_s)
-    chunk = min(chunk_block_counts(names, s, stages))
+        copy_cost += sum(offload_exposed_s(shard, b, hw, t.fwd_s, t.bwd_s))
+    chunk = min(map(len, chunks))
 
     def cost(x: Strategy) -> tuple[float, int]:
         if x.offload_layers:
