@@ -117,9 +117,8 @@ class MemoryBreakdown:
 
     @property
     def host_fits(self) -> bool:
-        """Whether the offloaded activations fit in the host memory per GPU."""
-        return self.offloaded_bytes <= (self.host_capacity_bytes or 0.0) \
-            if self.offloaded_bytes > 0 else True
+        """Whether the offloaded activations fit in the host memory per GPU (none: yes)."""
+        return self.offloaded_bytes <= (self.host_capacity_bytes or 0.0)
 
     def to_dict(self) -> dict[str, Any]:
         return {"strategy": self.strategy, "hardware": self.hardware, "rank": self.rank,
@@ -218,26 +217,26 @@ def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardw
     stages = stage_bounds(workload, s)
     names = [layer.name for layer in workload.layers]
     layer_s = layer_strategies(names, s, stages)
-    out_flags = layer_offload(names, s, stages)
-
-    def offloaded(start: int, stop: int) -> list[bool]:
-        return [out_flags[i] for i in range(start, stop)
-                if not (placed and is_table(workload.layers[i]))]
-
+    offloaded = layer_offload(names, s, stages)
     per_stage = []
     for p, (start, stop) in enumerate(stages):
         w = g = o = act = 0.0
         kept = [(layer, ls) for layer, ls in zip(workload.layers[start:stop],
                                                  layer_s[start:stop], strict=True)
                 if not (placed and is_table(layer))]
-        off = host = top = 0.0
-        for (layer, ls), out in zip(kept, offloaded(start, stop), strict=True):
+        off = host = top = 0.0    # offloaded: total, largest layer; kept: largest layer
+        for i in range(start, stop):
+            layer, ls = workload.layers[i], layer_s[i]
+            if placed and is_table(layer):
+                continue
             shard = shard_layer(layer, ls)
             for dw, dg, do in shard.model_state(opt):   # shared, then expert parameters
                 w, g, o = w + dw, g + dg, o + do
             a = shard.activation_bytes_per_sample
-            host, off = (host + a, max(off, a)) if out else (host, off)
-            act, top = (act, top) if out else (act + a, max(top, a))
+            if offloaded[i]:
+                host, off = host + a, max(off, a)
+            else:
+                act, top = act + a, max(top, a)
         inflight = inflight_microbatches(s, p) if s.pp > 1 else 1.0
         # Only full recomputation (of all blocks or the first of each chunk) reruns units.
         work = _recompute_workspace(kept, s) * micro if s.recompute == "full" else 0.0
