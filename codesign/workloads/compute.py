@@ -200,10 +200,11 @@ def uses_kernel_model(layer: Layer, hardware: Hardware, dtype: str) -> bool:
             and (bool(layer.gemms) or layer.attention_kernel == "flash"))
 
 
-def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
-                 core: bool = False) -> tuple[float, float]:
-    """Forward and backward seconds of ``layer`` by the kernel model (module docstring);
-    with ``core`` only its attention core's kernels (:func:`attention_core_time`)."""
+def _gemms_time(layer: Layer, hw: Hardware, b: float, dtype: str, gemms: tuple, *,
+                adapters: tuple = (), core: bool = False) -> tuple[float, float]:
+    """Forward and backward seconds of ``gemms`` (products of ``layer``, format of
+    ``Layer.gemms``) and of the LoRA ``adapters``' products by the kernel model, for
+    ``b`` samples; with ``core`` only the per-head (``count``) products."""
     prof = hw.compute
     peak = hw.peak_flops(dtype)
     # FP8 covers the weight GEMMs of TE layers; attention and the output layer stay
@@ -214,13 +215,13 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
     # The 8-bit weight GEMMs at their kernels' measured speed (ComputeProfile.gemm_speed).
     fp8_peak = peak * prof.gemm_speed(dtype)
     bw = hw.memory_bandwidth_Bps
-    hbm = bw * prof.memory_efficiency
     d = layer.dtype_bytes
-    cast = fp8_cast_bytes(dtype, d, prof.fp8_transpose) / hbm if fp8 else 0.0
+    cast = fp8_cast_bytes(dtype, d, prof.fp8_transpose) / (bw * prof.memory_efficiency) \
+        if fp8 else 0.0
     fwd = bwd = 0.0
     # The layer's GEMMs, then its LoRA adapters' (16 bit, trained: lora module docstring).
     listed = [(g, g[4] != "count" and fp8, g[4] == "count" or not layer.frozen)
-              for g in layer.gemms] + [(g, False, True) for g in layer.adapter_gemms]
+              for g in gemms] + [(g, False, True) for g in adapters]
     for (m, n, k, count, shard), eight, weight_grad in listed:
         if core and shard != "count":
             continue
@@ -240,6 +241,18 @@ def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
             # conversion of the input (forward) and of the output's gradient (backward)
             fwd += cast * cc * mm * k
             bwd += cast * cc * mm * n
+    return fwd, bwd
+
+
+def _kernel_time(layer: Layer, hw: Hardware, b: float, dtype: str, *,
+                 core: bool = False) -> tuple[float, float]:
+    """Forward and backward seconds of ``layer`` by the kernel model (module docstring);
+    with ``core`` only its attention core's kernels (:func:`attention_core_time`)."""
+    prof = hw.compute
+    attn_peak = hw.peak_flops("bf16" if dtype in FP8_FORMATS else dtype)
+    hbm = hw.memory_bandwidth_Bps * prof.memory_efficiency
+    fwd, bwd = _gemms_time(layer, hw, b, dtype, layer.gemms, adapters=layer.adapter_gemms,
+                           core=core)
     if layer.attention_kernel == "flash" and layer.attn_core_fwd_flops:
         # FlashAttention: tiles over the keys, a causal mask skips half the blocks,
         # backward does 5 matmuls to the forward's 2 (efficiency.flash_attention_time).
@@ -353,9 +366,11 @@ def recompute_time(layer: Layer, hardware: Hardware | str, batch: float,
     ``core_attn``: :func:`attention_core_time`, where the core's ``s x s`` tensors were
     dropped; ``mlp``: a dense MLP block's whole forward; ``layernorm``: the norm kernels
     (``norm`` memory operators); ``moe_act``: an expert layer's activation kernels
-    (``activation`` operators).  The memory-bound kernels run at HBM bandwidth times the
-    profile's ``memory_efficiency`` (1 without a profile, as :func:`layer_time`'s
-    roofline).  Seconds; 0 when nothing of ``layer`` is rerun.
+    (``activation`` operators); ``mla_up_proj``: latent attention's up projections
+    (``Layer.up_proj_gemms``), by the kernel model where :func:`layer_time` uses it,
+    else their FLOP share of the forward.  The memory-bound kernels run at HBM bandwidth
+    times the profile's ``memory_efficiency`` (1 without a profile, as
+    :func:`layer_time`'s roofline).  Seconds; 0 when nothing of ``layer`` is rerun.
     """
     hw = get_hardware(hardware)
     b = check_number("batch", batch)
@@ -364,6 +379,14 @@ def recompute_time(layer: Layer, hardware: Hardware | str, batch: float,
     seconds = 0.0
     if "core_attn" in modules and layer.attn_core_saved_bytes > 0:
         seconds += attention_core_time(layer, hw, b, efficiency=efficiency, dtype=dtype)
+    if "mla_up_proj" in modules and layer.up_proj_gemms:
+        fmt = dtype or dtype_name(layer.dtype_bytes)
+        if efficiency is None and uses_kernel_model(layer, hw, fmt):
+            seconds += _gemms_time(layer, hw, b, fmt, layer.up_proj_gemms)[0]
+        else:
+            flops = sum(2.0 * m * n * k * c for m, n, k, c, _ in layer.up_proj_gemms)
+            full = layer_time(layer, hw, b, efficiency=efficiency, dtype=dtype)
+            seconds += full.fwd_s * flops / layer.fwd_flops
     names = (("norm",) if "layernorm" in modules else ()) + (
         ("activation",) if "moe_act" in modules and layer.kind == "expert" else ())
     if names:

@@ -370,7 +370,11 @@ def latent_attention(name: str, *, hidden: int, heads: int, seq: int, dtype_byte
     whole (the replicated down projections, 8 % of DeepSeek-V3's attention weights,
     are not counted again per rank).
     Saved for backward: the norm input, the down projections' input, the two latents
-    (and their norms' inputs), Q, K, V and the output projection's input.  Always a
+    (and their norms' inputs), Q, K, V and the output projection's input.  Q, K and V
+    are what the up projections make from the latents (``up_proj_saved_bytes``, with
+    those products as ``up_proj_gemms``): DeepSeek-V3 drops and recomputes them in the
+    backward pass (technical report Sec. 3.2.3, "Recomputation of RMSNorm and MLA
+    Up-Projection"), Megatron-core's ``--recompute-modules mla_up_proj``.  Always a
     fused (flash) kernel; ``window`` and ``doc_len`` as in :func:`attention`.
     """
     d = dtype_bytes
@@ -395,11 +399,10 @@ def latent_attention(name: str, *, hidden: int, heads: int, seq: int, dtype_byte
     sp_part = sh * (1 + n_norm) * d
     io = (sh * (2 * n_norm + 1) + 2 * latents + 2 * s * (q_w + k_w + v_w) + 2 * s * v_w
           + sh) * d
-    gemms = [(s, kv_rank + float(rope_dim), h, 1.0, ""),
-             (s, a * (head_dim + v_head_dim), float(kv_rank), 1.0, "n"),
-             (s, h, v_w, 1.0, "k")]
-    gemms += ([(s, float(q_rank), h, 1.0, ""), (s, q_w, float(q_rank), 1.0, "n")]
-              if q_rank else [(s, q_w, h, 1.0, "n")])
+    kv_up_gemm = (s, a * (head_dim + v_head_dim), float(kv_rank), 1.0, "n")
+    q_up_gemm = (s, q_w, float(q_rank), 1.0, "n") if q_rank else (s, q_w, h, 1.0, "n")
+    gemms = [(s, kv_rank + float(rope_dim), h, 1.0, ""), kv_up_gemm, (s, h, v_w, 1.0, "k")]
+    gemms += [(s, float(q_rank), h, 1.0, ""), q_up_gemm] if q_rank else [q_up_gemm]
     ops = list(norm_ops(norm, sh, d)) + list(norm_ops(norm, latents, d))
     ops += residual_ops(sh, d, dropout=False)
     return _block(name, "attention", params, fwd, sh * d, d, io, saved, True,
@@ -407,6 +410,8 @@ def latent_attention(name: str, *, hidden: int, heads: int, seq: int, dtype_byte
                   sp_saved_bytes=sp_part, norm_saved_bytes=n_norm * sh * d,
                   checkpoint_bytes=sh * d,
                   kv_bytes=s * (k_w + v_w) * d, gemms=tuple(gemms),
+                  up_proj_saved_bytes=s * (q_w + k_w + v_w) * d,
+                  up_proj_gemms=(kv_up_gemm, q_up_gemm),
                   attention_kernel="flash", causal=causal, memory_ops=tuple(ops),
                   attn_keys=keys)
 

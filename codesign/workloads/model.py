@@ -182,6 +182,13 @@ class Layer:
         (``recompute_modules``): the input norm's output (rerun from its saved input;
         part of ``sp_saved_bytes``) and the experts' activation output (rerun from the
         first expert GEMM's saved output).
+    up_proj_saved_bytes : float
+        Multi-head latent attention: the per-head queries, keys and values its up
+        projections materialise from the latents, saved bytes per sample, which
+        ``recompute_modules=mla_up_proj`` frees and reruns (``up_proj_gemms``).
+    up_proj_gemms : tuple of (M, N, K, count, shard)
+        Those up projections (format of ``gemms``, and among them): the products that
+        ``mla_up_proj`` recomputation reruns before the backward pass.
     checkpoint_bytes : float or None
         Bytes per sample full recomputation keeps; ``None`` = ``activation_bytes``.
     kv_bytes : float
@@ -273,6 +280,8 @@ class Layer:
     group_top_k: int = 0
     norm_saved_bytes: float = 0.0
     act_saved_bytes: float = 0.0
+    up_proj_saved_bytes: float = 0.0
+    up_proj_gemms: tuple[tuple[float, float, float, float, str], ...] = ()
     frozen: bool = False
     adapter_params: int = 0
     adapter_gemms: tuple[tuple[float, float, float, float, str], ...] = ()
@@ -288,7 +297,8 @@ class Layer:
         for name in ("fwd_flops", "bwd_flops", "activation_bytes", "io_bytes", "saved_bytes",
                      "tp_allreduce_bytes", "tp_bwd_allreduce_bytes", "ep_alltoall_bytes",
                      "attn_core_fwd_flops", "attn_core_saved_bytes", "sp_saved_bytes",
-                     "kv_bytes", "attn_keys", "norm_saved_bytes", "act_saved_bytes"):
+                     "kv_bytes", "attn_keys", "norm_saved_bytes", "act_saved_bytes",
+                     "up_proj_saved_bytes"):
             object.__setattr__(self, name, check_number(f"{where} {name}", getattr(self, name),
                                                         inclusive=True))
         if isinstance(self.dtype_bytes, bool) or self.dtype_bytes not in (1, 2, 4, 8):
@@ -301,17 +311,20 @@ class Layer:
             object.__setattr__(self, "checkpoint_bytes", check_number(
                 f"{where} checkpoint_bytes", self.checkpoint_bytes, inclusive=True))
         for name in ("attn_core_saved_bytes", "sp_saved_bytes", "norm_saved_bytes",
-                     "act_saved_bytes"):
+                     "act_saved_bytes", "up_proj_saved_bytes"):
             if getattr(self, name) > self.saved_bytes * (1 + 1e-12):
                 raise invalid(f"{where} {name}", getattr(self, name),
                               f"at most saved_bytes ({self.saved_bytes:g})")
         if self.attn_core_fwd_flops > self.fwd_flops * (1 + 1e-12):
             raise invalid(f"{where} attn_core_fwd_flops", self.attn_core_fwd_flops,
                           f"at most fwd_flops ({self.fwd_flops:g})")
-        for name in ("gemms", "adapter_gemms"):
+        for name in ("gemms", "adapter_gemms", "up_proj_gemms"):
             if getattr(self, name):
                 object.__setattr__(self, name, _check_gemms(f"{where} {name}",
                                                              getattr(self, name)))
+        if any(g not in self.gemms for g in self.up_proj_gemms):
+            raise invalid(f"{where} up_proj_gemms", self.up_proj_gemms,
+                          "products listed in gemms (the ones recomputation reruns)")
         if self.memory_ops:
             object.__setattr__(self, "memory_ops", _check_memory_ops(where, self.memory_ops))
         if self.attention_kernel not in ("", "flash", "unfused"):

@@ -33,7 +33,9 @@ Rules (``T`` = tp, ``C`` = cp, ``E`` = ep, ``b`` = samples of one micro-batch):
   of Mixture-of-Experts Models with Megatron Core*, 2026, Sec. 4.1.4): ``core_attn``
   (the default), ``layernorm`` (the input norm's output is dropped and rerun from its
   saved input), ``mlp`` (a dense MLP block keeps only its input, like ``full``) and
-  ``moe_act`` (the experts' activation output is dropped and rerun).
+  ``moe_act`` (the experts' activation output is dropped and rerun) and
+  ``mla_up_proj`` (multi-head latent attention's per-head queries, keys and values are
+  dropped and their up projections rerun from the saved latents).
 * **Activations kept** (Korthikanti et al. 2022, Eqs. 2, 4, 6):
   :attr:`LayerShard.activation_bytes_per_sample` (the memory module's docstring gives the
   per-flag formulas).
@@ -107,9 +109,10 @@ def activation_bytes_per_sample(layer: Any, strategy: Strategy) -> float:
     # under TP) and the experts' activation output (split like the expert GEMMs).
     norm = layer.norm_saved_bytes if "layernorm" in mods else 0.0
     act = layer.act_saved_bytes if "moe_act" in mods and layer.kind == "expert" else 0.0
+    up = layer.up_proj_saved_bytes if "mla_up_proj" in mods else 0.0
     sp_all = min(layer.sp_saved_bytes, layer.saved_bytes) if t > 1 else 0.0
     sp_part = sp_all - min(norm, sp_all)
-    rest = layer.saved_bytes - sp_all - core - act - (0.0 if t > 1 else norm)
+    rest = layer.saved_bytes - sp_all - core - act - up - (0.0 if t > 1 else norm)
     return (max(rest, 0.0) / t + sp_part / tsp) / s.cp
 
 
@@ -249,6 +252,7 @@ class LayerShard:
                        attn_core_fwd_flops=layer.attn_core_fwd_flops / t,
                        gemms=split_gemms(layer.gemms),
                        adapter_gemms=split_gemms(layer.adapter_gemms),
+                       up_proj_gemms=split_gemms(layer.up_proj_gemms),
                        memory_ops=ops,
                        attn_keys=layer.attn_keys / (s.cp if s.cp_comm == "ring" else 1))
 
@@ -257,15 +261,19 @@ class LayerShard:
         """Forward FLOPs per sample of :attr:`local` rerun in the backward pass.
 
         ``full``: the whole forward; ``selective``: the attention core, when its
-        ``s x s`` tensors were dropped (``attn_core_saved_bytes > 0``), and with
-        ``recompute_modules=...mlp`` the whole forward of a dense MLP block (norms and
-        activations rerun memory-bound kernels, no FLOPs)."""
+        ``s x s`` tensors were dropped (``attn_core_saved_bytes > 0``), with
+        ``recompute_modules=...mlp`` the whole forward of a dense MLP block, with
+        ``...mla_up_proj`` the up projections of latent attention (norms and activations
+        rerun memory-bound kernels, no FLOPs)."""
         s, local = self.strategy, self.local
         if reruns_forward(local, s):
             return local.fwd_flops
+        flops = 0.0
         if "core_attn" in s.selective_modules and local.attn_core_saved_bytes > 0:
-            return local.attn_core_fwd_flops
-        return 0.0
+            flops += local.attn_core_fwd_flops
+        if "mla_up_proj" in s.selective_modules:
+            flops += sum(2.0 * m * n * k * c for m, n, k, c, _ in local.up_proj_gemms)
+        return flops
 
     @cached_property
     def activation_bytes_per_sample(self) -> float:

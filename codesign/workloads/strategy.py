@@ -6,7 +6,7 @@ The strategy string is fixed by docs/architecture.md section 6::
       [,cp=C][,sp=true|false][,recompute=none|selective|full][,recompute_layers=N]
       [,schedule=1f1b|interleaved|gpipe][,vpp=V][,split=balanced|layers]
       [,precision=fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8][,grad_precision=fp32|bf16|fp16]
-      [,cp_comm=ring|allgather][,recompute_modules=core_attn+layernorm+mlp+moe_act]
+      [,cp_comm=ring|allgather][,recompute_modules=core_attn+layernorm+mlp+moe_act+mla_up_proj]
       [,offload_layers=N]
 
 * ``dp`` data-parallel replicas, ``tp`` Megatron tensor-parallel ranks (Shoeybi et al.
@@ -79,9 +79,12 @@ The strategy string is fixed by docs/architecture.md section 6::
   Megatron Core*, 2026, Sec. 4.1.4), ``+``-joined names of :data:`RECOMPUTE_MODULES`:
   ``core_attn`` (the default: the attention core as above), ``layernorm`` (the input
   norms' outputs dropped and rerun), ``mlp`` (each dense MLP block keeps only its input
-  and reruns its forward) and ``moe_act`` (the experts' activation output dropped and
-  rerun).  The search does not try them; the sharding rule of
-  :mod:`codesign.workloads.sharding` applies them.
+  and reruns its forward), ``moe_act`` (the experts' activation output dropped and
+  rerun) and ``mla_up_proj`` (multi-head latent attention's per-head queries, keys and
+  values dropped and their up projections rerun from the saved latents: DeepSeek-V3's
+  recomputation, technical report Sec. 3.2.3; nothing in a model without it).  The
+  search does not try them; the sharding rule of :mod:`codesign.workloads.sharding`
+  applies them.
 * ``offload_layers``: activation offloading to host memory, Megatron-core's
   ``cpu_offloading_num_layers`` ("the number of transformer layers for which
   activations has to be offloaded", ``transformer_config.py``), which NVIDIA's
@@ -147,8 +150,9 @@ STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "etp", "e
 RECOMPUTE = ("none", "selective", "full")
 #: What ``recompute=selective`` may rerun (Megatron-core's ``--recompute-modules``, with
 #: its names): the attention core, the norms' outputs, the dense MLP blocks, the experts'
-#: activation function.  Without ``recompute_modules`` selective means ``core_attn``.
-RECOMPUTE_MODULES = ("core_attn", "layernorm", "mlp", "moe_act")
+#: activation function, latent attention's up projections.  Without
+#: ``recompute_modules`` selective means ``core_attn``.
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mlp", "moe_act", "mla_up_proj")
 #: Pipeline schedules.
 SCHEDULES = ("1f1b", "interleaved", "gpipe")
 #: How layers are split into pipeline stages (:func:`stage_bounds`).
@@ -169,7 +173,7 @@ _FORM = ("dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z][,ep=E][,etp=1|T]"
          "[,schedule=1f1b|interleaved|gpipe]"
          "[,vpp=V][,split=balanced|layers][,precision=fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8]"
          "[,grad_precision=fp32|bf16|fp16][,cp_comm=ring|allgather]"
-         "[,recompute_modules=core_attn+layernorm+mlp+moe_act][,offload_layers=N]")
+         "[,recompute_modules=core_attn+layernorm+mlp+moe_act+mla_up_proj][,offload_layers=N]")
 _CHOICES = {"embedding": _EMBEDDING, "recompute": RECOMPUTE, "schedule": SCHEDULES,
             "split": SPLITS, "precision": PRECISIONS,
             "grad_precision": tuple(GRAD_PRECISIONS), "cp_comm": CP_COMMS}

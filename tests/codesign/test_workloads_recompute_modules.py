@@ -11,7 +11,9 @@ from hypothesis import strategies as st
 from codesign.errors import InvalidSpecError
 from codesign.workloads import get_hardware, get_workload
 from codesign.workloads.compute import attention_core_time, layer_time, recompute_time
-from codesign.workloads.sharding import activation_bytes_per_sample
+from codesign.workloads.efficiency import gemm_time
+from codesign.workloads.model import Layer
+from codesign.workloads.sharding import activation_bytes_per_sample, shard_layer
 from codesign.workloads.strategy import RECOMPUTE_MODULES, parse_strategy
 from evaluators.iteration.model import evaluate
 
@@ -114,15 +116,90 @@ def test_core_attn_module_is_selective_recomputation():
     assert a.iteration_time_s == b.iteration_time_s
 
 
+#: A small DeepSeek-V3 (multi-head latent attention at its own widths: 128 heads, query
+#: latent 1536, key/value latent 512, heads of 128 + 64 rotary, values of 128).
+MLA = dict(layers=3, dense_layers=1, experts=16, expert_groups=4, group_top_k=2,
+           seq_len=1024, batch_size=8)
+
+
+@pytest.mark.parametrize("tp", [1, 4])
+def test_mla_up_proj_frees_the_per_head_qkv_and_reruns_the_up_projections(tp):
+    w = get_workload("deepseek-v3", **MLA)
+    attn = w.layer("block1.attn")
+    # Q and K of 128 heads x (128 + 64), V of 128 heads x 128, 1024 tokens, 2 bytes
+    assert attn.up_proj_saved_bytes == 1024 * 128 * (192 + 192 + 128) * 2
+    # the up projections: key/value latent 512 -> 128 x (128 + 128), query latent
+    # 1536 -> 128 x 192
+    assert set(attn.up_proj_gemms) == {(1024, 128 * 256, 512, 1, "n"),
+                                       (1024, 128 * 192, 1536, 1, "n")}
+    base = parse_strategy(f"dp=8,tp={tp},recompute=selective")
+    up = parse_strategy(f"dp=8,tp={tp},recompute=selective,recompute_modules=mla_up_proj")
+    for layer in w.layers:
+        freed = activation_bytes_per_sample(layer, base) - \
+            activation_bytes_per_sample(layer, up)
+        assert freed == pytest.approx(layer.up_proj_saved_bytes / tp)
+    # The rerun: the two column-parallel products' forward on this GPU's 1 / tp of N,
+    # by the GEMM kernel model at the bf16 peak.
+    local = shard_layer(attn, up).local
+    want = sum(gemm_time(4 * 1024, n / tp, k, peak_flops=H100.peak_flops("bf16"),
+                         bandwidth_Bps=H100.memory_bandwidth_Bps, dtype_bytes=2,
+                         profile=H100.compute, count=1)
+               for n, k in ((128 * 256, 512), (128 * 192, 1536)))
+    assert recompute_time(local, H100, 4, {"mla_up_proj"}) == pytest.approx(want)
+    assert shard_layer(attn, up).recompute_flops == pytest.approx(
+        2 * 1024 * (128 * 256 * 512 + 128 * 192 * 1536) / tp)
+    # The roofline: their share of the layer's forward FLOPs of its forward time.
+    roof = layer_time(local, H100, 4, efficiency=0.5)
+    assert recompute_time(local, H100, 4, {"mla_up_proj"}, efficiency=0.5) == pytest.approx(
+        roof.fwd_s * shard_layer(attn, up).recompute_flops / local.fwd_flops)
+
+
+def test_mla_up_proj_adds_exactly_its_reruns_to_the_iteration():
+    w = get_workload("deepseek-v3", **MLA)
+    kw = dict(hardware=H100, check_memory=False)
+    # One GPU (no gradient reduction for the longer backward to hide), one micro-batch
+    # of all 8 samples, three latent-attention layers.
+    a = evaluate("ideal:1,degree=1,bw=400Gbps", w, "dp=1,recompute=selective", **kw)
+    b = evaluate("ideal:1,degree=1,bw=400Gbps", w,
+                 "dp=1,recompute=selective,recompute_modules=mla_up_proj", **kw)
+    rerun = sum(recompute_time(layer, H100, 8, {"mla_up_proj"}) for layer in w.layers)
+    assert rerun > 0 and a.recompute_time_s == 0
+    assert b.recompute_time_s == pytest.approx(rerun)
+    assert b.iteration_time_s - a.iteration_time_s == pytest.approx(rerun)
+    assert a.memory["activations_bytes"] - b.memory["activations_bytes"] == pytest.approx(
+        8 * sum(layer.up_proj_saved_bytes for layer in w.layers))
+
+
+def test_mla_up_proj_changes_nothing_without_latent_attention():
+    w = get_workload("llama3-8b", **SMALL)
+    kw = dict(hardware=H100, check_memory=False)
+    a = evaluate(SYSTEM, w, "dp=8,recompute=selective", **kw)
+    b = evaluate(SYSTEM, w, "dp=8,recompute=selective,recompute_modules=core_attn+mla_up_proj",
+                 **kw)
+    assert a.iteration_time_s == b.iteration_time_s
+    assert {k: v for k, v in a.memory.items() if k != "strategy"} == \
+        {k: v for k, v in b.memory.items() if k != "strategy"}
+
+
+def test_up_proj_gemms_must_be_among_the_layers_gemms():
+    with pytest.raises(InvalidSpecError, match="up_proj_gemms"):
+        Layer("a", "attention", 1, 1.0, 2.0, 1.0, gemms=((1, 2, 3, 1, "n"),),
+              up_proj_gemms=((1, 2, 4, 1, "n"),))
+
+
 @pytest.mark.parametrize("mods", ["layernorm", "mlp", "moe_act", "core_attn+layernorm+mlp",
-                                  "layernorm+mlp+moe_act"])
+                                  "layernorm+mlp+moe_act", "mla_up_proj",
+                                  "layernorm+mla_up_proj"])
 def test_more_modules_less_memory_more_time(mods):
     # Contract over the modules: against plain selective, each set keeps no more
     # activations and takes no less time.
     kw = dict(hardware=H100, check_memory=False)
-    for wl, base in (("llama3-8b", "dp=2,tp=4,sp=true,microbatches=4"),
-                     ("mixtral-8x7b", "dp=8,ep=8,microbatches=4")):
-        w = get_workload(wl, layers=2, seq_len=2048, batch_size=32)
+    for wl, base, opts in (
+            ("llama3-8b", "dp=2,tp=4,sp=true,microbatches=4", {"layers": 2}),
+            ("mixtral-8x7b", "dp=8,ep=8,microbatches=4", {"layers": 2}),
+            ("deepseek-v3", "dp=2,tp=4,sp=true,ep=2,microbatches=4",
+             {k: v for k, v in MLA.items() if k not in ("seq_len", "batch_size")})):
+        w = get_workload(wl, **opts, seq_len=2048, batch_size=32)
         a = evaluate(SYSTEM, w, base + ",recompute=selective", **kw)
         b = evaluate(SYSTEM, w, base + f",recompute=selective,recompute_modules={mods}",
                      **kw)
