@@ -1183,7 +1183,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "[,recompute_layers=N]"
                    "[,schedule=1f1b|interleaved|gpipe][,vpp=V][,split=balanced|layers]"
                    "[,precision=...][,grad_precision=fp32|bf16|fp16][,cp_comm=ring|allgather]"
-                   "[,recompute_modules=...][,offload_layers=N] "
+                   "[,recompute_modules=...][,offload_layers=N][,fp8_params=true] "
                    "(default: pure data parallel on every GPU)")
     p.add_argument("--gpus-per-server", type=int,
                    help="GPUs per server (default: the hardware's)")

@@ -41,7 +41,8 @@ from the sharding rule, :mod:`codesign.workloads.sharding`; this module orders t
   micro-batch (gradients are sharded, so they cannot accumulate): ``repeat = m``.
 * ZeRO-3: parameters all-gathered before each layer's forward and again before its
   backward (size ``W`` each, ``repeat = m``), gradients reduce-scattered in buckets:
-  ``3 (n-1)/n`` per member, 1.5 x DP (Sec. 7.2.2).
+  ``3 (n-1)/n`` per member, 1.5 x DP (Sec. 7.2.2).  ``W`` counts the weights in the
+  format the GPU keeps them (strategy ``fp8_params``: 1 byte for the 8-bit GEMMs').
 * Tensor parallel (Megatron-LM, Shoeybi et al. 2019, Sec. 3): after each layer's
   forward an ``allreduce`` of ``b x tp_allreduce_bytes`` on its TP group, after its
   backward one of ``b x tp_bwd_allreduce_bytes`` (two each way per transformer block).
@@ -710,6 +711,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         blocks: list[list[Op]] = []
         dense_stream: list[tuple[str, float]] = []
         expert_stream: list[tuple[str, float]] = []
+        gathered = [0.0, 0.0]     # the trained weights' bytes ZeRO gathers (dense, expert)
         fwd_stage: list[Op] = []
         emitted_tables = False
         step_params = 0.0
@@ -841,6 +843,8 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
             trained_shared, trained_expert = shard.trainable
             dense_stream.append((layer.name, trained_shared * shard.grad_dtype_bytes))
             expert_stream.append((layer.name, trained_expert * shard.grad_dtype_bytes))
+            gathered[0] += trained_shared * shard.weight_dtype_bytes
+            gathered[1] += trained_expert * shard.weight_dtype_bytes
         fwd += fwd_stage
         hide_f, hide_b = pass_s[0] * chunk_share, pass_s[1] * chunk_share
         if p < s.pp - 1:
@@ -863,14 +867,20 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
         # the updated weights (the same buckets, in the weights' format).
         kind = "allreduce" if s.zero == 0 else "reducescatter"
         grad_rep = m if s.zero >= 2 else 1
-        for stream, groups, purpose in ((dense_stream, dp_groups, "dp"),
-                                        (expert_stream, xdp_groups, "dp-expert")):
+        for stream, groups, purpose, weights in ((dense_stream, dp_groups, "dp", gathered[0]),
+                                                 (expert_stream, xdp_groups, "dp-expert",
+                                                  gathered[1])):
             cuts = _buckets(list(reversed(stream)), float(bucket_bytes))
+            # The weights gathered per gradient byte: the formats' ratio, or with
+            # fp8_params (FP8 and 16-bit layers in one stream) the stream's own, which
+            # keeps its total exact.
+            grads = sum(b for _, b in stream)
+            per_grad = weights / grads if s.fp8_params and grads > 0 else weight_per_grad
             for k, (size, after) in enumerate(cuts):
                 grad_ops += _on(groups, kind, size, "gradient", purpose, True, k, after,
                                 stage=p, repeat=grad_rep)
                 if s.zero in (1, 2):
-                    opt_ops += _on(groups, "allgather", size * weight_per_grad, "optimizer",
+                    opt_ops += _on(groups, "allgather", size * per_grad, "optimizer",
                                    "zero", False, k, after, stage=p)
         # The optimizer step over this stage's (ZeRO-sharded) parameters: memory bound.
         step_bytes = optimizer_step_bytes(step_params, opt_K, dtype, grad_b)

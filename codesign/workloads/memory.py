@@ -7,8 +7,10 @@ keeps of each layer is the sharding rule of :mod:`codesign.workloads.sharding`; 
 module adds the layers of a stage up, with the micro-batches in flight and the tables.
 
 Model state (ZeRO, Rajbhandari et al. SC'20, Sec. 5.1 and Fig. 1), with ``W`` the
-weight bytes a GPU holds after tensor, pipeline and expert parallelism, ``G = W`` its
-gradient bytes, ``K`` the optimizer bytes per parameter and ``N`` the ZeRO group (the
+weight bytes a GPU holds after tensor, pipeline and expert parallelism (1 per
+parameter of the 8-bit GEMMs with strategy ``fp8_params``, their FP32 master copy being
+part of ``K``), ``G`` its gradient bytes (``grad_precision``), ``K`` the optimizer bytes
+per parameter and ``N`` the ZeRO group (the
 data-parallel group ``dp``, and :attr:`~codesign.workloads.strategy.Strategy.expert_dp`
 for expert parameters, whose replicas are that many)::
 

@@ -156,16 +156,27 @@ class LayerShard:
         return self.params[1]
 
     @property
+    def weight_dtype_bytes(self) -> int:
+        """Bytes per weight as the GPU keeps and all-gathers them: 1 for a layer with
+        8-bit weight GEMMs under ``fp8_params`` (the strategy module's rule; not the
+        embedding, whose lookups are no GEMM), else the layer's ``dtype_bytes``."""
+        layer = self.layer
+        if (self.strategy.fp8_params and layer.fp8_gemms and layer.gemms
+                and layer.kind != "embedding"):
+            return 1
+        return layer.dtype_bytes
+
+    @property
     def shared_bytes(self) -> float:
         """Bytes of the non-expert weights on one GPU, bytes (their gradients:
         the matching part of :attr:`trainable` x :attr:`grad_dtype_bytes`)."""
-        return self.params[0] * self.layer.dtype_bytes
+        return self.params[0] * self.weight_dtype_bytes
 
     @property
     def expert_bytes(self) -> float:
         """Bytes of the expert weights on one GPU, bytes (their gradients:
         the matching part of :attr:`trainable` x :attr:`grad_dtype_bytes`)."""
-        return self.params[1] * self.layer.dtype_bytes
+        return self.params[1] * self.weight_dtype_bytes
 
     @property
     def grad_dtype_bytes(self) -> int:
@@ -188,7 +199,8 @@ class LayerShard:
         ZeRO (Rajbhandari et al. SC'20, Sec. 5.1, Fig. 1) divides the optimizer state
         (stage >= 1), the gradients (>= 2) and the weights (3) by the shard group
         (:attr:`Strategy.zero_groups`: ``dp x cp`` for shared, :attr:`Strategy.expert_dp`
-        for expert parameters).  Gradients take :attr:`grad_dtype_bytes` per parameter
+        for expert parameters).  Weights take :attr:`weight_dtype_bytes` per parameter,
+        gradients :attr:`grad_dtype_bytes`
         (Megatron-LM's "float16 param, fp32 grads": 2 + 4 + 12 = 18 bytes with Adam,
         6 + 12 / d with its distributed optimizer, ``docs/source/distrib_optimizer.md`` at
         commit f2e5db4).  Gradients and optimizer state cover :attr:`trainable`.
@@ -196,8 +208,7 @@ class LayerShard:
         s = self.strategy
         out = []
         for params, trained, group in zip(self.params, self.trainable, s.zero_groups):
-            dtype = self.layer.dtype_bytes
-            w, g = params * dtype, trained * self.grad_dtype_bytes
+            w, g = params * self.weight_dtype_bytes, trained * self.grad_dtype_bytes
             o = trained * optimizer_bytes_per_param
             if s.zero >= 1:
                 o /= group

@@ -7,7 +7,7 @@ The strategy string is fixed by docs/architecture.md section 6::
       [,schedule=1f1b|interleaved|gpipe][,vpp=V][,split=balanced|layers]
       [,precision=fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8][,grad_precision=fp32|bf16|fp16]
       [,cp_comm=ring|allgather][,recompute_modules=core_attn+layernorm+mlp+moe_act+mla_up_proj]
-      [,offload_layers=N]
+      [,offload_layers=N][,fp8_params=true|false]
 
 * ``dp`` data-parallel replicas, ``tp`` Megatron tensor-parallel ranks (Shoeybi et al.
   2019), ``pp`` pipeline stages over ``microbatches`` micro-batches per iteration.  The
@@ -97,6 +97,16 @@ The strategy string is fixed by docs/architecture.md section 6::
   :mod:`codesign.workloads.memory`).  Megatron-core refuses it with activation
   recomputation, and so does the strategy; at least one block of every chunk stays on
   the GPU (``N`` below the chunk's blocks, Megatron-core's ``num_layers - 1`` bound).
+* ``fp8_params``: the weights of the 8-bit GEMMs kept in FP8 between optimizer steps
+  and all-gathered in FP8 (Megatron-Bridge's ``MixedPrecisionConfig.fp8_param_gather``,
+  which its FP8 recipes set; Megatron-core's ``--fp8-param-gather``; NeMo-1's
+  ``fp8_params``): 1 byte per parameter of those layers in memory and in ZeRO's
+  parameter all-gathers (the FP32 master copy stays in the optimizer state).  Only with
+  ``precision=fp8`` or ``fp8-cs``, whose FP8 weights are one byte each: Megatron-Bridge's
+  guide names it "for per-tensor FP8 scaling recipes" (``docs/performance-guide.md``,
+  "Communication Data Types", at commit 97ad8cc6f); its MXFP8 recipe sets it too, but
+  block-scaled weights keep row- and column-wise copies whose gather the model does not
+  know, so ``mxfp8`` refuses it.  The embedding and the output layer stay 16-bit.
 * ``schedule``: ``1f1b`` (PipeDream-Flush, Narayanan et al. SC'21 Sec. 2.2.1),
   ``gpipe`` (all forwards, then all backwards: same bubble, every micro-batch in
   flight), ``interleaved`` with ``vpp`` virtual stages per GPU (Narayanan et al. SC'21
@@ -136,7 +146,7 @@ __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRA
            "GRAD_PRECISIONS", "CP_COMMS", "MAX_GPUS",
            "pipeline_stages", "bubble_fraction", "is_table",
            "check_applicable", "stage_bounds", "RECOMPUTE", "RECOMPUTE_MODULES",
-           "SCHEDULES", "PRECISIONS",
+           "SCHEDULES", "PRECISIONS", "FP8_PARAM_PRECISIONS",
            "inflight_microbatches", "recompute_modes", "SPLITS", "block_stages",
            "layer_recompute", "layer_strategies", "partial_recompute_counts",
            "recompute_ladder", "with_expert_parallelism", "layer_offload",
@@ -145,7 +155,8 @@ __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRA
 #: Keys of the strategy string, in canonical order.
 STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "etp", "embedding", "sp",
                  "recompute", "recompute_layers", "schedule", "vpp", "split", "precision",
-                 "grad_precision", "cp_comm", "recompute_modules", "offload_layers")
+                 "grad_precision", "cp_comm", "recompute_modules", "offload_layers",
+                 "fp8_params")
 #: Activation recomputation modes (Korthikanti et al. 2022, Sec. 5).
 RECOMPUTE = ("none", "selective", "full")
 #: What ``recompute=selective`` may rerun (Megatron-core's ``--recompute-modules``, with
@@ -159,6 +170,9 @@ SCHEDULES = ("1f1b", "interleaved", "gpipe")
 SPLITS = ("balanced", "layers")
 #: Number formats of gradients, and their bytes per element.
 GRAD_PRECISIONS = {"fp32": 4, "bf16": 2, "fp16": 2}
+#: Precisions whose GEMM weights may be kept in FP8 (``fp8_params``): the per-tensor
+#: scaling recipes.
+FP8_PARAM_PRECISIONS = ("fp8", "fp8-cs")
 #: How context-parallel ranks exchange keys and values (module docstring).
 CP_COMMS = ("ring", "allgather")
 _MAX_DEGREE = 10**7          # far above any cluster
@@ -173,7 +187,8 @@ _FORM = ("dp=D,tp=T,pp=P[,cp=C][,microbatches=M][,zero=Z][,ep=E][,etp=1|T]"
          "[,schedule=1f1b|interleaved|gpipe]"
          "[,vpp=V][,split=balanced|layers][,precision=fp32|tf32|bf16|fp16|fp8|fp8-cs|mxfp8]"
          "[,grad_precision=fp32|bf16|fp16][,cp_comm=ring|allgather]"
-         "[,recompute_modules=core_attn+layernorm+mlp+moe_act+mla_up_proj][,offload_layers=N]")
+         "[,recompute_modules=core_attn+layernorm+mlp+moe_act+mla_up_proj][,offload_layers=N]"
+         "[,fp8_params=true|false]")
 _CHOICES = {"embedding": _EMBEDDING, "recompute": RECOMPUTE, "schedule": SCHEDULES,
             "split": SPLITS, "precision": PRECISIONS,
             "grad_precision": tuple(GRAD_PRECISIONS), "cp_comm": CP_COMMS}
@@ -232,6 +247,9 @@ class Strategy:
     offload_layers : int or None
         Transformer blocks at the start of each model chunk whose saved activations
         wait in host memory for the backward pass; ``None``: none (module docstring).
+    fp8_params : bool
+        The 8-bit GEMMs' weights kept and all-gathered in FP8 (needs ``precision`` fp8
+        or fp8-cs; module docstring).
 
     Raises
     ------
@@ -259,6 +277,7 @@ class Strategy:
     cp_comm: str = "ring"
     recompute_modules: tuple[str, ...] | None = None
     offload_layers: int | None = None
+    fp8_params: bool = False
 
     def __post_init__(self) -> None:
         for name in ("dp", "tp", "pp", "ep", "cp", "vpp"):
@@ -285,6 +304,13 @@ class Strategy:
                 raise invalid(f"strategy {name}", value, " or ".join(choices))
         if not isinstance(self.sp, bool):
             raise invalid("strategy sp", self.sp, "true or false")
+        if not isinstance(self.fp8_params, bool):
+            raise invalid("strategy fp8_params", self.fp8_params, "true or false")
+        if self.fp8_params and self.precision not in FP8_PARAM_PRECISIONS:
+            raise invalid("strategy fp8_params", "true",
+                          "false unless precision=fp8 or fp8-cs is given (per-tensor "
+                          "scaling: one byte per weight; the layout of MXFP8 weights is not "
+                          f"modelled; precision={self.precision})")
         if self.etp is not None and self.etp not in (1, self.tp):
             raise invalid("strategy etp", self.etp,
                           f"1 or tp ({self.tp}): expert tensor parallelism between the two "
@@ -412,7 +438,7 @@ class Strategy:
                 "cp_comm": self.cp_comm,
                 "recompute_modules": (list(self.recompute_modules)
                                       if self.recompute_modules else None),
-                "offload_layers": self.offload_layers,
+                "offload_layers": self.offload_layers, "fp8_params": self.fp8_params,
                 "gpus": self.gpus, "text": str(self)}
 
 
@@ -503,7 +529,7 @@ def parse_strategy(text: str) -> Strategy:
     Strategy(dp=4, tp=8, pp=2, microbatches=16, zero=1, ep=1, etp=None, embedding='data', \
 cp=1, sp=False, recompute='none', recompute_layers=None, schedule='1f1b', vpp=1, \
 split='balanced', precision=None, grad_precision=None, cp_comm='ring', \
-recompute_modules=None, offload_layers=None)
+recompute_modules=None, offload_layers=None, fp8_params=False)
     >>> str(parse_strategy("dp=8,tp=8,pp=16,sp=true,recompute=selective"))
     'dp=8,tp=8,pp=16,sp=true,recompute=selective'
     """
@@ -528,9 +554,9 @@ recompute_modules=None, offload_layers=None)
         if key == "recompute_modules":     # names checked by Strategy
             values[key] = tuple(m.strip() for m in raw.split("+"))
             continue
-        if key == "sp":
+        if key in ("sp", "fp8_params"):
             if raw not in _BOOL:
-                raise invalid("strategy sp", raw, "true or false")
+                raise invalid(f"strategy {key}", raw, "true or false")
             values[key] = _BOOL[raw]
             continue
         # Plain decimal digits only: no signs, floats, underscores or other numerals.

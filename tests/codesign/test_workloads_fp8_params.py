@@ -1,0 +1,95 @@
+"""Weights kept in FP8 (strategy ``fp8_params``, Megatron-Bridge's ``fp8_param_gather``):
+the grammar, the memory of each layer and ZeRO's parameter all-gathers, against closed
+forms from the layers' own parameter counts."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from codesign.errors import InvalidSpecError
+from codesign.workloads import get_hardware, get_workload
+from codesign.workloads.demand import CollectiveOp, demand_for
+from codesign.workloads.memory import memory_per_gpu
+from codesign.workloads.sharding import shard_layer
+from codesign.workloads.strategy import PRECISIONS, parse_strategy
+
+H100 = get_hardware("H100")
+SMALL = dict(layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000,
+             seq_len=2048, batch_size=64)
+
+
+@given(st.sampled_from(PRECISIONS), st.booleans())
+def test_only_per_tensor_fp8_recipes_keep_fp8_weights(precision, on):
+    text = f"dp=8,precision={precision},fp8_params={str(on).lower()}"
+    if on and precision not in ("fp8", "fp8-cs"):
+        with pytest.raises(InvalidSpecError, match="strategy fp8_params 'true'.*precision"):
+            parse_strategy(text)
+    else:
+        s = parse_strategy(text)
+        assert s.fp8_params is on
+        assert parse_strategy(str(s)) == s
+        assert ("fp8_params=true" in str(s)) is on
+
+
+@pytest.mark.parametrize("text", ["dp=8,fp8_params=true", "dp=8,precision=bf16,fp8_params=true",
+                                  "dp=8,precision=fp8,fp8_params=1"])
+def test_bad_fp8_params_name_the_field(text):
+    with pytest.raises(InvalidSpecError, match="strategy fp8_params") as err:
+        parse_strategy(text)
+    assert "\n" not in str(err.value)
+
+
+def test_weights_of_the_fp8_gemm_layers_take_one_byte():
+    w = get_workload("llama3-8b", **SMALL)
+    on = parse_strategy("dp=8,precision=fp8-cs,fp8_params=true")
+    off = parse_strategy("dp=8,precision=fp8-cs")
+    for layer in w.layers:
+        sh_on, sh_off = shard_layer(layer, on), shard_layer(layer, off)
+        # The transformer blocks' weights are FP8; the embedding (a lookup) and the
+        # output layer (16-bit GEMM, Megatron-LM) stay at 2 bytes.
+        fp8 = layer.kind != "embedding" and layer.name != "lm_head"
+        assert sh_on.weight_dtype_bytes == (1 if fp8 else 2)
+        assert sh_on.shared_bytes == layer.params * (1 if fp8 else 2)
+        (w_on, g_on, o_on), _ = sh_on.model_state(12.0)
+        (w_off, g_off, o_off), _ = sh_off.model_state(12.0)
+        assert w_on == layer.params * (1 if fp8 else 2)
+        assert (g_on, o_on) == (g_off, o_off)   # FP32 master weights stay in the optimizer
+    blocks = sum(layer.params for layer in w.layers
+                 if layer.kind != "embedding" and layer.name != "lm_head")
+    m_on = memory_per_gpu(w, on, H100)
+    m_off = memory_per_gpu(w, off, H100)
+    assert m_off.weights_bytes - m_on.weights_bytes == pytest.approx(blocks)
+    assert m_on.activations_bytes == m_off.activations_bytes
+
+
+def _zero_gathers(w, text):
+    d = demand_for(w, text, H100, check=False)
+    return [op for op in d.op_sets if isinstance(op, CollectiveOp) and op.purpose == "zero"]
+
+
+@pytest.mark.parametrize("zero", [1, 2])
+def test_zero_gathers_the_updated_weights_in_their_format(zero):
+    w = get_workload("llama3-8b", **SMALL)
+    base = f"dp=8,zero={zero},precision=fp8-cs,grad_precision=fp32"
+    off = _zero_gathers(w, base)
+    on = _zero_gathers(w, base + ",fp8_params=true")
+    fp8 = sum(layer.params for layer in w.layers
+              if layer.kind != "embedding" and layer.name != "lm_head")
+    rest = sum(layer.params for layer in w.layers) - fp8
+    assert sum(op.bytes for op in off) == pytest.approx(2 * (fp8 + rest))
+    assert sum(op.bytes for op in on) == pytest.approx(fp8 + 2 * rest)
+    assert len(on) == len(off)       # the same buckets
+
+
+def test_zero3_gathers_each_fp8_layer_at_one_byte_per_weight():
+    w = get_workload("llama3-8b", **SMALL)
+    s = "dp=8,zero=3,microbatches=2,precision=fp8-cs,fp8_params=true"
+    by_layer: dict[str, float] = {}
+    for op in _zero_gathers(w, s):
+        if op.phase == "forward":
+            by_layer[op.layer] = by_layer.get(op.layer, 0.0) + op.bytes
+    for layer in w.layers:
+        fp8 = layer.kind != "embedding" and layer.name != "lm_head"
+        assert by_layer[layer.name] == pytest.approx(layer.params * (1 if fp8 else 2))
