@@ -102,11 +102,13 @@ The strategy string is fixed by docs/architecture.md section 6::
   which its FP8 recipes set; Megatron-core's ``--fp8-param-gather``; NeMo-1's
   ``fp8_params``): 1 byte per parameter of those layers in memory and in ZeRO's
   parameter all-gathers (the FP32 master copy stays in the optimizer state).  Only with
-  ``precision=fp8`` or ``fp8-cs``, whose FP8 weights are one byte each: Megatron-Bridge's
+  precision (the strategy's, else the workload's) ``fp8`` or ``fp8-cs``
+  (:func:`check_applicable`), whose FP8 weights are one byte each: Megatron-Bridge's
   guide names it "for per-tensor FP8 scaling recipes" (``docs/performance-guide.md``,
   "Communication Data Types", at commit 97ad8cc6f); its MXFP8 recipe sets it too, but
   block-scaled weights keep row- and column-wise copies whose gather the model does not
-  know, so ``mxfp8`` refuses it.  The embedding and the output layer stay 16-bit.
+  know, so ``mxfp8`` refuses it.  The embedding and the output layer stay 16-bit.  The
+  strategy search sets it wherever the precision allows (:func:`keeps_fp8_weights`).
 * ``schedule``: ``1f1b`` (PipeDream-Flush, Narayanan et al. SC'21 Sec. 2.2.1),
   ``gpipe`` (all forwards, then all backwards: same bubble, every micro-batch in
   flight), ``interleaved`` with ``vpp`` virtual stages per GPU (Narayanan et al. SC'21
@@ -146,7 +148,7 @@ __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRA
            "GRAD_PRECISIONS", "CP_COMMS", "MAX_GPUS",
            "pipeline_stages", "bubble_fraction", "is_table",
            "check_applicable", "stage_bounds", "RECOMPUTE", "RECOMPUTE_MODULES",
-           "SCHEDULES", "PRECISIONS", "FP8_PARAM_PRECISIONS",
+           "SCHEDULES", "PRECISIONS", "FP8_PARAM_PRECISIONS", "keeps_fp8_weights",
            "inflight_microbatches", "recompute_modes", "SPLITS", "block_stages",
            "layer_recompute", "layer_strategies", "partial_recompute_counts",
            "recompute_ladder", "with_expert_parallelism", "layer_offload",
@@ -173,6 +175,8 @@ GRAD_PRECISIONS = {"fp32": 4, "bf16": 2, "fp16": 2}
 #: Precisions whose GEMM weights may be kept in FP8 (``fp8_params``): the per-tensor
 #: scaling recipes.
 FP8_PARAM_PRECISIONS = ("fp8", "fp8-cs")
+_FP8_PARAMS_RULE = ("false unless the precision is fp8 or fp8-cs (per-tensor scaling: one "
+                    "byte per weight; the layout of MXFP8 weights is not modelled")
 #: How context-parallel ranks exchange keys and values (module docstring).
 CP_COMMS = ("ring", "allgather")
 _MAX_DEGREE = 10**7          # far above any cluster
@@ -306,11 +310,10 @@ class Strategy:
             raise invalid("strategy sp", self.sp, "true or false")
         if not isinstance(self.fp8_params, bool):
             raise invalid("strategy fp8_params", self.fp8_params, "true or false")
-        if self.fp8_params and self.precision not in FP8_PARAM_PRECISIONS:
-            raise invalid("strategy fp8_params", "true",
-                          "false unless precision=fp8 or fp8-cs is given (per-tensor "
-                          "scaling: one byte per weight; the layout of MXFP8 weights is not "
-                          f"modelled; precision={self.precision})")
+        if self.fp8_params and self.precision is not None \
+                and self.precision not in FP8_PARAM_PRECISIONS:
+            raise invalid("strategy fp8_params", "true", _FP8_PARAMS_RULE
+                          + f"; precision={self.precision})")
         if self.etp is not None and self.etp not in (1, self.tp):
             raise invalid("strategy etp", self.etp,
                           f"1 or tp ({self.tp}): expert tensor parallelism between the two "
@@ -651,6 +654,14 @@ def is_table(layer: Any) -> bool:
     return layer.kind == "embedding" and layer.lookups > 0 and layer.table_rows > 0
 
 
+def keeps_fp8_weights(workload: Any, precision: str | None = None) -> bool:
+    """Whether ``workload`` trained at ``precision`` (a strategy's; ``None``: the
+    workload's own) may keep its GEMM weights in FP8 (strategy ``fp8_params``): a
+    per-tensor FP8 recipe, :data:`FP8_PARAM_PRECISIONS`.  NVIDIA's FP8 recipes always
+    do (module docstring), so the strategy search sets ``fp8_params`` where this holds."""
+    return (precision or getattr(workload, "precision", None)) in FP8_PARAM_PRECISIONS
+
+
 def check_applicable(workload: Any, strategy: Strategy) -> None:
     """Raise unless ``strategy`` can run ``workload`` (divisibility and support rules).
 
@@ -662,7 +673,8 @@ def check_applicable(workload: Any, strategy: Strategy) -> None:
     chunks (causal load balancing); ``sp=true`` a sequence that splits over ``tp x cp``
     ranks; ``embedding=model`` needs tables and ``tp = pp = 1``
     (TopoOpt's hybrid: tables on servers, the rest data parallel); ``offload_layers``
-    fewer than the blocks of every model chunk.
+    fewer than the blocks of every model chunk; ``fp8_params`` a per-tensor FP8
+    precision (:func:`keeps_fp8_weights`).
 
     Raises
     ------
@@ -670,6 +682,10 @@ def check_applicable(workload: Any, strategy: Strategy) -> None:
         The first rule broken, naming the field and what would work.
     """
     s = strategy
+    if s.fp8_params and not keeps_fp8_weights(workload, s.precision):
+        given = s.precision or getattr(workload, "precision", None) or "not given"
+        raise invalid("strategy fp8_params", "true",
+                      f"{_FP8_PARAMS_RULE}; precision {given})")
     # The layer count first: a pipeline deeper than the model also makes its default
     # micro-batch count (pp) miss the batch, which named the wrong field (pp=1000).
     if s.pp * s.vpp > len(workload.layers):

@@ -33,7 +33,8 @@ def test_only_per_tensor_fp8_recipes_keep_fp8_weights(precision, on):
         assert ("fp8_params=true" in str(s)) is on
 
 
-@pytest.mark.parametrize("text", ["dp=8,fp8_params=true", "dp=8,precision=bf16,fp8_params=true",
+@pytest.mark.parametrize("text", ["dp=8,precision=bf16,fp8_params=true",
+                                  "dp=8,precision=mxfp8,fp8_params=true",
                                   "dp=8,precision=fp8,fp8_params=1"])
 def test_bad_fp8_params_name_the_field(text):
     with pytest.raises(InvalidSpecError, match="strategy fp8_params") as err:
@@ -93,3 +94,18 @@ def test_zero3_gathers_each_fp8_layer_at_one_byte_per_weight():
     for layer in w.layers:
         fp8 = layer.kind != "embedding" and layer.name != "lm_head"
         assert by_layer[layer.name] == pytest.approx(layer.params * (1 if fp8 else 2))
+
+
+def test_the_workloads_precision_decides_when_the_strategy_gives_none():
+    from codesign.workloads.strategy import check_applicable, keeps_fp8_weights
+
+    s = parse_strategy("dp=8,fp8_params=true")
+    fp8 = get_workload("llama3-8b", **SMALL, precision="fp8-cs")
+    bf16 = get_workload("llama3-8b", **SMALL)
+    assert keeps_fp8_weights(fp8) and not keeps_fp8_weights(bf16)
+    assert not keeps_fp8_weights(fp8, "mxfp8")
+    check_applicable(fp8, s)
+    with pytest.raises(InvalidSpecError, match="strategy fp8_params 'true'.*precision not given"):
+        check_applicable(bf16, s)
+    with pytest.raises(InvalidSpecError, match="strategy fp8_params"):
+        memory_per_gpu(bf16, s, H100)

@@ -240,3 +240,21 @@ def test_micro_batch_counts_of_a_huge_batch_are_found_without_a_loop_over_it():
     from search.strategy.feasible import _counts_above
     w = get_workload("llama3-8b").with_batch(2 ** 24)
     assert _counts_above(Strategy(dp=1, tp=8, pp=4), w, 4)[:3] == [8, 16, 32]
+
+
+@pytest.mark.parametrize("precision, kept", [(None, False), ("bf16", False), ("fp8", True),
+                                             ("fp8-cs", True), ("mxfp8", False)])
+def test_the_search_keeps_fp8_weights_where_the_precision_allows(precision, kept):
+    # NVIDIA's per-tensor FP8 recipes keep the weights in FP8 (fp8_param_gather): every
+    # searched strategy does, and so needs no more model parallelism than without them.
+    from search.strategy.feasible import shape_candidates
+
+    opts = {} if precision is None else {"precision": precision}
+    hw = "B200" if precision == "mxfp8" else "H100"
+    w = get_workload("llama3-70b", **opts)
+    start = feasible_start(w, 256, hw).strategy
+    assert start.fp8_params is kept
+    assert all(c.strategy.fp8_params is kept for c in shape_candidates(w, 256, hw, limit=6))
+    if kept:
+        off = Strategy(**{**start.__dict__, "fp8_params": False})
+        assert memory_per_gpu(w, start, hw).weights_bytes < memory_per_gpu(w, off, hw).weights_bytes
