@@ -91,7 +91,7 @@ from codesign.specs import check_choice, check_number
 from codesign.workloads.efficiency import (PROFILE_FORMATS, flash_attention_time,
                                           gemm_backward_shapes, gemm_time)
 from codesign.workloads.hardware import Hardware, get_hardware
-from codesign.workloads.model import MAX_BATCH_SIZE, PRECISIONS, Layer, Workload
+from codesign.workloads.model import FP8_FORMATS, MAX_BATCH_SIZE, PRECISIONS, Layer, Workload
 
 __all__ = ["DEFAULT_EFFICIENCY", "LayerTime", "layer_time", "layer_times", "dtype_name",
            "resolve_precision", "uses_kernel_model", "attention_core_time", "ATTENTION_CORE_OPS",
@@ -109,8 +109,6 @@ _DTYPE_BY_BYTES = {1: "fp8", 2: "fp16", 4: "fp32", 8: "fp64"}
 #: over the values).
 ATTENTION_CORE_OPS = ("softmax", "attention_dropout")
 
-#: The 8-bit recipes (module docstring, "FP8"): weight GEMMs at the fp8 peak.
-FP8_FORMATS = ("fp8", "fp8-cs", "mxfp8")
 #: An MXFP8 scale: one 1-byte E8M0 exponent per block of 32 elements (OCP MX v1.0).
 _MX_SCALE_BYTES = 1.0 / 32
 

@@ -634,7 +634,9 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     layers = workload.layers
     # Each layer's recomputation (full recomputation covers the transformer blocks;
     # recompute_layers only the first blocks of each model chunk).
-    layer_s = layer_strategies([layer.name for layer in layers], s, stages)
+    # sharded at the precision they run in (8-bit GEMMs keep 8-bit inputs: sharding)
+    layer_s = layer_strategies([layer.name for layer in layers],
+                               replace(s, precision=precision), stages)
     offloaded = layer_offload([layer.name for layer in layers], s, stages)
     if s.offload_layers is not None and not hw.host_link_Bps:
         raise invalid("strategy offload_layers", s.offload_layers,

@@ -343,6 +343,7 @@ def attention(name: str, *, hidden: int, heads: int, kv_heads: int, seq: int,
                   attn_core_fwd_flops=2.0 * score_macs, attn_core_saved_bytes=core_saved,
                   sp_saved_bytes=sp_part, norm_saved_bytes=n_norm * sh * d,
                   checkpoint_bytes=sh * d, kv_bytes=2.0 * skv * d,
+                  gemm_in_saved_bytes=(sh + sq) * d, gemm_in_sp_bytes=sh * d,
                   gemms=tuple(gemms), attention_kernel="flash" if flash else "unfused",
                   causal=causal, memory_ops=tuple(ops), attn_keys=keys)
 
@@ -412,6 +413,10 @@ def latent_attention(name: str, *, hidden: int, heads: int, seq: int, dtype_byte
                   kv_bytes=s * (k_w + v_w) * d, gemms=tuple(gemms),
                   up_proj_saved_bytes=s * (q_w + k_w + v_w) * d,
                   up_proj_gemms=(kv_up_gemm, q_up_gemm),
+                  # inputs of the down projections (the norm output), of the up
+                  # projections (the normed latents) and of the output projection
+                  gemm_in_saved_bytes=(sh + s * (q_rank + kv_rank) + s * v_w) * d,
+                  gemm_in_sp_bytes=sh * d,
                   attention_kernel="flash", causal=causal, memory_ops=tuple(ops),
                   attn_keys=keys)
 
@@ -446,6 +451,7 @@ def mlp(name: str, *, hidden: int, ffn: int, seq: int, dtype_bytes: int, bias: b
         + residual_ops(sh, d, dropout=dropout)
     return _block(name, "dense", params, fwd, sh * d, d, io, saved, tp,
                   sp_saved_bytes=sp_part, norm_saved_bytes=n_norm * sh * d, gemms=gemms,
+                  gemm_in_saved_bytes=(sh + sf) * d, gemm_in_sp_bytes=sh * d,
                   memory_ops=ops)
 
 
@@ -519,7 +525,11 @@ def moe(name: str, *, hidden: int, ffn: int, experts: int, top_k: int, seq: int,
                   ep_alltoall_bytes=sh * d * top_k * capacity_factor,
                   sp_saved_bytes=2 * sh * d,
                   norm_saved_bytes=(sh * d if norm != "none" else 0.0),
-                  act_saved_bytes=routed * s * ffn * d, gemms=tuple(gemms), memory_ops=ops)
+                  act_saved_bytes=routed * s * ffn * d, gemms=tuple(gemms), memory_ops=ops,
+                  # every routed and shared copy's expert inputs (the router is a
+                  # 16-bit product outside Transformer Engine)
+                  gemm_in_saved_bytes=(routed + shared_experts)
+                  * dense_block.gemm_in_saved_bytes)
 
 
 def lstm(name: str, in_features: int, hidden: int, *, seq: int, dtype_bytes: int,

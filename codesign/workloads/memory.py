@@ -34,6 +34,9 @@ layers save for the backward pass, sharded by the strategy (Korthikanti et al. 2
   it freed (the output layer, which is not recomputed; with ``recompute_layers`` the
   kept blocks, which free more than a rerun block builds: no working set);
 * context parallelism divides everything by ``cp`` (each rank holds ``s / cp`` tokens);
+* an 8-bit precision (Transformer Engine's recipes) keeps the weight GEMMs' saved inputs
+  in one byte per element (``Layer.gemm_in_saved_bytes``; for a GPT layer with SP
+  ``s h (34 - 7) / t``: the QKV, projection, first and second MLP inputs halve);
 * offloading (strategy ``offload_layers``): the offloaded blocks' activations wait in
   host memory (``offloaded_bytes``, checked against the hardware's ``host_memory``);
   the GPU keeps one offloaded layer of one micro-batch on its way out or back in (its
@@ -63,6 +66,7 @@ from typing import Any
 import numpy as np
 
 from codesign.errors import InfeasibleError
+from codesign.workloads.compute import resolve_precision
 from codesign.workloads.hardware import Hardware, get_hardware
 from codesign.workloads.model import Workload
 from codesign.workloads.placement import Placement
@@ -218,7 +222,10 @@ def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardw
 
     stages = stage_bounds(workload, s)
     names = [layer.name for layer in workload.layers]
-    layer_s = layer_strategies(names, s, stages)
+    # The layers are sharded at the precision they run in (the workload's unless the
+    # strategy names one): 8-bit GEMMs keep 8-bit inputs.
+    sized = replace(s, precision=resolve_precision(workload, hw, s.precision))
+    layer_s = layer_strategies(names, sized, stages)
     offloaded = layer_offload(names, s, stages)
     per_stage = []
     for p, (start, stop) in enumerate(stages):
@@ -241,7 +248,7 @@ def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardw
                 act, top = act + a, max(top, a)
         inflight = inflight_microbatches(s, p) if s.pp > 1 else 1.0
         # Only full recomputation (of all blocks or the first of each chunk) reruns units.
-        work = _recompute_workspace(kept, s) * micro if s.recompute == "full" else 0.0
+        work = _recompute_workspace(kept, sized) * micro if s.recompute == "full" else 0.0
         # An offloaded layer on its way out (or back in) meets the micro-batch's kept
         # layers only at the first of them (the forward builds them after it, the
         # backward frees them before it); the other micro-batches in flight hold theirs.

@@ -65,7 +65,8 @@ from typing import Any
 from codesign.errors import InvalidSpecError, invalid
 from codesign.specs import check_choice, check_int, check_number
 
-__all__ = ["KINDS", "PRECISIONS", "MAX_BATCH_SIZE", "Layer", "Workload", "MemorySummary"]
+__all__ = ["KINDS", "PRECISIONS", "FP8_FORMATS", "MAX_BATCH_SIZE", "Layer", "Workload",
+           "MemorySummary"]
 
 #: Layer kinds.  ``dense`` also covers recurrent cells (LSTM), whose cost is matmuls.
 KINDS = ("dense", "embedding", "attention", "expert", "convolution", "norm", "other")
@@ -80,6 +81,9 @@ MAX_BATCH_SIZE = 2 ** 24
 #: ``fp8-cs`` its per-tensor current scaling, ``mxfp8`` the 32-element block scaling of
 #: Blackwell (codesign.workloads.compute, "FP8").
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8", "fp8-cs", "mxfp8")
+#: The 8-bit recipes (Transformer Engine's; :mod:`codesign.workloads.compute`, "FP8"):
+#: weight GEMMs at the fp8 peak, their inputs saved for the backward pass in 8 bits.
+FP8_FORMATS = ("fp8", "fp8-cs", "mxfp8")
 
 
 def _nonneg_int(where: str, value: Any) -> int:
@@ -189,6 +193,14 @@ class Layer:
     up_proj_gemms : tuple of (M, N, K, count, shard)
         Those up projections (format of ``gemms``, and among them): the products that
         ``mla_up_proj`` recomputation reruns before the backward pass.
+    gemm_in_saved_bytes, gemm_in_sp_bytes : float
+        Saved bytes per sample that are the inputs of the layer's weight GEMMs (kept for
+        their weight gradient), and the part of them in ``sp_saved_bytes``.  Under an
+        8-bit precision Transformer Engine keeps them in FP8 (one byte per element) when
+        ``fp8_gemms``: its ``Linear`` saves the quantized input, column-wise only
+        ("Discard row-wise data since it is not needed in backward pass",
+        ``transformer_engine/pytorch/module/linear.py``), as ``LayerNormLinear`` does its
+        norm output and ``GroupedLinear`` the experts' inputs.
     checkpoint_bytes : float or None
         Bytes per sample full recomputation keeps; ``None`` = ``activation_bytes``.
     kv_bytes : float
@@ -282,6 +294,8 @@ class Layer:
     act_saved_bytes: float = 0.0
     up_proj_saved_bytes: float = 0.0
     up_proj_gemms: tuple[tuple[float, float, float, float, str], ...] = ()
+    gemm_in_saved_bytes: float = 0.0
+    gemm_in_sp_bytes: float = 0.0
     frozen: bool = False
     adapter_params: int = 0
     adapter_gemms: tuple[tuple[float, float, float, float, str], ...] = ()
@@ -298,7 +312,7 @@ class Layer:
                      "tp_allreduce_bytes", "tp_bwd_allreduce_bytes", "ep_alltoall_bytes",
                      "attn_core_fwd_flops", "attn_core_saved_bytes", "sp_saved_bytes",
                      "kv_bytes", "attn_keys", "norm_saved_bytes", "act_saved_bytes",
-                     "up_proj_saved_bytes"):
+                     "up_proj_saved_bytes", "gemm_in_saved_bytes", "gemm_in_sp_bytes"):
             object.__setattr__(self, name, check_number(f"{where} {name}", getattr(self, name),
                                                         inclusive=True))
         if isinstance(self.dtype_bytes, bool) or self.dtype_bytes not in (1, 2, 4, 8):
@@ -311,10 +325,15 @@ class Layer:
             object.__setattr__(self, "checkpoint_bytes", check_number(
                 f"{where} checkpoint_bytes", self.checkpoint_bytes, inclusive=True))
         for name in ("attn_core_saved_bytes", "sp_saved_bytes", "norm_saved_bytes",
-                     "act_saved_bytes", "up_proj_saved_bytes"):
+                     "act_saved_bytes", "up_proj_saved_bytes", "gemm_in_saved_bytes"):
             if getattr(self, name) > self.saved_bytes * (1 + 1e-12):
                 raise invalid(f"{where} {name}", getattr(self, name),
                               f"at most saved_bytes ({self.saved_bytes:g})")
+        if self.gemm_in_sp_bytes > min(self.gemm_in_saved_bytes, self.sp_saved_bytes) \
+                * (1 + 1e-12):
+            raise invalid(f"{where} gemm_in_sp_bytes", self.gemm_in_sp_bytes,
+                          "at most gemm_in_saved_bytes and sp_saved_bytes "
+                          f"({min(self.gemm_in_saved_bytes, self.sp_saved_bytes):g})")
         if self.attn_core_fwd_flops > self.fwd_flops * (1 + 1e-12):
             raise invalid(f"{where} attn_core_fwd_flops", self.attn_core_fwd_flops,
                           f"at most fwd_flops ({self.fwd_flops:g})")

@@ -261,7 +261,8 @@ _LAYER_KEYS = tuple(f for f in Layer.__dataclass_fields__)
 _BYTE_FIELDS = {"activation_bytes", "io_bytes", "saved_bytes", "tp_allreduce_bytes",
                 "tp_bwd_allreduce_bytes", "ep_alltoall_bytes", "attn_core_saved_bytes",
                 "sp_saved_bytes", "checkpoint_bytes", "kv_bytes", "norm_saved_bytes",
-                "act_saved_bytes", "up_proj_saved_bytes"}
+                "act_saved_bytes", "up_proj_saved_bytes", "gemm_in_saved_bytes",
+                "gemm_in_sp_bytes"}
 
 
 def is_model_file(name: str | Path) -> bool:

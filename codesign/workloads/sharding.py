@@ -38,7 +38,9 @@ Rules (``T`` = tp, ``C`` = cp, ``E`` = ep, ``b`` = samples of one micro-batch):
   dropped and their up projections rerun from the saved latents).
 * **Activations kept** (Korthikanti et al. 2022, Eqs. 2, 4, 6):
   :attr:`LayerShard.activation_bytes_per_sample` (the memory module's docstring gives the
-  per-flag formulas).
+  per-flag formulas); under an 8-bit ``precision`` (the strategy's, which the memory and
+  demand models resolve from the workload's before sharding) the weight GEMMs' saved
+  inputs take one byte per element (``Layer.gemm_in_saved_bytes``).
 * **Communication per micro-batch**: the TP all-reduce (or SP reduce-scatter +
   all-gather) of ``b x tp_allreduce_bytes / C`` after the forward and ``b x
   tp_bwd_allreduce_bytes / C`` after the backward; the expert all-to-all of ``b x
@@ -63,7 +65,7 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
-from codesign.workloads.model import Layer
+from codesign.workloads.model import FP8_FORMATS, Layer
 from codesign.workloads.strategy import Strategy
 
 __all__ = ["LayerShard", "shard_layer", "layer_params_per_gpu", "activation_bytes_per_sample",
@@ -110,10 +112,18 @@ def activation_bytes_per_sample(layer: Any, strategy: Strategy) -> float:
     norm = layer.norm_saved_bytes if "layernorm" in mods else 0.0
     act = layer.act_saved_bytes if "moe_act" in mods and layer.kind == "expert" else 0.0
     up = layer.up_proj_saved_bytes if "mla_up_proj" in mods else 0.0
+    # 8-bit GEMMs keep their inputs in 8 bits (Layer.gemm_in_saved_bytes): a saving on
+    # the inputs still saved -- the norm output is the first GEMM's input, the experts'
+    # activation output their second one's.
+    shrink = 1.0 - 1.0 / layer.dtype_bytes if (
+        s.precision in FP8_FORMATS and layer.fp8_gemms and layer.dtype_bytes > 1) else 0.0
+    fp8_sp = shrink * max(layer.gemm_in_sp_bytes - norm, 0.0)
+    fp8_rest = shrink * max(layer.gemm_in_saved_bytes - layer.gemm_in_sp_bytes - act, 0.0)
     sp_all = min(layer.sp_saved_bytes, layer.saved_bytes) if t > 1 else 0.0
-    sp_part = sp_all - min(norm, sp_all)
-    rest = layer.saved_bytes - sp_all - core - act - up - (0.0 if t > 1 else norm)
-    return (max(rest, 0.0) / t + sp_part / tsp) / s.cp
+    sp_part = sp_all - min(norm, sp_all) - (fp8_sp if t > 1 else 0.0)
+    rest = layer.saved_bytes - sp_all - core - act - up - (0.0 if t > 1 else norm) \
+        - fp8_rest - (0.0 if t > 1 else fp8_sp)
+    return (max(rest, 0.0) / t + max(sp_part, 0.0) / tsp) / s.cp
 
 
 @dataclass(frozen=True)

@@ -109,3 +109,59 @@ def test_the_workloads_precision_decides_when_the_strategy_gives_none():
         check_applicable(bf16, s)
     with pytest.raises(InvalidSpecError, match="strategy fp8_params"):
         memory_per_gpu(bf16, s, H100)
+
+
+# --------------------------------------------------------------- 8-bit saved inputs
+def _saved(layer, text):
+    from codesign.workloads.sharding import activation_bytes_per_sample
+
+    return activation_bytes_per_sample(layer, parse_strategy(text))
+
+
+@pytest.mark.parametrize("par, split_sp, split_rest", [
+    ("dp=8", 1, 1), ("dp=2,tp=4,sp=true", 4, 4), ("dp=2,tp=4", 1, 4)])
+def test_8bit_gemms_keep_their_saved_inputs_in_one_byte(par, split_sp, split_rest):
+    w = get_workload("llama3-8b", **SMALL)
+    s, h, f = 2048, 1024, 4096
+    # closed forms (bytes per sample, 2-byte model): attention saves the QKV input
+    # (the norm output, s h, in the sequence-parallel part) and the projection input
+    # (s x 8 heads x 128 = s h); the SwiGLU MLP its first input (s h) and second (s f)
+    want = {"attention": (s * h * 2, s * h * 2), "dense": (s * h * 2, s * f * 2)}
+    for layer in w.layers:
+        for precision in ("fp8", "fp8-cs", "mxfp8"):
+            freed = _saved(layer, f"{par},precision=bf16") - \
+                _saved(layer, f"{par},precision={precision}")
+            if layer.name == "lm_head" or layer.kind == "embedding":
+                assert freed == 0           # a 16-bit GEMM, a lookup
+                continue
+            sp, rest = want[layer.kind]
+            assert freed == pytest.approx(sp / 2 / split_sp + rest / 2 / split_rest)
+
+
+def test_8bit_inputs_already_dropped_by_recomputation_are_not_counted_twice():
+    w = get_workload("llama3-8b", **SMALL)
+    attn = w.layer("block0.attn")
+    s, h = 2048, 1024
+    base = "dp=8,recompute=selective,recompute_modules=layernorm"
+    # the norm output is the QKV input: dropped, so only the projection input halves
+    assert _saved(attn, base + ",precision=bf16") - _saved(attn, base + ",precision=fp8") \
+        == pytest.approx(s * h * 2 / 2)
+    # full recomputation keeps the block's input only, in 16 bits
+    assert _saved(attn, "dp=8,recompute=full,precision=fp8") == \
+        _saved(attn, "dp=8,recompute=full,precision=bf16")
+    moe_w = get_workload("mixtral-8x7b", layers=2, seq_len=1024, batch_size=8)
+    moe = next(layer for layer in moe_w.layers if layer.kind == "expert")
+    # top-2 copies of each token into experts of width 14336: their first inputs (h)
+    # and second inputs (ffn); moe_act drops the second, so only the first halve
+    s, h, f = 1024, 4096, 14336
+    assert moe.gemm_in_saved_bytes == 2 * s * (h + f) * 2
+    act = "dp=8,recompute=selective,recompute_modules=moe_act"
+    assert _saved(moe, act + ",precision=bf16") - _saved(moe, act + ",precision=fp8-cs") \
+        == pytest.approx(2 * s * h * 2 / 2)
+
+
+def test_the_workloads_8bit_precision_shrinks_the_memory_as_the_strategys_does():
+    a = memory_per_gpu(get_workload("llama3-8b", **SMALL, precision="fp8-cs"), "dp=8", H100)
+    b = memory_per_gpu(get_workload("llama3-8b", **SMALL), "dp=8,precision=fp8-cs", H100)
+    c = memory_per_gpu(get_workload("llama3-8b", **SMALL), "dp=8", H100)
+    assert a.activations_bytes == b.activations_bytes < c.activations_bytes
