@@ -254,7 +254,41 @@ def test_starved_pipelines_are_fed_by_context_parallelism_in_the_screen():
         assert (s.cp, s.tp, s.m, s.schedule, s.vpp) == (2, 8, s.pp, "interleaved", 2)
         assert s.gpus == 32768
         check_applicable(w, s)
-    assert not any(s.cp > 1 for s in (c.strategy for c in shape_candidates(w, 16384, "H100")))
+    # at 16,384 GPUs no pipeline is starved: context parallelism appears only as the
+    # split of a shape whose fit recomputes (next test), which then needs none
+    split = [c.strategy for c in shape_candidates(w, 16384, "H100") if c.strategy.cp > 1]
+    assert all(s.recompute == "none" and not s.offload_layers for s in split)
+    assert not any(s.schedule == "interleaved" for s in split)
+
+
+def test_long_sequences_are_split_over_context_parallel_gpus_instead_of_recomputed():
+    # Llama 3 70B, 128 sequences of 128k tokens on 1,024 H100: tensor parallelism 8
+    # alone fits only with full recomputation; the screen adds, right after that shape,
+    # the fewest cp ways whose cheapest knobs fit without it -- checked here by brute
+    # force over the smaller splits (none fits without recomputation).
+    from codesign.workloads import get_hardware
+    from codesign.workloads.memory import memory_per_gpu
+    from search.strategy.feasible import shape_candidates
+
+    hw = get_hardware("H100")
+    w = get_workload("llama3-70b", seq_len=131072, batch_size=128)
+    cands = [c.strategy for c in shape_candidates(w, 1024, hw)]
+    first = next(i for i, s in enumerate(cands) if (s.tp, s.pp, s.cp) == (8, 1, 1))
+    assert cands[first].recompute == "full"
+    split = cands[first + 1]
+    assert (split.tp, split.pp, split.cp, split.dp, split.recompute) == (8, 1, 8, 16, "none")
+    assert memory_per_gpu(w, split, hw).fits
+
+    # brute force: cp = 2 or 4 with every micro-batch count and ZeRO stage of the cheap
+    # knobs (ZeRO-3 is the costly end), sequence parallelism on or off, no recomputation
+    for cp in (2, 4):
+        for m, zero, sp in itertools.product((1, 2, 4)[:cp.bit_length()], range(3),
+                                             (False, True)):
+            s = Strategy(dp=128 // cp, tp=8, cp=cp, microbatches=m, zero=zero, sp=sp)
+            assert not memory_per_gpu(w, s, hw).fits, s
+    # a model that fits without recomputation gets no split
+    assert not any(c.strategy.cp > 1 for c in shape_candidates(get_workload("llama3-70b"),
+                                                               1024, hw))
 
 
 def test_starved_pipelines_are_fed_when_the_scaleup_domain_is_wider_than_tp():
