@@ -20,12 +20,17 @@ at ``--budget`` chain evaluations (default 12) over ``--seeds`` seeds, and a pla
 of ``--reference`` evaluations (default 64, one seed) as the yardstick.  Reports the best
 iteration time each finds (mean over the seeds), the evaluations and the wall time.
 
+``--long-context`` times Llama 3 70B with 128 sequences of 128k tokens instead (the
+400 Gb/s fabrics only), where tensor parallelism alone fits only with full
+recomputation and context parallelism is the alternative the shapes screen
+(:func:`search.strategy.feasible.shape_candidates`, "Long sequences").
+
 Prints a table and appends it to ``experiments/benchmarks/RESULTS.md``.
 
 Usage::
 
     python experiments/benchmarks/bench_strategy_search.py [--budget 12] [--seeds 3]
-        [--reference 64] [--shapes 32] [--no-append]
+        [--reference 64] [--shapes 32] [--long-context] [--no-append]
 """
 
 from __future__ import annotations
@@ -73,6 +78,8 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--reference", type=int, default=64)
     ap.add_argument("--shapes", type=int, default=32)
+    ap.add_argument("--long-context", action="store_true",
+                    help="128 sequences of 128k tokens, 400 Gb/s fabrics only")
     ap.add_argument("--no-append", action="store_true")
     args = ap.parse_args()
 
@@ -81,10 +88,13 @@ def main() -> int:
     from search.strategy.feasible import feasible_start
     from topologies.registry import from_spec
 
-    hw, w = get_hardware("H100"), get_workload("llama3-70b")
+    hw = get_hardware("H100")
+    w = (get_workload("llama3-70b", seq_len=131072, batch_size=128) if args.long_context
+         else get_workload("llama3-70b"))
+    cases = [c for c in CASES if "400Gbps" in c[0]] if args.long_context else CASES
     timing = Timing(hw, "best")
     rows = []
-    for spec, servers in CASES:
+    for spec, servers in cases:
         topo = from_spec(spec)
         start = feasible_start(w, servers * 8, hw, gpus_per_server=8)
         cells = {}
@@ -105,7 +115,8 @@ def main() -> int:
                 f"(seeds {', '.join(f'{x[0]:.2f}' for x in sh)}; evaluations "
                 f"{max(x[1] for x in sh)} at most; {sum(x[2] for x in sh):.0f} s); "
                 f"plain {args.reference} evaluations {ref:.2f} s ({ref_wall:.0f} s)")
-        rows.append((f"llama3-70b on {servers} x 8 H100, `{spec}`", text))
+        what = "llama3-70b (128 x 128k tokens)" if args.long_context else "llama3-70b"
+        rows.append((f"{what} on {servers} x 8 H100, `{spec}`", text))
         print(rows[-1][0], text, flush=True)
     print()
     print_rows(rows)
