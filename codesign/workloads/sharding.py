@@ -32,7 +32,7 @@ Rules (``T`` = tp, ``C`` = cp, ``E`` = ep, ``b`` = samples of one micro-batch):
   selective reruns, Megatron-core's ``--recompute-modules`` (NVIDIA, *Scalable Training
   of Mixture-of-Experts Models with Megatron Core*, 2026, Sec. 4.1.4): ``core_attn``
   (the default), ``layernorm`` (the input norm's output is dropped and rerun from its
-  saved input), ``mlp`` (a dense MLP block keeps only its input, like ``full``) and
+  saved input), ``mlp`` (a dense MLP block keeps only its input, like ``full``),
   ``moe_act`` (the experts' activation output is dropped and rerun) and
   ``mla_up_proj`` (multi-head latent attention's per-head queries, keys and values are
   dropped and their up projections rerun from the saved latents).

@@ -252,8 +252,9 @@ class Strategy:
         Transformer blocks at the start of each model chunk whose saved activations
         wait in host memory for the backward pass; ``None``: none (module docstring).
     fp8_params : bool
-        The 8-bit GEMMs' weights kept and all-gathered in FP8 (needs ``precision`` fp8
-        or fp8-cs; module docstring).
+        The 8-bit GEMMs' weights kept and all-gathered in FP8 (needs a per-tensor FP8
+        precision, the strategy's or else the workload's: :func:`check_applicable`;
+        module docstring).
 
     Raises
     ------
