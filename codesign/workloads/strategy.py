@@ -149,6 +149,7 @@ __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRA
            "pipeline_stages", "bubble_fraction", "is_table",
            "check_applicable", "stage_bounds", "RECOMPUTE", "RECOMPUTE_MODULES",
            "SCHEDULES", "PRECISIONS", "FP8_PARAM_PRECISIONS", "keeps_fp8_weights",
+           "sequence_parallel_applies",
            "inflight_microbatches", "recompute_modes", "SPLITS", "block_stages",
            "layer_recompute", "layer_strategies", "partial_recompute_counts",
            "recompute_ladder", "with_expert_parallelism", "layer_offload",
@@ -663,6 +664,18 @@ def keeps_fp8_weights(workload: Any, precision: str | None = None) -> bool:
     return (precision or getattr(workload, "precision", None)) in FP8_PARAM_PRECISIONS
 
 
+def sequence_parallel_applies(workload: Any, tp: int, cp: int = 1) -> bool:
+    """Whether ``sp=true`` applies to ``workload`` at ``tp`` x ``cp``: sequence parallelism
+    splits each context-parallel rank's tokens over the TP ranks (Korthikanti et al. 2022
+    Sec. 4.2.2; Megatron-LM requires the sequence length to be a multiple of the TP size
+    with ``--sequence-parallel``), so a model with attention needs ``tp x cp`` to divide
+    its sequence length (the sequence of a model without attention is not checked)."""
+    if not any(layer.kind == "attention" for layer in workload.layers):
+        return True
+    seq = workload.seq_len
+    return not isinstance(seq, int) or seq % (tp * cp) == 0
+
+
 def check_applicable(workload: Any, strategy: Strategy) -> None:
     """Raise unless ``strategy`` can run ``workload`` (divisibility and support rules).
 
@@ -725,15 +738,10 @@ def check_applicable(workload: Any, strategy: Strategy) -> None:
         if not isinstance(seq, int) or seq % (2 * s.cp):
             raise invalid("strategy cp", s.cp,
                           f"a value with 2*cp dividing the sequence length ({seq})")
-    if s.sp and any(layer.kind == "attention" for layer in workload.layers):
-        # Sequence parallelism splits each context-parallel rank's tokens over the TP
-        # ranks (Korthikanti et al. 2022 Sec. 4.2.2; Megatron-LM requires the sequence
-        # length to be a multiple of the TP size with --sequence-parallel).
-        seq = workload.seq_len
-        if isinstance(seq, int) and seq % (s.tp * s.cp):
-            raise invalid("strategy sp", "true",
-                          f"false, or tp*cp ({s.tp * s.cp}) dividing the sequence length "
-                          f"({seq}): sequence parallelism splits it over the TP ranks")
+    if s.sp and not sequence_parallel_applies(workload, s.tp, s.cp):
+        raise invalid("strategy sp", "true",
+                      f"false, or tp*cp ({s.tp * s.cp}) dividing the sequence length "
+                      f"({workload.seq_len}): sequence parallelism splits it over the TP ranks")
     if s.embedding == "model":
         if not any(is_table(layer) for layer in workload.layers):
             raise invalid("strategy embedding", "model",
