@@ -635,9 +635,9 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     # Each layer's recomputation (full recomputation covers the transformer blocks;
     # recompute_layers only the first blocks of each model chunk).
     # sharded at the precision they run in (8-bit GEMMs keep 8-bit inputs: sharding)
-    layer_s = layer_strategies([layer.name for layer in layers],
-                               replace(s, precision=precision), stages)
-    offloaded = layer_offload([layer.name for layer in layers], s, stages)
+    names = [layer.name for layer in layers]
+    layer_s = layer_strategies(names, replace(s, precision=precision), stages)
+    offloaded = layer_offload(names, s, stages)
     if s.offload_layers is not None and not hw.host_link_Bps:
         raise invalid("strategy offload_layers", s.offload_layers,
                       f"omitted on {hw.name}: its catalog entry has no host_bandwidth (the "

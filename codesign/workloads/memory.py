@@ -230,14 +230,13 @@ def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardw
     per_stage = []
     for p, (start, stop) in enumerate(stages):
         w = g = o = act = 0.0
-        kept = [(layer, ls) for layer, ls in zip(workload.layers[start:stop],
-                                                 layer_s[start:stop], strict=True)
-                if not (placed and is_table(layer))]
+        kept: list = []           # the stage's (layer, strategy) on its GPUs
         off = host = top = 0.0    # offloaded: total, largest layer; kept: largest layer
         for i in range(start, stop):
             layer, ls = workload.layers[i], layer_s[i]
             if placed and is_table(layer):
                 continue
+            kept.append((layer, ls))
             shard = shard_layer(layer, ls)
             for dw, dg, do in shard.model_state(opt):   # shared, then expert parameters
                 w, g, o = w + dw, g + dg, o + do
