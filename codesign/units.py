@@ -297,7 +297,8 @@ def _amount(value: object, field: str, *, unbounded: bool = False) -> float:
             and value == math.inf:
         return math.inf
     try:
-        return check_number(field, value, inclusive=True)
+        # + 0.0 turns IEEE negative zero into zero: -0.0 passes ">= 0" but printed '-0B'
+        return check_number(field, value, inclusive=True) + 0.0
     except InvalidSpecError:
         if not unbounded:
             raise
