@@ -101,8 +101,10 @@ SOURCE_NOTES = {
                      "(codesign.workloads.compute, FP8); one fitted GEMM efficiency for bf16 "
                      "and fp8, the fp8 kernels at their measured speed relative to it "
                      "(fp8_gemm_speed 0.952, Transformer Engine's GEMM profiling); "
-                     "recomputation and overlap settings assumed (runs.csv notes); the "
-                     "memory model finds Nemotron-340B does not fit without recomputation",
+                     "optimizer state, gradient precision and recomputation as the "
+                     "NeMo-Framework-Launcher's 24.07 configurations set them (Nemotron-340B: "
+                     "bf16 gradients and optimizer state, selective recomputation), overlap "
+                     "settings assumed (runs.csv notes)",
     "korthikanti22": "schedule, micro-batches and TP overlap as Sec. 6 states them; their "
                      "Table 4 layer is reproduced within 1.3 % at the 0.80 GEMM-sweep "
                      "prior and runs 10-11 % faster than the model at the calibrated "
