@@ -636,7 +636,7 @@ def demand_for(workload: Workload, strategy: Strategy | str, hardware: Hardware 
     # recompute_layers only the first blocks of each model chunk).
     # sharded at the precision they run in (8-bit GEMMs keep 8-bit inputs: sharding)
     names = [layer.name for layer in layers]
-    layer_s = layer_strategies(names, replace(s, precision=precision), stages)
+    layer_s = layer_strategies(names, s, stages, precision=precision)
     offloaded = layer_offload(names, s, stages)
     if s.offload_layers is not None and not hw.host_link_Bps:
         raise invalid("strategy offload_layers", s.offload_layers,

@@ -161,7 +161,7 @@ class MemoryBreakdown:
                    if self.offloaded_bytes > 0 else ""))
 
 
-def _recompute_workspace(layers: Any, strategy: Strategy) -> float:
+def _recompute_workspace(layers: Any) -> float:
     """Memory the backward pass adds per sample to rerun a recomputation unit (0 when no
     layer of the stage is fully recomputed).
 
@@ -172,14 +172,18 @@ def _recompute_workspace(layers: Any, strategy: Strategy) -> float:
     only its full activations beyond that: with full recomputation the last unit's
     whole activations, with ``recompute_layers`` (the first blocks of each chunk
     recomputed, the later ones kept) nothing, since the kept blocks free at least as
-    much as a block rebuilds."""
-    full = replace(strategy, recompute="none", recompute_layers=None, recompute_modules=None,
-                   offload_layers=None)
+    much as a block rebuilds (the rebuilt activations: the layer's strategy without
+    recomputation, :func:`~codesign.workloads.strategy.layer_strategies` giving every
+    layer the same one but for its recomputation mode)."""
+    full = None
     best = freed = unit = kept = 0.0
     for layer, ls in reversed(layers):
         if ls.recompute != "full":
             freed += activation_bytes_per_sample(layer, ls)
             continue
+        if full is None:
+            full = replace(ls, recompute="none", recompute_layers=None,
+                           recompute_modules=None, offload_layers=None)
         unit += activation_bytes_per_sample(layer, full)
         kept += activation_bytes_per_sample(layer, ls)
         best = max(best, unit - freed)
@@ -224,8 +228,8 @@ def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardw
     names = [layer.name for layer in workload.layers]
     # The layers are sharded at the precision they run in (the workload's unless the
     # strategy names one): 8-bit GEMMs keep 8-bit inputs.
-    sized = replace(s, precision=resolve_precision(workload, hw, s.precision))
-    layer_s = layer_strategies(names, sized, stages)
+    layer_s = layer_strategies(names, s, stages,
+                               precision=resolve_precision(workload, hw, s.precision))
     offloaded = layer_offload(names, s, stages)
     per_stage = []
     for p, (start, stop) in enumerate(stages):
@@ -247,7 +251,7 @@ def memory_per_gpu(workload: Workload, strategy: Strategy | str, hardware: Hardw
                 act, top = act + a, max(top, a)
         inflight = inflight_microbatches(s, p) if s.pp > 1 else 1.0
         # Only full recomputation (of all blocks or the first of each chunk) reruns units.
-        work = _recompute_workspace(kept, sized) * micro if s.recompute == "full" else 0.0
+        work = _recompute_workspace(kept) * micro if s.recompute == "full" else 0.0
         # An offloaded layer on its way out (or back in) meets the micro-batch's kept
         # layers only at the first of them (the forward builds them after it, the
         # backward frees them before it); the other micro-batches in flight hold theirs.

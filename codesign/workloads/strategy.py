@@ -949,11 +949,17 @@ def recompute_ladder(workload: Any, strategy: Strategy) -> tuple[Strategy, ...]:
                  + modes[-1:])
 
 
-def layer_strategies(names: Any, strategy: Strategy, stages: Any) -> tuple[Strategy, ...]:
+def layer_strategies(names: Any, strategy: Strategy, stages: Any, *,
+                     precision: str) -> tuple[Strategy, ...]:
     """The strategy every layer runs under: ``strategy`` with the layer's own
-    recomputation mode (:func:`layer_recompute`), which is what the sharding rule of
-    :mod:`codesign.workloads.sharding` reads."""
-    s = strategy
+    recomputation mode (:func:`layer_recompute`) and the number format the layers run
+    in, which is what the sharding rule of :mod:`codesign.workloads.sharding` reads.
+
+    ``precision`` is required because the strategy's own may be ``None`` (the
+    workload's format applies, :func:`codesign.workloads.compute.resolve_precision`),
+    and 8-bit GEMMs keep 8-bit inputs: a caller passing the unresolved strategy would
+    size an FP8 workload's activations in 16 bits."""
+    s = replace(strategy, precision=precision)
     other = {mode: replace(s, recompute=mode, recompute_layers=None, recompute_modules=None,
                            offload_layers=None)
              for mode in RECOMPUTE if mode != s.recompute}

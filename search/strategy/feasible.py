@@ -683,7 +683,7 @@ def _merge_by_cost(levels: list[Strategy], offload: list[Strategy], s: Strategy,
     b = w.batch_size / (s.dp * s.m)
     dtype = resolve_precision(w, hw, s.precision)
     # sharded at the precision it runs in, as the memory and iteration models shard it
-    layer_s = layer_strategies(names, replace(s, precision=dtype), stages)
+    layer_s = layer_strategies(names, s, stages, precision=dtype)
     fwd = copy_cost = 0.0
     for i in chunks[0][0]:                        # the first stage's first block
         shard = shard_layer(w.layers[i], layer_s[i])

@@ -13,7 +13,8 @@ from codesign.workloads import get_hardware, get_workload
 from codesign.workloads.demand import CollectiveOp, demand_for
 from codesign.workloads.memory import memory_per_gpu
 from codesign.workloads.sharding import shard_layer
-from codesign.workloads.strategy import PRECISIONS, parse_strategy
+from codesign.workloads.strategy import (
+    PRECISIONS, layer_recompute, layer_strategies, parse_strategy, stage_bounds)
 
 H100 = get_hardware("H100")
 SMALL = dict(layers=4, hidden=1024, heads=8, kv_heads=8, ffn=4096, vocab=32000,
@@ -165,3 +166,18 @@ def test_the_workloads_8bit_precision_shrinks_the_memory_as_the_strategys_does()
     b = memory_per_gpu(get_workload("llama3-8b", **SMALL), "dp=8,precision=fp8-cs", H100)
     c = memory_per_gpu(get_workload("llama3-8b", **SMALL), "dp=8", H100)
     assert a.activations_bytes == b.activations_bytes < c.activations_bytes
+
+
+def test_layer_strategies_carry_the_precision_the_layers_run_in():
+    # One home for the rule the memory model, the demand and the search's repair
+    # estimate share: the caller states the resolved format (keyword required), every
+    # layer's strategy carries it beside its own recomputation mode.
+    w = get_workload("llama3-8b", **SMALL, precision="fp8-cs")
+    s = parse_strategy("dp=8,recompute=full,recompute_layers=1")
+    names = [x.name for x in w.layers]
+    stages = stage_bounds(w, s)
+    got = layer_strategies(names, s, stages, precision="fp8-cs")
+    assert {x.precision for x in got} == {"fp8-cs"}
+    assert [x.recompute for x in got] == list(layer_recompute(names, s, stages))
+    with pytest.raises(TypeError):
+        layer_strategies(names, s, stages)  # type: ignore[call-arg]

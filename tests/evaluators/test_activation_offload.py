@@ -75,7 +75,7 @@ def test_memory_moves_the_offloaded_activations_to_the_host() -> None:
     stages = stage_bounds(w, s)
     flags = layer_offload(names, s, stages)
     acts = [shard_layer(x, ls).activation_bytes_per_sample
-            for x, ls in zip(w.layers, layer_strategies(names, s, stages))]
+            for x, ls in zip(w.layers, layer_strategies(names, s, stages, precision="bf16"))]
     micro = w.batch_size / (2 * 2)
     kept = sum(a for a, f in zip(acts, flags) if not f)
     moved = sum(a for a, f in zip(acts, flags) if f)
@@ -112,7 +112,7 @@ def test_copies_expose_only_their_excess_over_the_next_pass(link: float, exposed
     stages = stage_bounds(w, s)
     b = w.batch_size / 4
     want = 0.0
-    for x, ls, f in zip(w.layers, layer_strategies(names, s, stages),
+    for x, ls, f in zip(w.layers, layer_strategies(names, s, stages, precision="bf16"),
                         layer_offload(names, s, stages)):
         if f:
             shard = shard_layer(x, ls)
