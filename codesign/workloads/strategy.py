@@ -153,7 +153,7 @@ __all__ = ["Strategy", "parse_strategy", "as_strategy", "format_strategy", "STRA
            "inflight_microbatches", "recompute_modes", "SPLITS", "block_stages",
            "layer_recompute", "layer_strategies", "partial_recompute_counts",
            "recompute_ladder", "with_expert_parallelism", "layer_offload",
-           "chunk_blocks"]
+           "chunk_blocks", "layer_chunks"]
 
 #: Keys of the strategy string, in canonical order.
 STRATEGY_KEYS = ("dp", "tp", "pp", "cp", "microbatches", "zero", "ep", "etp", "embedding", "sp",
@@ -879,6 +879,33 @@ def chunk_blocks(names: Any, strategy: Strategy, stages: Any) -> list[list[range
             size = q + (1 if c < r else 0)
             out.append(blocks[k0:k0 + size])
             k0 += size
+    return out
+
+
+def layer_chunks(names: Any, strategy: Strategy, stages: Any) -> list[int]:
+    """The model chunk of every layer within its pipeline stage, ``0 .. vpp - 1``
+    (:func:`chunk_blocks`): a block's layers its chunk's index; the stage's layers
+    before its first block (the embedding) chunk 0, those after its last (the output
+    layer) its last chunk.  All 0 without interleaving.
+
+    >>> s = Strategy(dp=1, pp=2, schedule="interleaved", vpp=2)
+    >>> names = ["embed"] + [f"block{i}.{k}" for i in range(4) for k in ("attn", "mlp")] + ["out"]
+    >>> layer_chunks(names, s, [(0, 5), (5, 10)])
+    [0, 0, 0, 1, 1, 0, 0, 1, 1, 1]
+    """
+    names = list(names)
+    out = [0] * len(names)
+    chunks = chunk_blocks(names, strategy, stages)
+    for p, (start, stop) in enumerate(stages):
+        last = -1
+        for c in range(strategy.vpp):
+            for block in chunks[p * strategy.vpp + c]:
+                for i in block:
+                    out[i] = c
+                    last = max(last, i)
+        for i in range(start, stop):
+            if last >= 0 and i > last:
+                out[i] = strategy.vpp - 1
     return out
 
 

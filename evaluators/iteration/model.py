@@ -37,14 +37,21 @@ Timeline
   ends at ``E_p = T_pipe - p max_q b_q`` (``b_q`` its per-micro-batch backward time);
   bucket ``k`` is ready when the backward of its ``ready_after`` layer in that last
   micro-batch is done; buckets go one after another on the network (``start_k =
-  max(ready_k, end_{k-1})``).  ZeRO-2's earlier per-micro-batch reduce-scatters keep the
-  network busy from the iteration start.  With ``overlap=False`` the buckets start
-  after ``T_pipe``.  Stages synchronise in parallel on their own GPUs, and from the
-  first set's start their last gradient sets take at least the busiest link's bytes of
-  them all (shared links, as above).  The iteration as a whole takes at least its
-  busiest link's bytes over that link's bandwidth.
+  max(ready_k, end_{k-1})``).  With the interleaved schedule (``V`` chunks per stage)
+  a chunk's gradients are final at its own last backward, which Megatron-core's
+  schedule runs ``c P`` chunk-backwards before the stage's last for chunk ``c``
+  (micro-batches in groups of ``P`` per chunk), so its buckets are handed over then,
+  ``p`` chunk-backwards later (:func:`_chunk_grad_ready`).  ZeRO-2's earlier
+  per-micro-batch reduce-scatters keep the network busy from the iteration start.
+  With ``overlap=False`` the buckets start after ``T_pipe``.  Stages synchronise in
+  parallel on their own GPUs, and from the first set's start their last gradient sets
+  take at least the busiest link's bytes of them all (shared links, as above).  The
+  iteration as a whole takes at least its busiest link's bytes over that link's
+  bandwidth.
 * **Optimizer** (``phase="optimizer"``, ZeRO-1/2 parameter all-gather): after all
-  gradients, not overlapped.
+  gradients; with ``param_gather_overlap`` under the next forward passes, the first
+  micro-batch's without interleaving, ``P`` micro-batches of the previous chunk for
+  every chunk after the first with it (:func:`_exposed_param_gather`).
 
 ``iteration_time_s = max(T_pipe, gradient end) + optimizer``; ``exposed_communication_s
 = iteration_time_s - compute_time_s``.  ``communication_time_s`` is the busiest stage's
@@ -275,6 +282,59 @@ def _exposed(seconds: float, hidden_s: float, sm_share: float) -> float:
     if hidden_s <= 0.0:
         return seconds
     return max(sm_share * seconds, seconds - hidden_s, 0.0)
+
+
+def _chunk_of_layers(workload: Any, strategy: Any) -> dict[str, int]:
+    """Every layer's model chunk within its stage (interleaved schedule), by name."""
+    from codesign.workloads.strategy import layer_chunks, stage_bounds
+
+    names = [layer.name for layer in workload.layers]
+    return dict(zip(names, layer_chunks(names, strategy, stage_bounds(workload, strategy))))
+
+
+def _chunk_grad_ready(end: float, chunk: int, pp: int, stage: int, chunk_bwd: float) -> float:
+    """When stage ``stage``'s gradients of model ``chunk`` are handed to the network
+    under the interleaved schedule (seconds; the stage's backward ends at ``end``, one
+    micro-batch's backward of one chunk takes ``chunk_bwd``).
+
+    Megatron-core's interleaved schedule runs micro-batches in groups of ``pp`` per
+    chunk (``get_schedule_table``, ``microbatch_group_size_per_vp_stage`` defaulting to
+    the pipeline size), so the last group's backward passes go through the chunks
+    from the last to the first, ``pp`` micro-batches each: chunk ``c``'s last backward
+    ends ``c pp`` chunk-backwards before the stage's last.  Its gradient reduction is
+    launched then, ``stage`` backward steps later (``grad_sync_func`` launched "at the
+    same time across the pipeline-parallel group", the default ``align_grad_reduce``),
+    and the chunks still pending when the schedule ends, at its end
+    (``megatron/core/pipeline_parallel/schedules.py``,
+    ``forward_backward_pipelining_with_interleaving``, Megatron-LM commit d98e8a64).
+
+    >>> _chunk_grad_ready(10.0, 0, 8, 3, 0.1), round(_chunk_grad_ready(10.0, 2, 8, 3, 0.1), 9)
+    (10.0, 8.7)
+    """
+    return min(end, end - chunk * pp * chunk_bwd + stage * chunk_bwd)
+
+
+def _exposed_param_gather(gather_s: float, forward_s: float, pp: int, vpp: int) -> float:
+    """Seconds of a stage's ZeRO-1/2 parameter all-gather (``gather_s`` in all) left
+    exposed when it overlaps the next forward passes (``forward_s``: one micro-batch's
+    forward through the stage).
+
+    Without interleaving the buckets gather one after another under the first
+    micro-batch's forward: ``max(0, gather - forward)``.  With ``vpp`` chunks each
+    chunk's gather (``gather / vpp``) is launched when the previous chunk's first
+    micro-batch starts and must be done before its own first micro-batch, which
+    follows ``pp`` micro-batches of the previous chunk (``param_sync_func`` for chunk
+    ``c + 1`` at chunk ``c``'s first micro-batch, chunks 0 and 1 at the start; the
+    schedule of :func:`_chunk_grad_ready`): chunk 0 hides under its own first forward
+    as without interleaving, every later one under ``pp`` forwards of a chunk.
+
+    >>> _exposed_param_gather(1.0, 0.5, 1, 1), round(_exposed_param_gather(1.2, 0.3, 4, 3), 9)
+    (0.5, 0.3)
+    """
+    if vpp <= 1:
+        return max(0.0, gather_s - forward_s)
+    g, f = gather_s / vpp, forward_s / vpp
+    return max(0.0, g - f) + (vpp - 1) * max(0.0, g - pp * f)
 
 
 def _busiest(steps: list[_Step], bandwidth: np.ndarray, n_links: int) -> tuple[float, str]:
@@ -685,9 +745,12 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
         slot_wait = max(0.0, slot_floor - float(t_stage.max()))
         T_pipe += steady * slot_wait
 
-    # Gradient buckets, overlapped with the last micro-batch's backward.
+    # Gradient buckets, overlapped with the last micro-batch's backward -- or, with the
+    # interleaved schedule, with the backward passes after each model chunk's last one
+    # (module docstring, "Gradient synchronisation").
     grad_end = T_pipe
     b_max = float(B.max())
+    chunk_of = _chunk_of_layers(workload, s) if V > 1 else {}
     last: list[_Step] = []     # the last micro-batch's gradient sets of every stage
     first_start = math.inf     # and when the first of them starts
     for p in range(P):
@@ -708,7 +771,13 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
             first_start = min(first_start, start_bwd)
             last.extend(zero_bw[p])
         for op, c in costs:
-            ready = start_bwd + marks[p].get(op.ready_after, B[p]) if overlap else T_pipe
+            if not overlap:
+                ready = T_pipe
+            elif V > 1:
+                ready = _chunk_grad_ready(E, chunk_of.get(op.ready_after, 0), P, p,
+                                          float(B[p]) / V)
+            else:
+                ready = start_bwd + marks[p].get(op.ready_after, B[p])
             start = max(ready, free)
             first_start = min(first_start, start)
             free = start + c.time_s
@@ -735,7 +804,7 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
             account(_Step(cost, 1.0, _purpose(op.purpose)), op.repeat, p)
             t_zero += cost.time_s * op.repeat
         if param_gather_overlap:
-            t_zero = max(0.0, t_zero - float(F[p]))
+            t_zero = _exposed_param_gather(t_zero, float(F[p]), P, V)
         t_step = max((op.seconds * op.repeat for op in steps), default=0.0)
         if t_zero + t_step > opt:
             opt, opt_zero, opt_step = t_zero + t_step, t_zero, t_step
