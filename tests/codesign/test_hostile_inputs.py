@@ -409,7 +409,8 @@ def test_memory_limit_scope_restores():
 
 
 # ------------------------------------------------------------------ sweeps
-def test_sweep_trials_of_oversized_designs_are_pruned_with_the_reason():
+def test_sweep_trials_of_oversized_designs_are_pruned_with_the_reason(monkeypatch):
+    import topologies.routing as routing
     from search.sweeps.driver import SweepPoint, evaluate_trial
 
     with memory_limit_scope(256 * 2 ** 20):
@@ -417,13 +418,20 @@ def test_sweep_trials_of_oversized_designs_are_pruned_with_the_reason():
         # searches from every server (65536 x 327,680 visits) are within bounds.
         big = evaluate_trial(SweepPoint("torus", 65536, 4, 12.5e9))
         small = evaluate_trial(SweepPoint("torus", 16, 4, 12.5e9))
+    kept, searched = [], []
+    fit, bfs = routing._tables_fit, routing._bfs
+    monkeypatch.setattr(routing, "_tables_fit", lambda t: kept.append(fit(t)) or kept[-1])
+    monkeypatch.setattr(routing, "_bfs", lambda t, s: searched.append(len(s)) or bfs(t, s))
     with memory_limit_scope(64 * 2 ** 20):
         # 1,024: the tables' build (25 MB) is over their share of 64 MiB, BFS rows a
-        # block at a time are not: the trial completes without them.
-        mid = evaluate_trial(SweepPoint("torus", 1024, 4, 12.5e9))
+        # block at a time are not: the trial completes without them (its fixed
+        # strategies only: the strategy search would time the same routes 30 times over).
+        mid = evaluate_trial(SweepPoint("torus", 1024, 4, 12.5e9, search_evaluations=0,
+                                        search_shapes=0))
     assert big.status == "pruned" and "refused" in big.reason and "nodes=65536" in big.reason
     assert "\n" not in big.reason
     assert mid.status == small.status == "complete"
+    assert kept and not any(kept) and searched       # routed without the tables
 
 
 @pytest.mark.parametrize("spec, algorithm, kind", [

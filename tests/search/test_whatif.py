@@ -313,15 +313,13 @@ def test_the_answer_is_at_least_as_fast_as_every_fabrics_own_strategies():
     from search.strategy.space import Candidate
     from search.sweeps.trial import outcome_candidates
 
+    # (The search rule against searching every fabric: the test above.)
     budget = SearchBudget(4)
-    kw = dict(servers=16, workloads=TWO_SLOW, search=budget, **GRID)
+    grid = dict(GRID, link_rates_Bps=(12.5e9,))     # 6 fabrics: each searched below too
+    kw = dict(servers=16, workloads=TWO_SLOW, search=budget, **grid)
     every = run_whatif((6e4, 1e9), finalists=99, **kw)
-    rule = run_whatif((6e4, 1e9), finalists=1, **kw)
-    assert rule.searched < every.searched
-    for r, e in zip(rule.choices, every.choices):   # the rule is a heuristic: 0.16 % here
-        assert e.iteration_time_s <= r.iteration_time_s <= e.iteration_time_s * 1.01
     found = {}
-    for key in itertools.product(GRID["families"], GRID["degrees"], GRID["link_rates_Bps"]):
+    for key in itertools.product(grid["families"], grid["degrees"], grid["link_rates_Bps"]):
         o = evaluate_trial(SweepPoint(*key[:1], 16, *key[1:], workloads=TWO_SLOW,
                                       search_evaluations=4, search_shapes=budget.shapes))
         if o.status == "complete":
