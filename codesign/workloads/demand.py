@@ -11,7 +11,9 @@ Order and repetition
 its backward pass (reverse order), each op with ``repeat = m`` (it happens once per
 micro-batch); then the once-per-iteration gradient synchronisation (``phase="gradient"``;
 ``ready_after`` names the layer whose backward completes the bucket, so it can overlap
-the last micro-batch's backward); then ZeRO's parameter all-gather after the optimizer
+the last micro-batch's backward -- with the interleaved schedule, the backward passes
+after its model chunk's last one: ``evaluators.iteration.model``); then ZeRO's
+parameter all-gather after the optimizer
 step (``phase="optimizer"``).  How the 1F1B schedule interleaves micro-batches is the
 iteration model's business; :attr:`Demand.bubble_fraction` gives ``(p-1)/(m+p-1)``.
 
