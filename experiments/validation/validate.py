@@ -79,7 +79,7 @@ SOURCE_NOTES = {
                           "schedule without interleaving, -0.1 % and -9 to -12 % with the "
                           "interleaved schedule's (README step 53): the published step "
                           "time is 0.084 s per micro-batch plus 0.25 s at every scale, the "
-                          "model's 0.087 s plus 0.09 s",
+                          "model's (catalog) 0.085 s plus 0.08 s",
     "mlperf40-h100-gpt3": "the next round's GPT-3 175B (NeMo 24.04, fp8 weights; 10,752 and "
                           "11,616 GPUs at PP 6, VP 8 and 6 micro-batches with per-layer CUDA "
                           "graphs, 512 at VP 4 and VP 12), the step time from the logs' "
