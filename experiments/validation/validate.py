@@ -229,6 +229,11 @@ TRANSFER_TEXT = ("Transfer to Blackwell (H100 calibration carried over, not fitt
                  "their profiles at the GEMM efficiency fitted on H100 above, the way the "
                  "catalog carries it (`compute_profiles.yaml`): a check of predicting the "
                  "next GPU generation from measurements of the current one.")
+H200_TEXT = ("Transfer to H200 (H100 calibration carried over, not fitted)",
+             "Published H200 runs (`transfer_h200.csv`: MLPerf Training v5.0's Llama 3.1 405B "
+             "on Nebius's 512 and 1,024 H200 with NVIDIA's code) predicted with the H200 "
+             "profile, which carries the H100 fit (same GH100 compute, more and faster "
+             "HBM: `hardware.yaml`).")
 MOE_TEXT = ("Mixture-of-experts runs (not fitted)",
             "Published MoE training runs (`moe_check.csv`) predicted at the GEMM efficiency "
             "fitted on H100 above (carried to B200 as the catalog does).  They are kept out "
@@ -394,6 +399,8 @@ def main() -> None:
                     help="MoE runs predicted but not fitted")
     ap.add_argument("--finetune", default=str(HERE / "finetune_check.csv"),
                     help="full and LoRA fine-tuning runs predicted but not fitted")
+    ap.add_argument("--transfer-h200", default=str(HERE / "transfer_h200.csv"),
+                    help="H200 runs predicted with the H100 fit, not fitted")
     ap.add_argument("--transfer", default=str(HERE / "transfer_blackwell.csv"),
                     help="runs on another GPU predicted with the H100 fit carried over "
                          "(not fitted)")
@@ -508,6 +515,9 @@ def main() -> None:
                          f"{100 * (prior_ms / pub - 1):+.1f} % |")
     if "H100" in fits and Path(args.transfer).exists():
         lines += transfer_check(load_runs(args.transfer), fits["H100"][0].parameters)
+    if "H100" in fits and Path(args.transfer_h200).exists():
+        lines += transfer_check(load_runs(args.transfer_h200), fits["H100"][0].parameters,
+                                H200_TEXT)
     if "H100" in fits and Path(args.moe).exists():
         lines += transfer_check(load_runs(args.moe), fits["H100"][0].parameters, MOE_TEXT)
     if "H100" in fits and Path(args.finetune).exists():
