@@ -284,12 +284,13 @@ def _exposed(seconds: float, hidden_s: float, sm_share: float) -> float:
     return max(sm_share * seconds, seconds - hidden_s, 0.0)
 
 
-def _chunk_of_layers(workload: Any, strategy: Any) -> dict[str, int]:
-    """Every layer's model chunk within its stage (interleaved schedule), by name."""
-    from codesign.workloads.strategy import layer_chunks, stage_bounds
+def _chunk_of_layers(workload: Any, strategy: Any, stages: Any) -> dict[str, int]:
+    """Every layer's model chunk within its stage (interleaved schedule), by name;
+    ``stages`` the demand's stage bounds."""
+    from codesign.workloads.strategy import layer_chunks
 
     names = [layer.name for layer in workload.layers]
-    return dict(zip(names, layer_chunks(names, strategy, stage_bounds(workload, strategy))))
+    return dict(zip(names, layer_chunks(names, strategy, stages)))
 
 
 def _chunk_grad_ready(end: float, chunk: int, pp: int, stage: int, chunk_bwd: float) -> float:
@@ -750,7 +751,7 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     # (module docstring, "Gradient synchronisation").
     grad_end = T_pipe
     b_max = float(B.max())
-    chunk_of = _chunk_of_layers(workload, s) if V > 1 else {}
+    chunk_of = _chunk_of_layers(workload, s, demand.stages) if V > 1 else {}
     last: list[_Step] = []     # the last micro-batch's gradient sets of every stage
     first_start = math.inf     # and when the first of them starts
     for p in range(P):
