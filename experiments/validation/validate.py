@@ -513,15 +513,14 @@ def main() -> None:
             lines.append(f"| {name} | {pub:.1f} | {fit_ms:.1f} | "
                          f"{100 * (fit_ms / pub - 1):+.1f} % | {prior_ms:.1f} | "
                          f"{100 * (prior_ms / pub - 1):+.1f} % |")
-    if "H100" in fits and Path(args.transfer).exists():
-        lines += transfer_check(load_runs(args.transfer), fits["H100"][0].parameters)
-    if "H100" in fits and Path(args.transfer_h200).exists():
-        lines += transfer_check(load_runs(args.transfer_h200), fits["H100"][0].parameters,
-                                H200_TEXT)
-    if "H100" in fits and Path(args.moe).exists():
-        lines += transfer_check(load_runs(args.moe), fits["H100"][0].parameters, MOE_TEXT)
-    if "H100" in fits and Path(args.finetune).exists():
-        lines += finetune_check(load_runs(args.finetune), fits["H100"][0].parameters)
+    if "H100" in fits:      # the checks predicted with the H100 fit, not fitted
+        h100 = fits["H100"][0].parameters
+        for path, text in ((args.transfer, TRANSFER_TEXT), (args.transfer_h200, H200_TEXT),
+                           (args.moe, MOE_TEXT)):
+            if Path(path).exists():
+                lines += transfer_check(load_runs(path), h100, text)
+        if Path(args.finetune).exists():
+            lines += finetune_check(load_runs(args.finetune), h100)
     lines.append("\n'memory model': whether `codesign`'s memory model finds that the "
                  "published configuration fits (runs are timed either way).")
     lines.append(f"\nWall time of this script: {time.perf_counter() - t0:.0f} s.")
