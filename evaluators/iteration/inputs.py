@@ -102,8 +102,10 @@ class Execution:
         Registered algorithm for inter-node collectives (default ``ring``), ``auto`` or
         ``best`` (:mod:`evaluators.iteration.comm`).
     routing : str, optional
-        Paths of transfers and all-to-alls: ``shortest`` (default), ``ecmp``, ``dmodk``
-        or ``auto``.
+        Paths of transfers and all-to-alls: ``auto`` (default, as the command line and
+        the searches: ECMP on switched fabrics, spraying on multi-plane ones, minimum-hop
+        routes with host forwarding on direct-connect ones), ``shortest``, ``ecmp``,
+        ``dmodk`` or ``spray``.
     overlap : bool, optional
         Gradient buckets overlap the backward pass (default True).
     bucket_bytes : float, optional
@@ -138,7 +140,7 @@ class Execution:
     strategy: Any
     placement: Any = None
     collective_method: str = "ring"
-    routing: str = "shortest"
+    routing: str = "auto"
     overlap: bool = True
     bucket_bytes: float | None = None
     tp_comm_overlap: bool | str = False

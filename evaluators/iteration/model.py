@@ -557,12 +557,14 @@ def evaluate(system, workload, execution, *, hardware: Any = None, placement=Non
     rtol : float, optional
         Event-batching tolerance of flow phases (0 = exact max-min).
     routing : str, optional
-        Paths of transfers and all-to-alls: ``shortest`` (default, one minimum-hop path
-        per pair, :meth:`Topology.route`) or ``ecmp`` (per server pair one of the
-        minimum-hop paths by hash, as switches' per-flow ECMP spreads flows), ``dmodk`` or
-        ``spray`` on Clos fabrics (:data:`evaluators.iteration.comm.ROUTINGS`), or
-        ``"auto"`` (:func:`resolve_auto`: ``spray`` on multi-plane Clos fabrics, ``ecmp``
-        on other switched fabrics, ``shortest`` on direct-connect ones).
+        Paths of transfers and all-to-alls: ``"auto"`` (default, as the command line and
+        the searches; :func:`resolve_auto`: ``spray`` on multi-plane Clos fabrics,
+        ``ecmp`` on other switched fabrics, ``shortest`` on direct-connect ones),
+        ``shortest`` (one minimum-hop path per pair, :meth:`Topology.route`: on a Clos
+        every pair between two leaves takes the same uplink, which no ECMP switch does),
+        ``ecmp`` (per server pair one of the minimum-hop paths by hash, as switches'
+        per-flow ECMP spreads flows), ``dmodk`` or ``spray`` on Clos fabrics
+        (:data:`evaluators.iteration.comm.ROUTINGS`).
     tp_comm_overlap : bool or "backward", optional
         Tensor-parallel collectives overlap their layer's GEMMs (Megatron-LM's
         ``--tp-comm-overlap``); ``"backward"``: only the backward pass's, under the

@@ -38,11 +38,17 @@ def test_cluster_and_execution_give_the_short_forms_result(strategy, keywords):
         assert plain.iteration_time_s != short.iteration_time_s
 
 
-def test_defaults_are_the_old_defaults():
+def test_defaults_are_the_old_defaults_but_routing_is_the_command_lines():
     ex = Execution("dp=8")
     assert (ex.collective_method, ex.routing, ex.overlap, ex.bucket_bytes, ex.placement,
             ex.tp_comm_overlap, ex.param_gather_overlap, ex.pp_comm_overlap) == (
-        "ring", "shortest", True, None, None, False, False, False)
+        "ring", "auto", True, None, None, False, False, False)
+    # The library routes as ``codesign evaluate`` and the searches do (it was
+    # ``shortest``, which pins every pair between two leaves of a Clos on one uplink).
+    from codesign.app.cli import build_parser
+
+    args = build_parser().parse_args(["evaluate", "--topology", "ring:4", "--workload", "bert"])
+    assert args.routing == ex.routing
     assert Cluster("ring:4").hardware.name == "A100-80"
     assert set(EXECUTION_KEYS) == {f.name for f in dataclasses.fields(Execution)} - {"strategy"}
 

@@ -158,3 +158,32 @@ def test_auto_on_a_torus_uses_dimension_wise_rings_and_sweep_ordered_groups() ->
     ring = synthesize(topo, Collective("allreduce", half, S), method="ring",
                       order=grid_ring_order(topo, half))
     assert got == pytest.approx(t._time(ring), rel=1e-12)
+
+
+def test_pipeline_sends_between_two_leaves_are_spread_by_default() -> None:
+    """Four sends from the four servers of one leaf to four servers of another (a
+    pipeline boundary crossing leaves): ``shortest`` takes one minimum-hop path per pair,
+    the same uplink for all four, so the phase lasts 4 S / bw (closed form); D-mod-k gives
+    each destination its own uplink, S / bw (each NIC's own bound).  ECMP hashes pairs
+    onto uplinks, between the two.  A library ``evaluate`` routes as the command line
+    does (``auto``: ECMP on a Clos); with ``shortest`` as its default, a GB200 pipeline
+    across racks exposed 9 s of sends that ECMP hides (MLPerf v5.0 Llama 3.1 405B)."""
+    topo = from_spec("railopt:16,gpus=1,radix=8")        # leaf: 4 servers, 4 uplinks
+    bw = float(topo.params["link_bandwidth_Bps"])
+    src, dst = np.arange(4), np.arange(8, 12)
+    size = np.full(4, S)
+
+    def phase(routing: str) -> float:
+        t = CommTimer(System(topo, topo.npus, 1, False, 450e9), "ring", "flow", 0.0, routing)
+        return t.mp_phase(src, dst, size).time_s
+
+    lat = 4 * float(topo.latency[0])                   # NIC, leaf, spine, leaf: 4 links
+    assert phase("shortest") == pytest.approx(4 * S / bw + lat, rel=1e-9)
+    assert phase("dmodk") == pytest.approx(S / bw + lat, rel=1e-9)
+    assert S / bw <= phase("ecmp") < phase("shortest")
+    job = dict(hardware="H100", pp_comm_overlap=False)
+    default = evaluate(topo, "bert", "dp=8,pp=2,microbatches=4", **job)
+    ecmp = evaluate(topo, "bert", "dp=8,pp=2,microbatches=4", routing="ecmp", **job)
+    pinned = evaluate(topo, "bert", "dp=8,pp=2,microbatches=4", routing="shortest", **job)
+    assert default.to_dict() == ecmp.to_dict()
+    assert default.pp_s < pinned.pp_s
