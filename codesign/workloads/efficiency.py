@@ -97,7 +97,19 @@ Fused (flash) attention
     ``525 n / (n + 2)`` within 3 % (FlashAttention-3 Fig. 5 and 6, head dim 128); the
     H100 profile's default kernel is cuDNN's (``attention_efficiency`` 552 / 989 =
     0.558), FlashAttention-2 runs at 345 / 552 = 0.625 of it (PyTorch SDPA, MosaicML's
-    llm-foundry and other stacks without Transformer Engine).
+    llm-foundry and other stacks without Transformer Engine).  On Blackwell the tile
+    costs more: its tensor cores doubled while the exponential units and shared-memory
+    bandwidth that a tile's softmax and loads use did not (Zadouri et al. 2026,
+    FlashAttention-4, Sec. 2.2), so the per-tile cost ``c`` is scaled by the profile's
+    ``attention_tile_cost``.  cuDNN 9.13's fused attention on a B200 (FlashAttention-4
+    Fig. 4 and 6: causal, head dim 128, 1k ... 32k tokens, forward 717 / 929 / 1076 /
+    1168 / 1285 / 1266 TFLOP/s, backward 543 / 732 / 893 / 1008 / 1085 / 1142) is
+    fitted by ``attention_efficiency`` 0.554 of the 2,250 TFLOP/s peak with
+    ``attention_tile_cost`` 2.46 within 8 % at every point (with the Hopper tile cost
+    the best efficiency, 0.47, is 20 % off at one length).  The tile cost is the
+    kernel's structure, its release moves the efficiency: cuDNN 9.19's bars in the same
+    figures fit 0.663 with a tile cost of 2.48, and the same fit of the H100 cuDNN
+    forward bars above gives 1.01.
 
 Memory-bound work
     Normalisation, activation, dropout, residual adds, (unfused) softmax, batch norm and
@@ -143,7 +155,8 @@ from codesign.specs import check_choice, check_int, check_number
 __all__ = ["ComputeProfile", "FIT_PARAMETERS", "SPEED_PARAMETERS", "CALIBRATION_PARAMETERS",
            "MAX_GEMM_SPEED", "profile_from_dict", "gemm_time",
            "gemm_backward_shapes", "flash_attention_time", "PROFILE_FORMATS",
-           "ATTENTION_BLOCK", "ATTENTION_TILE_OVERHEAD", "ATTENTION_KERNELS"]
+           "ATTENTION_BLOCK", "ATTENTION_TILE_OVERHEAD", "MAX_ATTENTION_TILE_COST",
+           "ATTENTION_KERNELS"]
 
 #: Parameters ``codesign calibrate`` fits by default (the rest come from datasheets).
 FIT_PARAMETERS = ("gemm_efficiency", "attention_efficiency", "memory_efficiency")
@@ -161,8 +174,12 @@ PROFILE_FORMATS = ("fp16", "bf16", "fp8", "fp8-cs", "mxfp8")
 #: tiles of 128 at head dim 128 (Dao 2023, Sec. 3.3 and its kernel launch parameters).
 ATTENTION_BLOCK = 128
 #: Fixed cost of one attention tile in blocks of :data:`ATTENTION_BLOCK` (forward,
-#: backward), from FlashAttention-2's H100 benchmarks (module docstring).
+#: backward), from FlashAttention-2's H100 benchmarks (module docstring); a profile's
+#: ``attention_tile_cost`` scales it (Blackwell's cuDNN kernel: 2.46).
 ATTENTION_TILE_OVERHEAD = (1.0, 2.0)
+#: Largest ``attention_tile_cost``: 16 blocks of fixed cost per tile would make a
+#: 2k-token causal kernel run at a fifth of its plateau, which no published kernel does.
+MAX_ATTENTION_TILE_COST = 16.0
 #: Fused attention kernels a profile can name (module docstring, "Fused attention"):
 #: FlashAttention-2 (Dao 2023) and cuDNN's fused flash attention (Transformer Engine's
 #: ``FusedAttention``, its choice on Hopper and later).
@@ -193,6 +210,10 @@ class ComputeProfile:
         Other kernels measured on this GPU, each with its speed relative to the default
         one (measured side by side, so a calibrated ``attention_efficiency`` carries them
         along); YAML: a mapping ``{flash2: 0.625}``.
+    attention_tile_cost : float
+        The default kernel's fixed cost per tile as a multiple of
+        :data:`ATTENTION_TILE_OVERHEAD` (Hopper's, 1; Blackwell's cuDNN kernel 2.46:
+        module docstring), in (0, :data:`MAX_ATTENTION_TILE_COST`].
     memory_efficiency : float
         Fraction of HBM bandwidth that element-wise kernels reach, in (0, 1].
     epilogue_overlap : bool
@@ -232,6 +253,7 @@ class ComputeProfile:
     attention_efficiency: float = 0.5
     attention_kernel: str = "flash2"
     other_attention_kernels: tuple[tuple[str, float], ...] = ()
+    attention_tile_cost: float = 1.0
     memory_efficiency: float = 0.8
     fp8_gemm_speed: float = 1.0
     mxfp8_gemm_speed: float = 1.0
@@ -247,6 +269,8 @@ class ComputeProfile:
         for name in ("sms", "tile_m", "tile_n"):
             check_int(f"compute {name}", getattr(self, name), 1, 4096)
         check_number("compute k_overhead", self.k_overhead, inclusive=True)
+        check_number("compute attention_tile_cost", self.attention_tile_cost,
+                     maximum=MAX_ATTENTION_TILE_COST)
         for name in FIT_PARAMETERS:
             check_number(f"compute {name}", getattr(self, name), maximum=1)
         for name in SPEED_PARAMETERS:
@@ -333,7 +357,8 @@ class ComputeProfile:
 
 
 _PROFILE_KEYS = ("sms", "tile_m", "tile_n", "k_overhead", *CALIBRATION_PARAMETERS,
-                 "attention_kernel", "other_attention_kernels", "epilogue_overlap",
+                 "attention_kernel", "other_attention_kernels", "attention_tile_cost",
+                 "epilogue_overlap",
                  "fp8_transpose", "source", "validated_error",
                  "validated_comparison_error")
 
@@ -425,7 +450,9 @@ def flash_attention_time(flops: float, keys: float, *, causal: bool, peak_flops:
     Examples
     --------
     Causal, 4096 keys (``n = 32``): forward ``(32 + 1 + 2) / 32`` = 1.094 and backward
-    ``(32 + 1 + 4) / 32`` = 1.156 times the ideal time at ``attention_efficiency``.
+    ``(32 + 1 + 4) / 32`` = 1.156 times the ideal time at ``attention_efficiency``;
+    with ``attention_tile_cost`` 2.5 ``(32 + 1 + 5) / 32`` = 1.188 and
+    ``(32 + 1 + 10) / 32`` = 1.344.
     """
     if flops <= 0:
         return 0.0, 0.0
@@ -437,5 +464,5 @@ def flash_attention_time(flops: float, keys: float, *, causal: bool, peak_flops:
             return 1.0
         return (n + 1.0 + 2.0 * c) / n if causal else (n + c) / n
 
-    c_fwd, c_bwd = ATTENTION_TILE_OVERHEAD
+    c_fwd, c_bwd = (c * profile.attention_tile_cost for c in ATTENTION_TILE_OVERHEAD)
     return ideal * stretch(c_fwd), 2.5 * ideal * stretch(c_bwd)

@@ -218,6 +218,51 @@ def test_flash_attention_tile_cost_reproduces_published_kernel_speeds(curve, cau
         assert useful / t / 1e12 == pytest.approx(published, rel=0.04), (s, k)
 
 
+# cuDNN 9.13's fused attention on a B200, BF16, head dim 128, causal, 1k ... 32k tokens
+# (Zadouri et al. 2026, FlashAttention-4, Fig. 4 and 6 bar labels; TFLOP/s with the causal
+# FLOPs halved, forward and backward).
+CUDNN913_B200_CAUSAL_FWD = (717, 929, 1076, 1168, 1285, 1266)
+CUDNN913_B200_CAUSAL_BWD = (543, 732, 893, 1008, 1085, 1142)
+
+
+def _b200_errors(prof) -> list[float]:
+    """Relative errors of ``prof``'s causal attention against cuDNN 9.13's B200 bars, on
+    the B200's 2,250 TFLOP/s peak the paper's utilisation uses."""
+    out = []
+    for s, fwd, bwd in zip((1024, 2048, 4096, 8192, 16384, 32768),
+                           CUDNN913_B200_CAUSAL_FWD, CUDNN913_B200_CAUSAL_BWD):
+        flops = 4.0 * s * s * 128
+        f, b = flash_attention_time(flops, s, causal=True, peak_flops=2250e12, profile=prof)
+        out += [flops / 2 / f / 1e12 / fwd - 1, 2.5 * flops / 2 / b / 1e12 / bwd - 1]
+    return out
+
+
+@pytest.mark.parametrize("gpu", ["B200", "GB200-NVL72"])
+def test_blackwell_attention_reproduces_cudnn_on_b200(gpu):
+    # The catalog's Blackwell profiles (efficiency 0.554, tile cost 2.46) against the
+    # published bars (GB200's profile is the same kernel at its own peak, so the same
+    # fractions of it).
+    prof = get_hardware(gpu).compute
+    assert max(map(abs, _b200_errors(prof))) < 0.075
+    # Hopper's tile cost cannot follow this kernel's rise with sequence length: the best
+    # single efficiency is still 19 % off somewhere.
+    hopper = replace(prof, attention_tile_cost=1.0)
+    assert min(max(map(abs, _b200_errors(hopper.with_parameters(attention_efficiency=e))))
+               for e in [0.30 + 0.005 * i for i in range(101)]) > 0.19
+
+
+def test_attention_tile_cost_scales_the_per_tile_blocks():
+    # Hand-computed (flash_attention_time's example): causal, 4096 keys (n = 32), tile
+    # cost 2.5: forward (32 + 1 + 5) / 32, backward (32 + 1 + 10) / 32 times the ideal.
+    prof = ComputeProfile(sms=132, attention_efficiency=0.5, attention_tile_cost=2.5)
+    ideal = 1e12 * 0.5 / (1e15 * 0.5)
+    f, b = flash_attention_time(1e12, 4096, causal=True, peak_flops=1e15, profile=prof)
+    assert f == pytest.approx(ideal * 38 / 32) and b == pytest.approx(2.5 * ideal * 43 / 32)
+    for bad in (0, -1, 17, float("nan"), True):
+        with pytest.raises(InvalidSpecError, match="attention_tile_cost"):
+            ComputeProfile(sms=132, attention_tile_cost=bad)
+
+
 def test_h100_attention_kernels_are_the_published_plateaus():
     # The catalog's H100 default is cuDNN's kernel at its causal-forward plateau, and
     # FlashAttention-2 runs at its own plateau relative to it (the curves above).
