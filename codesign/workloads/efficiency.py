@@ -154,7 +154,8 @@ from codesign.specs import check_choice, check_int, check_number
 
 __all__ = ["ComputeProfile", "FIT_PARAMETERS", "SPEED_PARAMETERS", "CALIBRATION_PARAMETERS",
            "MAX_GEMM_SPEED", "profile_from_dict", "gemm_time",
-           "gemm_backward_shapes", "flash_attention_time", "PROFILE_FORMATS",
+           "gemm_backward_shapes", "flash_attention_time", "carry_parameters",
+           "PROFILE_FORMATS",
            "ATTENTION_BLOCK", "ATTENTION_TILE_OVERHEAD", "MAX_ATTENTION_TILE_COST",
            "ATTENTION_KERNELS"]
 
@@ -381,6 +382,30 @@ def profile_from_dict(spec: Any, *, where: str = "compute") -> ComputeProfile:
         return ComputeProfile(**dict(spec))
     except InvalidSpecError as exc:
         raise InvalidSpecError(f"{where}: {exc}") from None
+
+
+def carry_parameters(values: Mapping[str, float], source: ComputeProfile,
+                     target: ComputeProfile) -> dict[str, float]:
+    """Parameters fitted on ``source``'s GPU, carried to ``target``'s as the catalog
+    carries them: each scaled by the catalog's ``target / source`` ratio of it.
+
+    A calibration captures what training adds to the kernels on the measured GPU; the
+    catalog holds each GPU's kernels relative to that (the same value for the same
+    silicon: H200 = H100; Blackwell's GEMMs at 0.90 of Hopper's efficiency, measured
+    on the same GEMMs, ``compute_profiles.yaml``).  So a refit of the H100 moves the
+    B200 by the same factor, and the measured ratio stays.
+
+    Examples
+    --------
+    >>> from codesign.workloads.hardware import get_hardware
+    >>> h100, b200 = get_hardware("H100").compute, get_hardware("B200").compute
+    >>> fit = carry_parameters({"gemm_efficiency": h100.gemm_efficiency}, h100, b200)
+    >>> round(fit["gemm_efficiency"], 3) == b200.gemm_efficiency
+    True
+    """
+    for k in values:
+        check_choice("compute parameter", k, CALIBRATION_PARAMETERS)
+    return {k: float(v) * getattr(target, k) / getattr(source, k) for k, v in values.items()}
 
 
 def gemm_time(m: float, n: float, k: float, *, peak_flops: float, bandwidth_Bps: float,

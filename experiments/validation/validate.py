@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from codesign.workloads.compute import resolve_precision
+from codesign.workloads.efficiency import carry_parameters
 from codesign.workloads.hardware import get_hardware
 from evaluators.iteration.calibrate import calibrate
 from evaluators.iteration.runs import (block_time, comparable_pairs, comparison_errors,
@@ -226,7 +227,8 @@ def layer_check(hardware_by_name: dict) -> list[tuple[str, float, float, float]]
 
 TRANSFER_TEXT = ("Transfer to Blackwell (H100 calibration carried over, not fitted)",
                  "Published B200 and GB200 runs (`transfer_blackwell.csv`) predicted with "
-                 "their profiles at the GEMM efficiency fitted on H100 above, the way the "
+                 "their profiles at the GEMM efficiency fitted on H100 above times 0.90, "
+                 "Blackwell's GEMM kernels against Hopper's on the same GEMMs, the way the "
                  "catalog carries it (`compute_profiles.yaml`): a check of predicting the "
                  "next GPU generation from measurements of the current one.")
 H200_TEXT = ("Transfer to H200 (H100 calibration carried over, not fitted)",
@@ -282,8 +284,11 @@ def _check_rows(runs, h100_parameters: dict) -> tuple[list[str], list[float], li
     """Table rows, predictions (s), errors and number formats of ``runs`` at the H100 fit
     carried over to their GPU's profile."""
     lines, preds, errors, precisions = [], [], [], []
+    h100 = get_hardware("H100").compute
     for r in runs:
-        hw = get_hardware(r.hardware).with_compute_parameters(**h100_parameters)
+        hw = get_hardware(r.hardware)
+        # as the catalog carries the H100 fit: times the GPU's kernels against Hopper's
+        hw = hw.with_compute_parameters(**carry_parameters(h100_parameters, h100, hw.compute))
         p = predict_run(r, hw)
         preds.append(p)
         errors.append(p / r.measured_s - 1)

@@ -18,8 +18,9 @@ from codesign.workloads import get_hardware, get_workload
 from codesign.workloads.compute import (DEFAULT_EFFICIENCY, attention_core_time, layer_time,
                                         fp8_cast_bytes, resolve_precision,
                                         uses_kernel_model)
-from codesign.workloads.efficiency import (ComputeProfile, flash_attention_time,
-                                          gemm_backward_shapes, gemm_time, profile_from_dict)
+from codesign.workloads.efficiency import (ComputeProfile, carry_parameters,
+                                          flash_attention_time, gemm_backward_shapes,
+                                          gemm_time, profile_from_dict)
 from codesign.workloads.hardware import hardware_to_yaml, load_hardware_catalog
 from codesign.workloads.layers import attention, dense, mlp
 
@@ -692,6 +693,36 @@ def test_8bit_gemms_of_the_published_layer_run_at_the_published_ratio():
     ratio = (layer(h100.peak_flops("bf16"))
              / layer(h100.peak_flops("fp8") * h100.compute.gemm_speed("fp8")))
     assert ratio == pytest.approx(31.968 / 16.785, rel=0.01)
+
+
+@pytest.mark.parametrize("blackwell", ["B200", "GB200-NVL72"])
+def test_blackwell_carries_the_hopper_fit_at_the_published_kernel_ratio(blackwell):
+    # The guide's BF16 layer took 31.968 ms on an H200 NVL (835.5 TFLOP/s dense BF16,
+    # 4.8 TB/s) and 13.102 ms on a B300 (2,250 TFLOP/s, 8 TB/s).  The efficiency each
+    # needs in the kernel model (Hopper's and Blackwell's profiles) to take those times
+    # differs by 0.8995; the catalog's Blackwell GEMM efficiency is the H100's times
+    # that, and carry_parameters keeps the ratio through a refit.
+    m = 15872
+    shapes = [(m, 12288, 4096), (m, 4096, 4096), (m, 16384, 4096), (m, 4096, 16384)]
+
+    def needed(prof, peak, bw, published_s):
+        t = sum(gemm_time(*sh, peak_flops=peak, bandwidth_Bps=bw, dtype_bytes=2,
+                          profile=prof) for mnk in shapes
+                for sh in (mnk, *gemm_backward_shapes(*mnk)))
+        return prof.gemm_efficiency * t / published_s   # compute-bound: time ~ 1 / eff
+
+    h100, bw = get_hardware("H100").compute, get_hardware(blackwell).compute
+    ratio = needed(bw, 2250e12, 8e12, 13.102e-3) / needed(h100, 835.5e12, 4.8e12, 31.968e-3)
+    assert ratio == pytest.approx(0.8995, abs=5e-4)
+    assert bw.gemm_efficiency == pytest.approx(h100.gemm_efficiency * ratio, abs=1e-3)
+    refit = carry_parameters({"gemm_efficiency": 0.6}, h100, bw)
+    assert refit == {"gemm_efficiency": pytest.approx(0.6 * bw.gemm_efficiency
+                                                      / h100.gemm_efficiency)}
+    # The same silicon carries it unchanged; only calibration parameters are carried.
+    assert carry_parameters({"gemm_efficiency": 0.6}, h100,
+                            get_hardware("H200").compute) == {"gemm_efficiency": 0.6}
+    with pytest.raises(InvalidSpecError, match="compute parameter 'sms'"):
+        carry_parameters({"sms": 100}, h100, bw)
 
 
 def test_profile_rejects_an_out_of_range_8bit_gemm_speed():
