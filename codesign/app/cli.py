@@ -613,6 +613,7 @@ def _cmd_optimize(args: argparse.Namespace) -> int:
 def _cmd_calibrate(args: argparse.Namespace) -> int:
     import yaml
 
+    from codesign.workloads.efficiency import carry_parameters
     from codesign.workloads.hardware import get_hardware, hardware_to_yaml
     from evaluators.iteration.calibrate import calibrate
     from evaluators.iteration.runs import load_runs
@@ -621,6 +622,7 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         check_output_path(args.out, what="--out file")  # fail before the fit, not after
     catalog = _hardware_catalog(args.hardware_file)
     hw = get_hardware(args.hardware, catalog)
+    targets = _carry_targets(args.carry_to, hw, catalog)   # refused before the fit
     runs = load_runs(args.runs, hardware=hw.name, catalog=catalog)
     names = [n.strip() for n in args.parameters.split(",") if n.strip()]
     progress = None if args.json else (lambda msg: print(f"  ... {msg}", file=sys.stderr))
@@ -629,6 +631,13 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
                        balance=None if args.balance == "run" else args.balance,
                        progress=progress)
     payload = result.summary()
+    # The next purchase from the cluster one has: the fit carried to other GPUs as the
+    # catalog carries its H100 fit (each parameter x the catalog's target / source ratio).
+    carried = {t.name: t.with_compute_parameters(
+        **carry_parameters(result.parameters, hw.compute, t.compute)) for t in targets}
+    if carried:
+        payload["carried"] = {name: {k: getattr(c.compute, k) for k in result.parameters}
+                              for name, c in carried.items()}
     # Held-out errors (--holdout): leave_one_run_out_mean_abs_error or leave_one_source_...
     held = [k for k in payload if k.startswith("leave_one_") and k.endswith("_mean_abs_error")]
     if args.out:
@@ -655,10 +664,21 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
                               f"runs the model can fit: its held-out error is {err:.0%} "
                               f"(a profile holds errors below 100 %; worst run "
                               f"{worst['id']} {worst['error']:+.0%}); nothing written")
+        for name, c in carried.items():
+            entry = doc["gpus"][name] = hardware_to_yaml(c)["gpus"][name]
+            # Its validated errors stay the catalog's: none of these runs were on it.
+            entry["compute"]["source"] = (
+                f"carried by codesign calibrate from the {result.hardware.name} calibration "
+                f"on {len(runs)} runs of {args.runs}: each fitted parameter x this GPU's "
+                f"catalog value over {result.hardware.name}'s "
+                f"(codesign.workloads.efficiency.carry_parameters); not fitted on "
+                f"{name} runs. Catalog profile: {c.compute.source}")
         header = (f"# Hardware profile of {result.hardware.name} written by "
                   f"`codesign calibrate {args.runs} --hardware {args.hardware}`.\n"
                   "# Use it with: codesign evaluate --hardware-file THIS_FILE "
-                  f"--hardware {result.hardware.name} ...\n")
+                  f"--hardware {result.hardware.name} ...\n"
+                  + (f"# Also carried to: {', '.join(carried)} (not fitted on their runs).\n"
+                     if carried else ""))
         write_text_atomic(args.out, header + yaml.safe_dump(doc, sort_keys=False),
                           what="--out file")
         payload["out"] = args.out
@@ -689,10 +709,35 @@ def _cmd_calibrate(args: argparse.Namespace) -> int:
         for r in payload["per_run"]:
             print(f"  {r['id']:<30}{r['measured_s']:>12.4g}{r['predicted_s']:>13.4g}"
                   f"{r['error']:>9.1%}")
+        for name, values in payload.get("carried", {}).items():
+            print(f"  carried to {name}: " + ", ".join(f"{k} {v:.4f}"
+                                                       for k, v in values.items()))
         if args.out:
             print(f"  wrote {args.out}")
 
     return _emit(args, payload, human)
+
+
+def _carry_targets(text: str | None, hw, catalog) -> list:
+    """The GPUs of ``--carry-to`` (comma-separated catalog names), each with a compute
+    profile and other than the calibrated one."""
+    from codesign.workloads.hardware import get_hardware
+
+    out = []
+    for name in (n.strip() for n in (text or "").split(",")):
+        if not name:
+            continue
+        target = get_hardware(name, catalog)
+        if target.name == hw.name:
+            raise invalid("calibrate --carry-to", name,
+                          f"a GPU other than the calibrated --hardware {hw.name}")
+        if target.compute is None or hw.compute is None:
+            raise invalid("calibrate --carry-to", name,
+                          "a GPU with a compute profile (compute_profiles.yaml), as the "
+                          "calibrated one")
+        if target.name not in (t.name for t in out):
+            out.append(target)
+    return out
 
 
 # ---------------------------------------------------------------- evaluate
@@ -1239,6 +1284,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add(p, "--hardware-file", help="start from this hardware catalog YAML instead of the "
          "built-in one")
     p.add_argument("--out", help="write the calibrated hardware profile (YAML) here")
+    p.add_argument("--carry-to", metavar="GPU[,GPU...]",
+                   help="also write these GPUs with the fit carried over as the catalog "
+                        "carries its H100 fit to B200 / GB200 / H200 (each parameter x the "
+                        "catalog's ratio of the two GPUs): what-ifs for the next purchase "
+                        "from runs on the cluster one has, e.g. --hardware H100 "
+                        "--carry-to B200,GB200-NVL72")
     p.add_argument("--parameters", default=",".join(("gemm_efficiency",
                    "attention_efficiency", "memory_efficiency")),
                    help="comma-separated efficiencies to fit (default: all three; also "

@@ -378,6 +378,60 @@ def test_calibrate_command_writes_a_profile_evaluate_accepts(tmp_path, capsys):
         pytest.approx(measured, rel=0.01)
 
 
+def test_calibrate_carries_the_fit_to_the_next_purchase(tmp_path, capsys):
+    # Runs "measured" on H100 at a known GEMM efficiency (0.6): the fit recovers it and
+    # --carry-to writes B200 and H200 carried as the catalog carries its own H100 fit --
+    # B200 at 0.6 x its catalog / H100 catalog ratio (Blackwell's GEMMs against Hopper's),
+    # H200 (the same silicon) at 0.6 -- which evaluate then uses for those GPUs.
+    from codesign.workloads.efficiency import carry_parameters
+
+    h100 = get_hardware("H100")
+    truth = h100.with_compute_parameters(gemm_efficiency=0.6)
+    rows = [{"id": i, "source": "mine", "gpu": "H100", "gpus": 8, "workload": "gpt3-175b",
+             "options": opts, "strategy": strat, "measured": "iteration_s", "value": "1"}
+            for i, opts, strat in SYNTH if i in "acf"]
+    path = _write(tmp_path / "mine.csv", rows)
+    for row, run in zip(rows, load_runs(path), strict=True):
+        row["value"] = repr(predict_run(run, truth))
+    path = _write(path, rows)
+    out = tmp_path / "mine.yaml"
+    assert main(["calibrate", str(path), "--hardware", "H100", "--parameters",
+                 "gemm_efficiency", "--prior-weight", "0", "--holdout", "none",
+                 "--carry-to", "B200, H200", "--out", str(out), "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    fit = payload["parameters"]["gemm_efficiency"]
+    assert fit == pytest.approx(0.6, rel=0.01)
+    b200 = get_hardware("B200")
+    expected = fit * b200.compute.gemm_efficiency / h100.compute.gemm_efficiency
+    assert payload["carried"] == {"B200": {"gemm_efficiency": pytest.approx(expected)},
+                                  "H200": {"gemm_efficiency": pytest.approx(fit)}}
+    mine = load_hardware_catalog(out)
+    assert mine.names() == ["H100", "B200", "H200"]
+    carried = mine.get("B200").compute
+    assert carried.gemm_efficiency == pytest.approx(expected)
+    assert carried == replace(b200.compute, gemm_efficiency=carried.gemm_efficiency,
+                              source=carried.source)
+    assert "carried by codesign calibrate from the H100 calibration" in carried.source
+    assert carry_parameters({"gemm_efficiency": fit}, h100.compute, b200.compute) == \
+        {"gemm_efficiency": pytest.approx(expected)}
+    args = ["evaluate", "--topology", "ideal:1,degree=8,bw=400Gbps", "--workload",
+            "gpt3-175b", "--strategy", "dp=1,tp=8", "--hardware", "B200", "--json",
+            "--option", SYNTH[5][1].split()[0]] + \
+        [x for opt in SYNTH[5][1].split()[1:] for x in ("--option", opt)]
+    assert main(args + ["--hardware-file", str(out)]) == 0
+    got = json.loads(capsys.readouterr().out)["iteration_time_s"]
+    run = load_runs(path)[2]
+    assert got == pytest.approx(predict_run(replace(run, hardware="B200"),
+                                            b200.with_compute_parameters(
+                                                gemm_efficiency=expected)), rel=1e-9)
+    # Refused before the fit, one line naming the field: the calibrated GPU itself, an
+    # unknown one.
+    for bad, needle in (("H100", "--carry-to 'H100'"), ("Z9", "hardware 'Z9'")):
+        assert main(["calibrate", str(path), "--hardware", "H100", "--carry-to", bad]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and needle in err[0]
+
+
 def test_calibrate_command_weighs_every_source_once_on_request(tmp_path, capsys):
     runs = _synthetic(tmp_path, TRUTH)
     assert main(["calibrate", str(runs), "--hardware", "A100-80", "--prior-weight", "0",
