@@ -316,6 +316,34 @@ def transfer_check(runs, h100_parameters: dict, text: tuple[str, str] = TRANSFER
             "absolute error."]
 
 
+def carried_errors(checked: list, h100_fit) -> list[str]:
+    """Markdown lines: the validated errors of the GPUs that carry the H100 fit, from
+    their checks' runs (``(run, predicted s)``; none of them fitted).  A GPU that carries
+    the H100 fit is no better validated than the H100 itself, so each error is the larger
+    of the H100's held-out one and its own runs' (mean absolute error of one time; mean
+    error of the ratios of its comparable runs, where it has pairs)."""
+    h_err = float(np.mean(np.abs(h100_fit.holdout_errors)))
+    h_pair = float(np.mean(h100_fit.holdout_comparison_errors))
+    out = ["\n## Validated errors of the GPUs that carry the H100 fit\n",
+           "Their checks above are predictions of runs nothing was fitted on, so their "
+           "errors are held-out errors.  A GPU that carries the H100 fit is taken to be no "
+           f"better validated than the H100 (held out above: {h_err:.3f} for one time, "
+           f"{h_pair:.3f} for a ratio): each profile's value is the larger of the H100's and "
+           "its own runs'.\n",
+           "| GPU | runs | mean abs error | pairs | ratio error | `validated_error` | "
+           "`validated_comparison_error` |", "|---|---|---|---|---|---|---|"]
+    for gpu in dict.fromkeys(r.hardware for r, _ in checked):
+        runs = [r for r, _ in checked if r.hardware == gpu]
+        pred = [p for r, p in checked if r.hardware == gpu]
+        err = float(np.mean(np.abs([p / r.measured_s - 1 for r, p in zip(runs, pred)])))
+        pairs = comparison_errors(runs, pred)
+        pair = float(np.mean(pairs)) if len(pairs) else None
+        out.append(f"| {gpu} | {len(runs)} | {100 * err:.1f} % | {len(pairs)} | "
+                   + (f"{100 * pair:.1f} %" if pair is not None else "-")
+                   + f" | {max(err, h_err):.3f} | {max(pair or 0.0, h_pair):.3f} |")
+    return out
+
+
 def finetune_check(runs, h100_parameters: dict) -> list[str]:
     """Markdown lines: the fine-tuning runs (:data:`FINETUNE_TEXT`), then the LoRA / full
     fine-tuning ratio of GPU-seconds per sample, published and predicted, for every
@@ -520,10 +548,16 @@ def main() -> None:
                          f"{100 * (prior_ms / pub - 1):+.1f} % |")
     if "H100" in fits:      # the checks predicted with the H100 fit, not fitted
         h100 = fits["H100"][0].parameters
+        carried: list = []      # (run, predicted s) of the GPUs that carry the H100 fit
         for path, text in ((args.transfer, TRANSFER_TEXT), (args.transfer_h200, H200_TEXT),
                            (args.moe, MOE_TEXT)):
             if Path(path).exists():
-                lines += transfer_check(load_runs(path), h100, text)
+                runs = load_runs(path)
+                checked = _check_rows(runs, h100)
+                lines += transfer_check(runs, h100, text, checked)
+                if text is not MOE_TEXT:    # MoE is outside every validated error
+                    carried += zip(runs, checked[1])
+        lines += carried_errors(carried, fits["H100"][0])
         if Path(args.finetune).exists():
             lines += finetune_check(load_runs(args.finetune), h100)
     lines.append("\n'memory model': whether `codesign`'s memory model finds that the "

@@ -153,3 +153,21 @@ def test_results_and_profiles_carry_the_comparison_error():
 def test_profile_refuses_a_bad_comparison_error(value):
     with pytest.raises(InvalidSpecError, match="validated_comparison_error"):
         profile_from_dict({"sms": 108, "validated_comparison_error": value})
+
+
+def test_gpus_carrying_the_h100_fit_state_their_checked_errors():
+    # validation.md's table of the GPUs that carry the H100 fit (B200, GB200, H200: runs
+    # predicted, never fitted) is what their catalog profiles say, and none claims to be
+    # better validated than the H100 it carries.
+    text = (Path(__file__).parents[2] / "experiments" / "validation"
+            / "validation.md").read_text()
+    section = text.split("## Validated errors of the GPUs that carry the H100 fit")[1]
+    rows = re.findall(r"^\| ([\w-]+) \| \d+ \| [\d.]+ % \| \d+ \| [^|]+ \| ([\d.]+) \| "
+                      r"([\d.]+) \|$", section, flags=re.M)
+    assert {gpu for gpu, _, _ in rows} == {"B200", "GB200-NVL72", "H200"}
+    h100 = get_hardware("H100").compute
+    for gpu, err, pair in rows:
+        c = get_hardware(gpu).compute
+        assert (c.validated_error, c.validated_comparison_error) == (float(err), float(pair))
+        assert c.validated_error >= h100.validated_error
+        assert c.validated_comparison_error >= h100.validated_comparison_error
