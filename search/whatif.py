@@ -62,7 +62,12 @@ lists the other affordable fabrics whose predicted time is within the model's va
 error of a comparison of two designs on that GPU (``comparison_error``,
 ``within_model_error``, and a note; ``model_error`` is the larger error of one predicted
 time): the model does not rank those against the answer
-(:func:`evaluators.iteration.uncertainty.compare`).  Progress
+(:func:`evaluators.iteration.uncertainty.compare`).  When one of them costs less than
+the answer, the cheapest is named with its price and time (``cheapest_within_error``):
+the model cannot tell it from the answer, a buyer can tell the price.  The list holds
+the fabrics timed; a lower link rate of a (family, degree) whose faster rate the budget
+affords is not timed (dominance, below), so a cheaper design within the error can lie
+outside it.  Progress
 (fabrics done / total) is reported through ``progress(done, total)``; the CLI shows it
 with an ETA on stderr.
 
@@ -233,6 +238,11 @@ class WhatIfChoice:
     #: ``within_model_error`` are closer than this to the chosen one.  ``model_error``
     #: is the error of one predicted time.
     comparison_error: float | None = None
+    #: The cheapest of the answer and the fabrics in ``within_model_error`` when it is
+    #: not the answer: ``topology_spec``, ``label`` (family, degree, link rate),
+    #: ``cost_usd`` and ``iteration_time_s`` -- the model cannot tell it from the answer,
+    #: and it costs less.
+    cheapest_within_error: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
@@ -683,10 +693,21 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
         note = (f"{' and '.join(gaps)}: the model's error is not validated for these "
                 "workloads (experiments/validation/validation.md), fabrics are ranked "
                 "on the predicted times alone") if gaps else ""
+        cheapest = _cheapest_within_error(key, pick.close or (), results, by_key)
         if close:
+            # Two designs may share a spec (e.g. 36 x 400G and 72 x 200G host links
+            # aggregate to one leaf-spine spec at different prices): name them apart.
+            shown = [_design_label(results[k][0], results[k][1].metrics["topology_spec"],
+                                   close.count(results[k][1].metrics["topology_spec"]) > 1)
+                     for k in (pick.close or ())[:3]]
             note = (f"{len(close)} other affordable fabric(s) within the model's validated "
                     f"error of a comparison, {compare_error:.1%} (not ranked against it): "
-                    f"{', '.join(close[:3])}{' ...' if len(close) > 3 else ''}")
+                    f"{', '.join(shown)}{' ...' if len(close) > 3 else ''}")
+            if cheapest is not None:
+                saving = by_key[key][0] - cheapest["cost_usd"]
+                note += (f"; the cheapest of them, {cheapest['label']}, costs "
+                         f"${cheapest['cost_usd']:,.0f} (${saving:,.0f} less) at "
+                         f"{cheapest['iteration_time_s']:.4g} s per iteration")
         choices.append(WhatIfChoice(
             budget, p.family, p.degree, p.link_bandwidth_Bps, m["topology_spec"], m["cost_usd"],
             m["iteration_time_s"], 1.0 / m["iteration_time_s"],
@@ -694,7 +715,7 @@ def run_whatif(budgets: tuple[float, ...] | list[float], *, servers: int,
             per[0]["strategy"] if len(per) == 1 else None, strategies,
             m.get("start_iteration_time_s"), key in searched, per, note, model_error,
             tuple(close), *_procurement_fields(procure(key)),
-            comparison_error=compare_error))
+            comparison_error=compare_error, cheapest_within_error=cheapest))
     if failures is not None:
         choices = _with_failures(choices, failures, results, hardware, collective_method)
     return WhatIfResult(servers, gpu, mix, tuple(choices), evaluated, len(results), reasons,
@@ -859,9 +880,39 @@ def _with_failures(choices: list[WhatIfChoice], study, results, hardware,
     return out
 
 
+def _fabric_label(design) -> str:
+    """A design (a sweep point or an answer) as the what-if table names it: family,
+    server degree, link rate."""
+    from codesign.units import format_bandwidth
+
+    return (f"{design.family} d={design.degree} "
+            f"{format_bandwidth(design.link_bandwidth_Bps, bits=True)}")
+
+
+def _design_label(point, spec: str, with_spec: bool = False) -> str:
+    """A design's topology spec, with its table label when asked (two designs of one
+    spec)."""
+    return f"{spec} ({_fabric_label(point)})" if with_spec else spec
+
+
+def _cheapest_within_error(key, close, results, by_key) -> dict[str, Any] | None:
+    """The cheapest of the answer ``key`` and the designs ``close`` to it, when that is
+    not the answer (:attr:`WhatIfChoice.cheapest_within_error`); ties keep the answer."""
+    if not close:
+        return None
+    cheapest = min((key, *close), key=lambda k: by_key[k][0])
+    if by_key[cheapest][0] >= by_key[key][0]:
+        return None
+    point, outcome = results[cheapest]
+    m = outcome.metrics
+    return {"topology_spec": m["topology_spec"], "label": _fabric_label(point),
+            "cost_usd": float(by_key[cheapest][0]),
+            "iteration_time_s": float(m["iteration_time_s"])}
+
+
 def format_whatif(result: WhatIfResult) -> str:
     """A plain-text table of the result (what ``codesign whatif`` prints)."""
-    from codesign.units import format_bandwidth, format_time
+    from codesign.units import format_time
 
     mix = ", ".join(f"{w.label} x{w.weight:g}" for w in result.workloads)
     lines = [f"{result.servers} servers of {result.gpu}; mix: {mix}; {result.timed} of "
@@ -876,7 +927,7 @@ def format_whatif(result: WhatIfResult) -> str:
         if c.family is None:
             lines.append(f"{c.budget_usd:>14,.0f}  {c.note}")
             continue
-        fabric = f"{c.family} d={c.degree} {format_bandwidth(c.link_bandwidth_Bps, bits=True)}"
+        fabric = _fabric_label(c)
         strategy = c.strategy or "; ".join(f"{k}: {v}" for k, v in (c.strategies or {}).items())
         mfu = f"{c.mfu:.1%}" if isinstance(c.mfu, float) else "-"
         lines.append(f"{c.budget_usd:>14,.0f}  {fabric:<28} {c.cost_usd:>12,.0f} "

@@ -96,8 +96,16 @@ def ranking_note(choice: dict[str, Any]) -> str:
         return ("Every other affordable fabric timed is slower than this answer by more "
                 f"than {errors}.")
     shown = ", ".join(close[:5]) + (f" and {len(close) - 5} more" if len(close) > 5 else "")
-    return (f"Not ranked against this answer: {len(close)} other affordable fabric(s) "
+    note = (f"Not ranked against this answer: {len(close)} other affordable fabric(s) "
             f"within {errors}: {shown}.")
+    cheap = choice.get("cheapest_within_error")
+    if cheap:
+        # The model cannot tell these apart; what a buyer can tell apart is the price.
+        note += (f" The cheapest of them is {cheap['topology_spec']} ({cheap['label']}): "
+                 f"${cheap['cost_usd']:,.0f} of network against ${choice['cost_usd']:,.0f}, "
+                 f"{cheap['iteration_time_s']:.3g} s per iteration against "
+                 f"{choice['iteration_time_s']:.3g} s.")
+    return note
 
 
 def _plots(result: dict[str, Any], out: Path) -> list[tuple[str, str]]:

@@ -105,6 +105,14 @@ def test_ranking_note_states_what_the_error_allows():
     moe = {"topology_spec": "x", "comparison_error": None, "note": "mixture-of-experts: ..."}
     assert ranking_note(moe) == "mixture-of-experts: ..."
     assert ranking_note({"topology_spec": None, "note": "no fabric"}) == ""
+    # A cheaper fabric the model cannot tell from the answer is named with both prices
+    # and both times.
+    cheap = {"topology_spec": "f3", "label": "perms d=3 400Gbps", "cost_usd": 1181184.0,
+             "iteration_time_s": 15.91}
+    note = ranking_note({**base, "within_model_error": ["f3"], "cost_usd": 3149824.0,
+                         "iteration_time_s": 15.4, "cheapest_within_error": cheap})
+    assert note.endswith("The cheapest of them is f3 (perms d=3 400Gbps): $1,181,184 of "
+                         "network against $3,149,824, 15.9 s per iteration against 15.4 s.")
 
 
 def test_a_report_folder_that_cannot_be_created_is_refused_before_the_work(capsys, tmp_path):

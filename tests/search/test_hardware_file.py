@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from codesign.app.cli import main
 from codesign.errors import InvalidSpecError
@@ -97,6 +99,39 @@ def test_whatif_lists_fabrics_within_the_model_error(capsys) -> None:
     assert choice["topology_spec"] not in choice["within_model_error"]
     assert f"validated error of a comparison, {pair:.1%}" in choice["note"]
     assert best > 0
+    # With a $100M budget the fastest fabric is not the cheapest one the model cannot
+    # tell from it: that one is named, with its price and time.
+    cheap = choice["cheapest_within_error"]
+    assert cheap is not None and cheap["topology_spec"] in choice["within_model_error"]
+    assert cheap["cost_usd"] < choice["cost_usd"]
+    assert f"the cheapest of them, {cheap['label']}, costs ${cheap['cost_usd']:,.0f}" in \
+        choice["note"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(costs=st.lists(st.integers(1, 20), min_size=1, max_size=8), n_close=st.integers(0, 7))
+def test_cheapest_within_error_is_the_cheapest_listed_design(costs, n_close) -> None:
+    # Brute force: the answer is design 0, the designs within the error the next
+    # n_close; the cheapest of them all is named unless the answer is (ties keep it).
+    from types import SimpleNamespace as NS
+
+    from search.whatif import _cheapest_within_error
+
+    keys = [("leafspine", i + 1, 50e9) for i in range(len(costs))]
+    by_key = {k: (float(c), "spec") for k, c in zip(keys, costs)}
+    results = {k: (NS(family=k[0], degree=k[1], link_bandwidth_Bps=k[2]),
+                   NS(metrics={"topology_spec": f"s{k[1]}", "iteration_time_s": 1.0 + k[1]}))
+               for k in keys}
+    close = tuple(keys[1:1 + n_close])
+    got = _cheapest_within_error(keys[0], close, results, by_key)
+    cheapest = min(costs[:1 + len(close)])
+    if cheapest >= costs[0]:
+        assert got is None
+    else:
+        assert got["cost_usd"] == cheapest
+        assert got["topology_spec"] in {f"s{k[1]}" for k in close
+                                        if by_key[k][0] == cheapest}
+        assert got["label"].startswith("leafspine d=")
 
 
 @pytest.mark.parametrize("workload, why", [
