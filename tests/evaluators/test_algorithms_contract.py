@@ -65,9 +65,20 @@ def _check(alg, topo, coll):
     return sched
 
 
-@pytest.mark.parametrize("chunks", [1, 2])
-@pytest.mark.parametrize("spec", SPECS + ["irregular"])
-@pytest.mark.parametrize("alg", sorted(ALGORITHMS))
+#: MCF's fluid LP on the largest graphs takes 3-6 s per call: there it runs with one
+#: chunk per NPU only (two chunks per NPU, 14 s of the suite, are checked on the others).
+_MCF_ONE_CHUNK = {"torus:3x3", "hypercube:3", "hier:ring2_fc2_switch2,bw=50GB/s:25GB/s:10GB/s"}
+
+
+def _contract_cases():
+    for alg in sorted(ALGORITHMS):
+        for spec in SPECS + ["irregular"]:
+            for chunks in (1, 2):
+                if not (alg == "mcf" and spec in _MCF_ONE_CHUNK and chunks == 2):
+                    yield pytest.param(alg, spec, chunks, id=f"{alg}-{spec}-{chunks}")
+
+
+@pytest.mark.parametrize("alg, spec, chunks", list(_contract_cases()))
 def test_every_algorithm_kind_topology(alg, spec, chunks):
     topo = topology(spec)
     for kind in KINDS:
