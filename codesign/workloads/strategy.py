@@ -896,16 +896,15 @@ def layer_chunks(names: Any, strategy: Strategy, stages: Any) -> list[int]:
     names = list(names)
     out = [0] * len(names)
     chunks = chunk_blocks(names, strategy, stages)
-    for p, (start, stop) in enumerate(stages):
+    for p, (_, stop) in enumerate(stages):
         last = -1
         for c in range(strategy.vpp):
             for block in chunks[p * strategy.vpp + c]:
                 for i in block:
                     out[i] = c
                     last = max(last, i)
-        for i in range(start, stop):
-            if last >= 0 and i > last:
-                out[i] = strategy.vpp - 1
+        if last >= 0:     # the layers after the stage's last block
+            out[last + 1:stop] = [strategy.vpp - 1] * (stop - last - 1)
     return out
 
 

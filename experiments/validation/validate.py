@@ -335,7 +335,7 @@ def carried_errors(checked: list, h100_fit) -> list[str]:
     for gpu in dict.fromkeys(r.hardware for r, _ in checked):
         runs = [r for r, _ in checked if r.hardware == gpu]
         pred = [p for r, p in checked if r.hardware == gpu]
-        err = float(np.mean(np.abs([p / r.measured_s - 1 for r, p in zip(runs, pred)])))
+        err = _stats([p / r.measured_s - 1 for r, p in zip(runs, pred)])[0]
         pairs = comparison_errors(runs, pred)
         pair = float(np.mean(pairs)) if len(pairs) else None
         out.append(f"| {gpu} | {len(runs)} | {100 * err:.1f} % | {len(pairs)} | "
